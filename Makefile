@@ -1,0 +1,22 @@
+# The two commands a fresh machine needs (see README):
+#   make demo   set up, then run the main job end to end, writing reports to out/
+#   make test   set up, then run the whole test suite
+.PHONY: demo test setup native bench clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	@scripts/demo.sh
+
+test: setup
+	.venv/bin/python -m pytest -q $(PYTEST_ARGS)
+
+native:
+	.venv/bin/python native/build.py src/corecast/_native
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; .venv/bin/python $$b || exit 1; done
+
+clean:
+	rm -rf build dist src/*.egg-info src/corecast/_native out

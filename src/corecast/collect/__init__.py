@@ -1,0 +1,1 @@
+"""corecast.collect"""

@@ -1,0 +1,589 @@
+"""The Dataset: the one structure every part of corecast exchanges.
+
+One row per run: `cores`, optional `repetition`, optional `size` (problem size), and named
+numeric metric columns (`time_s`, `throughput`, `rss_bytes`, one column per stall category,
+...). Metadata says what machine the runs came from, which command ran, which corecast
+version recorded it, and for each column its unit, its source (hardware event, software
+source, plugin, file) and its status.
+
+Files:
+- CSV: a header with a `cores` column is enough (`cores,throughput`). Lines starting with
+  `#` are comments; corecast's own writer puts the metadata in one `# corecast: {...}` line.
+  An empty cell is a missing value (a run that produced no number); the text `nan` or `inf`
+  is an error, as is anything else that is not a number.
+- JSON: `{"format": "corecast-dataset", "version": 1, "machine": {...}, "columns": {...},
+  "rows": [{"cores": 1, "time_s": 2.5}, ...]}`; a bare list of row objects is accepted too.
+- SQLite campaign files (written by `corecast measure`) are read through `corecast.store`.
+
+Every mistake in a file ends in a `UserError` naming the file, line (or row) and column.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from .errors import UserError, where
+
+FORMAT_NAME = "corecast-dataset"
+FORMAT_VERSION = 1
+CSV_META_PREFIX = "# corecast:"
+
+#: Columns that describe a run rather than measure it.
+KEY_COLUMNS = ("cores", "repetition", "size")
+
+#: Column kinds. A `stall` column is a stall category the stall-based predictor extrapolates.
+KINDS = ("time", "throughput", "stall", "memory", "cpu", "counter", "other")
+
+#: Well-known metric columns and what they are. Any other numeric column in a plain file is a
+#: stall category (kind `stall`), as the predict command expects.
+KNOWN_COLUMNS: dict[str, tuple[str, str]] = {
+    "time_s": ("time", "s"),
+    "throughput": ("throughput", "1/s"),
+    "rss_bytes": ("memory", "bytes"),
+    "user_s": ("cpu", "s"),
+    "sys_s": ("cpu", "s"),
+    "cpu_s": ("cpu", "s"),
+    "exit_status": ("other", ""),
+    "voluntary_ctxsw": ("counter", "count"),
+    "involuntary_ctxsw": ("counter", "count"),
+    "context_switches": ("counter", "count"),
+    "cpu_migrations": ("counter", "count"),
+    "page_faults": ("counter", "count"),
+    "instructions": ("counter", "count"),
+    "cycles": ("counter", "count"),
+    "task_clock_ns": ("cpu", "ns"),
+}
+
+
+@dataclass
+class ColumnInfo:
+    """Where a column came from and what it means."""
+
+    name: str
+    kind: str = "other"
+    unit: str | None = None
+    source: str | None = None          # e.g. "measured: perf software event task-clock"
+    status: str = "ok"                 # ok | not supported | denied | invalid | unavailable | derived
+    description: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if v is not None and k != "name"}
+        return d
+
+    @classmethod
+    def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ColumnInfo":
+        known = {f.name for f in fields(cls)} - {"name"}
+        return cls(name=name, **{k: v for k, v in d.items() if k in known})
+
+
+def default_column_info(name: str, source: str | None = None) -> ColumnInfo:
+    kind, unit = KNOWN_COLUMNS.get(name, ("stall", None))
+    if kind == "stall" and name.endswith("_s"):
+        unit = "s"
+    elif kind == "stall" and ("cycles" in name):
+        unit = "cycles"
+    return ColumnInfo(name=name, kind=kind, unit=unit, source=source)
+
+
+@dataclass
+class Machine:
+    """The machine the runs came from. Every field is optional: a plain CSV says nothing."""
+
+    cpu_model: str | None = None
+    vendor: str | None = None
+    family: int | None = None
+    model: int | None = None
+    sockets: int | None = None
+    cores: int | None = None              # physical cores in all
+    threads_per_core: int | None = None
+    logical_cpus: int | None = None
+    numa_nodes: int | None = None
+    nominal_freq_hz: float | None = None
+    kernel: str | None = None
+    hostname: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Machine":
+        if not d:
+            return cls()
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def describe(self) -> str:
+        parts = []
+        if self.cpu_model:
+            parts.append(self.cpu_model)
+        topo = []
+        if self.sockets:
+            topo.append(f"{self.sockets} socket{'s' if self.sockets != 1 else ''}")
+        if self.cores:
+            topo.append(f"{self.cores} cores")
+        if self.threads_per_core:
+            topo.append(f"{self.threads_per_core} thread{'s' if self.threads_per_core != 1 else ''}/core")
+        if topo:
+            parts.append(", ".join(topo))
+        if self.nominal_freq_hz:
+            parts.append(f"{self.nominal_freq_hz / 1e9:.2f} GHz")
+        return "; ".join(parts) if parts else "unknown machine"
+
+
+@dataclass
+class Aggregate:
+    """One value per distinct core count: median of the repetitions, with their spread."""
+
+    cores: np.ndarray
+    value: np.ndarray      # median
+    low: np.ndarray        # smallest repetition
+    high: np.ndarray       # largest repetition
+    std: np.ndarray        # sample standard deviation (0 with one repetition)
+    count: np.ndarray      # repetitions that gave a number
+    name: str = ""
+
+
+@dataclass
+class Dataset:
+    cores: np.ndarray
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    repetition: np.ndarray | None = None
+    size: np.ndarray | None = None
+    columns: dict[str, ColumnInfo] = field(default_factory=dict)
+    machine: Machine = field(default_factory=Machine)
+    command: str | None = None
+    corecast_version: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        self.cores = np.asarray(self.cores, dtype=float)
+        n = len(self.cores)
+        for name, values in list(self.metrics.items()):
+            arr = np.asarray(values, dtype=float)
+            if arr.shape != (n,):
+                raise ValueError(f"column {name!r} has {arr.shape} values for {n} rows")
+            self.metrics[name] = arr
+            if name not in self.columns:
+                self.columns[name] = default_column_info(name)
+        for attr in ("repetition", "size"):
+            v = getattr(self, attr)
+            if v is not None:
+                arr = np.asarray(v, dtype=float)
+                if arr.shape != (n,):
+                    raise ValueError(f"{attr} has {arr.shape} values for {n} rows")
+                setattr(self, attr, arr)
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return len(self.cores)
+
+    @property
+    def label(self) -> str:
+        return self.path or "dataset"
+
+    @property
+    def metric_names(self) -> list[str]:
+        return list(self.metrics)
+
+    def has(self, name: str) -> bool:
+        return name in self.metrics
+
+    def column(self, name: str) -> np.ndarray:
+        if name == "cores":
+            return self.cores
+        if name in ("repetition", "size"):
+            v = getattr(self, name)
+            if v is None:
+                raise UserError(f"{self.label}: has no '{name}' column")
+            return v
+        if name not in self.metrics:
+            avail = ", ".join(self.metrics) or "none"
+            raise UserError(f"{self.label}: unknown metric '{name}' (metrics in this file: {avail})")
+        return self.metrics[name]
+
+    def names_of_kind(self, kind: str) -> list[str]:
+        return [n for n in self.metrics if self.columns[n].kind == kind]
+
+    @property
+    def stall_names(self) -> list[str]:
+        """Stall categories with at least one measured value."""
+        return [n for n in self.names_of_kind("stall") if np.isfinite(self.metrics[n]).any()]
+
+    @property
+    def distinct_cores(self) -> np.ndarray:
+        return np.unique(self.cores)
+
+    def aggregate(self, name: str) -> Aggregate:
+        """Median per distinct core count (missing values skipped), with spread."""
+        values = self.column(name)
+        cs, med, lo, hi, sd, cnt = [], [], [], [], [], []
+        for c in self.distinct_cores:
+            v = values[(self.cores == c) & np.isfinite(values)]
+            if len(v) == 0:
+                continue
+            cs.append(c)
+            med.append(float(np.median(v)))
+            lo.append(float(v.min()))
+            hi.append(float(v.max()))
+            sd.append(float(v.std(ddof=1)) if len(v) > 1 else 0.0)
+            cnt.append(len(v))
+        return Aggregate(np.array(cs, dtype=float), np.array(med), np.array(lo), np.array(hi),
+                         np.array(sd), np.array(cnt, dtype=int), name=name)
+
+    def throughput_name(self) -> str:
+        if "throughput" in self.metrics and np.isfinite(self.metrics["throughput"]).any():
+            return "throughput"
+        if "time_s" in self.metrics and np.isfinite(self.metrics["time_s"]).any():
+            return "time_s"
+        avail = ", ".join(self.metrics) or "none"
+        raise UserError(f"{self.label}: needs a 'throughput' or 'time_s' column (metrics in this file: {avail})")
+
+    def throughput(self, metric: str | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+        """Rows usable as throughput: (cores, X, how X was obtained).
+
+        With `metric` None: the `throughput` column if it has values, else 1/`time_s`. A named
+        metric is used as is, except `time_s` (or any kind `time` column), which is inverted.
+        """
+        name = metric or self.throughput_name()
+        values = self.column(name)
+        ok = np.isfinite(values)
+        if self.columns.get(name, default_column_info(name)).kind == "time":
+            if np.any(values[ok] <= 0):
+                bad = int(np.flatnonzero(ok & (values <= 0))[0])
+                raise UserError(f"{self.label}: row {bad + 1}: column '{name}' must be > 0 to be "
+                                f"turned into throughput (got {values[bad]:g})")
+            return self.cores[ok], 1.0 / values[ok], f"1/{name}"
+        return self.cores[ok], values[ok], name
+
+    # ------------------------------------------------------------ transformation
+    def select(self, mask: np.ndarray) -> "Dataset":
+        mask = np.asarray(mask, dtype=bool)
+        return Dataset(
+            cores=self.cores[mask],
+            metrics={k: v[mask] for k, v in self.metrics.items()},
+            repetition=None if self.repetition is None else self.repetition[mask],
+            size=None if self.size is None else self.size[mask],
+            columns=dict(self.columns), machine=self.machine, command=self.command,
+            corecast_version=self.corecast_version, notes=dict(self.notes), path=self.path)
+
+    def with_column(self, name: str, values: Iterable[float], info: ColumnInfo | None = None) -> "Dataset":
+        d = self.select(np.ones(len(self), dtype=bool))
+        d.metrics[name] = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+        d.columns[name] = info or default_column_info(name)
+        return d
+
+    def rows(self) -> Iterator[dict[str, float]]:
+        for i in range(len(self)):
+            row: dict[str, float] = {"cores": _num(self.cores[i])}
+            if self.repetition is not None:
+                row["repetition"] = _num(self.repetition[i])
+            if self.size is not None:
+                row["size"] = _num(self.size[i])
+            for k, v in self.metrics.items():
+                row[k] = _num(v[i])
+            yield row
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]], **meta: Any) -> "Dataset":
+        rows = list(rows)
+        names: list[str] = []
+        for r in rows:
+            for k in r:
+                if k not in KEY_COLUMNS and k not in names:
+                    names.append(k)
+        cores = [r["cores"] for r in rows]
+        rep = [r.get("repetition", np.nan) for r in rows] if any("repetition" in r for r in rows) else None
+        size = [r.get("size", np.nan) for r in rows] if any("size" in r for r in rows) else None
+        metrics = {n: [np.nan if r.get(n) is None else r.get(n) for r in rows] for n in names}
+        return cls(cores=cores, metrics=metrics, repetition=rep, size=size, **meta)
+
+    def metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+        if self.machine.to_dict():
+            meta["machine"] = self.machine.to_dict()
+        if self.command:
+            meta["command"] = self.command
+        if self.corecast_version:
+            meta["corecast_version"] = self.corecast_version
+        meta["columns"] = {n: self.columns[n].to_dict() for n in self.metrics}
+        if self.notes:
+            meta["notes"] = self.notes
+        return meta
+
+    # ------------------------------------------------------------------ output
+    def to_csv(self, path: str | Path | None = None) -> str:
+        buf = io.StringIO()
+        buf.write(f"{CSV_META_PREFIX} {json.dumps(self.metadata(), sort_keys=True)}\n")
+        header = ["cores"]
+        if self.repetition is not None:
+            header.append("repetition")
+        if self.size is not None:
+            header.append("size")
+        header.extend(self.metrics)
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        for row in self.rows():
+            w.writerow(["" if row[h] is None else _fmt(row[h]) for h in header])
+        text = buf.getvalue()
+        if path is not None:
+            _write_atomic(Path(path), text)
+        return text
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        doc = self.metadata()
+        doc["rows"] = list(self.rows())
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+        if path is not None:
+            _write_atomic(Path(path), text)
+        return text
+
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        if p.suffix.lower() == ".json":
+            self.to_json(p)
+        elif p.suffix.lower() == ".csv":
+            self.to_csv(p)
+        else:
+            raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
+
+
+# ====================================================================== helpers
+def _num(v: float) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    f = float(v)
+    if math.isnan(f):
+        return None
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, int):
+        return str(v)
+    return repr(float(v))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
+
+
+_BAD_TEXT = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+def _parse_number(text: str, path: object, line: int, column: str) -> float:
+    s = text.strip()
+    if s.lower() in _BAD_TEXT:
+        raise UserError(f"{where(path, line, column)}: '{s}' is not a finite number")
+    try:
+        v = float(s)
+    except ValueError:
+        raise UserError(f"{where(path, line, column)}: '{s}' is not a number") from None
+    if not math.isfinite(v):
+        raise UserError(f"{where(path, line, column)}: '{s}' is not a finite number")
+    return v
+
+
+def _check_key(name: str, v: float, path: object, line: int | None, col: str, row_label: str | None = None) -> None:
+    loc = where(path, line, col) if row_label is None else f"{path}: {row_label}: column '{col}'"
+    if name == "cores" and v <= 0:
+        raise UserError(f"{loc}: cores must be > 0 (got {v:g})")
+    if name == "repetition" and (v < 0 or not float(v).is_integer()):
+        raise UserError(f"{loc}: repetition must be a whole number >= 0 (got {v:g})")
+    if name == "size" and v <= 0:
+        raise UserError(f"{loc}: size must be > 0 (got {v:g})")
+
+
+def _apply_meta(meta: Mapping[str, Any], names: list[str], path: object) -> dict[str, Any]:
+    cols_meta = meta.get("columns") or {}
+    if not isinstance(cols_meta, Mapping):
+        raise UserError(f"{path}: metadata 'columns' must be an object")
+    columns = {}
+    for n in names:
+        info = cols_meta.get(n)
+        columns[n] = ColumnInfo.from_dict(n, info) if isinstance(info, Mapping) else default_column_info(n, source=f"file {Path(str(path)).name}")
+    machine = meta.get("machine")
+    if machine is not None and not isinstance(machine, Mapping):
+        raise UserError(f"{path}: metadata 'machine' must be an object")
+    return dict(columns=columns, machine=Machine.from_dict(machine), command=meta.get("command"),
+                corecast_version=meta.get("corecast_version"), notes=dict(meta.get("notes") or {}))
+
+
+# ====================================================================== readers
+def read_csv(path: str | Path, text: str | None = None) -> Dataset:
+    path = str(path)
+    if text is None:
+        text = _read_text(path)
+    meta: dict[str, Any] = {}
+    lines = text.splitlines()
+    # Comments and metadata before the header; remember line numbers for messages.
+    data_start = 0
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith(CSV_META_PREFIX):
+            try:
+                meta = json.loads(s[len(CSV_META_PREFIX):])
+            except json.JSONDecodeError as err:
+                raise UserError(f"{path}:{i + 1}: corecast metadata line is not valid JSON ({err.msg})") from None
+            if not isinstance(meta, dict):
+                raise UserError(f"{path}:{i + 1}: corecast metadata line must hold a JSON object")
+            data_start = i + 1
+        elif s == "" or s.startswith("#"):
+            data_start = i + 1
+        else:
+            break
+    body = lines[data_start:]
+    if not body:
+        raise UserError(f"{path}: empty file (expected a header such as 'cores,throughput')")
+    reader = csv.reader(body)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except csv.Error as err:
+        raise UserError(f"{path}:{data_start + 1}: {err}") from None
+    hline = data_start + 1
+    if "cores" not in header:
+        raise UserError(f"{where(path, hline)}: no 'cores' column in the header "
+                        f"(columns: {', '.join(h for h in header if h) or 'none'})")
+    for j, h in enumerate(header):
+        if h == "":
+            raise UserError(f"{where(path, hline)}: column {j + 1} of the header has no name")
+        if header.count(h) > 1:
+            raise UserError(f"{where(path, hline)}: column '{h}' appears twice in the header")
+    values: dict[str, list[float]] = {h: [] for h in header}
+    nrows = 0
+    for rec in reader:
+        lineno = data_start + reader.line_num
+        if not rec or all(c.strip() == "" for c in rec):
+            continue
+        if rec[0].lstrip().startswith("#"):
+            continue
+        if len(rec) != len(header):
+            raise UserError(f"{where(path, lineno)}: {len(rec)} fields, the header has {len(header)}")
+        for h, cell in zip(header, rec):
+            if cell.strip() == "":
+                if h in KEY_COLUMNS:
+                    raise UserError(f"{where(path, lineno, h)}: empty (every row needs a value here)")
+                values[h].append(np.nan)
+                continue
+            v = _parse_number(cell, path, lineno, h)
+            if h in KEY_COLUMNS:
+                _check_key(h, v, path, lineno, h)
+            values[h].append(v)
+        nrows += 1
+    if nrows == 0:
+        raise UserError(f"{path}: no data rows after the header")
+    names = [h for h in header if h not in KEY_COLUMNS]
+    extra = _apply_meta(meta, names, path)
+    return Dataset(cores=values["cores"], metrics={n: values[n] for n in names},
+                   repetition=values.get("repetition"), size=values.get("size"), path=path, **extra)
+
+
+def read_json(path: str | Path, text: str | None = None) -> Dataset:
+    path = str(path)
+    if text is None:
+        text = _read_text(path)
+    if not text.strip():
+        raise UserError(f"{path}: empty file")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
+    if isinstance(doc, list):
+        meta: dict[str, Any] = {}
+        rows = doc
+    elif isinstance(doc, dict):
+        if "format" in doc and doc["format"] != FORMAT_NAME:
+            raise UserError(f"{path}: format '{doc['format']}' is not a corecast dataset")
+        if int(doc.get("version", FORMAT_VERSION)) > FORMAT_VERSION:
+            raise UserError(f"{path}: dataset format version {doc['version']} is newer than this corecast understands")
+        meta = doc
+        rows = doc.get("rows")
+        if rows is None:
+            raise UserError(f"{path}: no 'rows' list in the JSON object")
+    else:
+        raise UserError(f"{path}: expected a JSON object or a list of rows")
+    if not isinstance(rows, list) or not rows:
+        raise UserError(f"{path}: 'rows' must be a non-empty list")
+    names: list[str] = []
+    parsed: list[dict[str, float]] = []
+    for i, row in enumerate(rows):
+        label = f"rows[{i}] (row {i + 1})"
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: {label}: expected an object")
+        if "cores" not in row:
+            raise UserError(f"{path}: {label}: no 'cores' value")
+        out: dict[str, float] = {}
+        for k, v in row.items():
+            if v is None:
+                if k in KEY_COLUMNS:
+                    raise UserError(f"{path}: {label}: column '{k}': null (every row needs a value here)")
+                out[k] = np.nan
+            elif isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise UserError(f"{path}: {label}: column '{k}': {json.dumps(v)[:40]} is not a number")
+            else:
+                fv = _parse_number(str(v), path, None, k) if isinstance(v, str) else float(v)
+                if not math.isfinite(fv):
+                    raise UserError(f"{path}: {label}: column '{k}': not a finite number")
+                if k in KEY_COLUMNS:
+                    _check_key(k, fv, path, None, k, row_label=label)
+                out[k] = fv
+            if k not in KEY_COLUMNS and k not in names:
+                names.append(k)
+        parsed.append(out)
+    extra = _apply_meta(meta, names, path)
+    ds = Dataset.from_rows(parsed, path=path, **extra)
+    return ds
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a dataset file") from None
+    except PermissionError:
+        raise UserError(f"{path}: permission denied") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (CSV or JSON expected)") from None
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def load(path: str | Path) -> Dataset:
+    """Read a Dataset from a CSV, JSON or SQLite campaign file (chosen by content)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(64)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a dataset file") from None
+    except PermissionError:
+        raise UserError(f"{path}: permission denied") from None
+    if head.startswith(SQLITE_MAGIC):
+        try:
+            from . import store
+        except ImportError:
+            raise UserError(f"{path}: is a campaign file, and this corecast cannot read campaigns") from None
+        return store.load_dataset(p)
+    text = _read_text(str(p))
+    stripped = text.lstrip()
+    if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
+        return read_json(p, text)
+    return read_csv(p, text)
