@@ -533,7 +533,14 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
             elif isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 raise UserError(f"{path}: {label}: column '{k}': {json.dumps(v)[:40]} is not a number")
             else:
-                fv = _parse_number(str(v), path, None, k) if isinstance(v, str) else float(v)
+                if isinstance(v, str):
+                    try:
+                        fv = _parse_number(v, path, None, k)
+                    except UserError:
+                        raise UserError(f"{path}: {label}: column '{k}': '{v.strip()[:40]}' is not a "
+                                        "finite number") from None
+                else:
+                    fv = float(v)
                 if not math.isfinite(fv):
                     raise UserError(f"{path}: {label}: column '{k}': not a finite number")
                 if k in KEY_COLUMNS:
