@@ -238,3 +238,27 @@ def test_predict_face():
     assert np.all(pr.low < pr.value) and np.all(pr.value < pr.high)
     assert pr.value[0] == pytest.approx(usl.usl(128, f.alpha, f.beta, f.gamma))
     assert pr.as_time()[0] == pytest.approx(1 / pr.value[0])
+
+
+def test_overhead_shares_follow_the_denominator():
+    a = usl.analyze(*load("specsdm91.csv"))
+    f = a.fit
+    for p in a.points:
+        d = 1 + f.alpha * (p.cores - 1) + f.beta * p.cores * (p.cores - 1)
+        assert p.contention == pytest.approx(f.alpha * (p.cores - 1) / d)
+        assert p.coherency == pytest.approx(f.beta * p.cores * (p.cores - 1) / d)
+        # With the ideal share 1/D the three add up to one, and 1/D is the efficiency of the fit.
+        assert 1 / d + p.contention + p.coherency == pytest.approx(1.0)
+        assert 1 / d == pytest.approx(p.fitted / (f.gamma * p.cores))
+    assert a.points[0].contention == 0 and a.points[0].coherency == 0
+
+
+def test_latency_column_uses_littles_law(tmp_path):
+    n = np.array([1, 2, 4, 8, 16, 32.0])
+    x = usl.usl(n, 0.03, 2e-4, 50.0)
+    p = tmp_path / "lat.csv"
+    p.write_text("cores,latency_s\n" + "".join(f"{int(c)},{float(c / v)!r}\n" for c, v in zip(n, x)))
+    a = usl.analyze_dataset(D.load(p))
+    assert a.source.startswith("N/latency_s")
+    assert a.fit.alpha == pytest.approx(0.03, rel=1e-6)
+    assert a.fit.gamma == pytest.approx(50.0, rel=1e-6)

@@ -391,6 +391,8 @@ class PointCheck:
     residual: float
     efficiency: float
     capacity: float
+    contention: float = 0.0     # share of the USL denominator due to α at this N
+    coherency: float = 0.0      # share due to β
     flags: list[str] = field(default_factory=list)
 
 
@@ -452,6 +454,7 @@ class Analysis:
             "points": [
                 {"cores": _intish(p.cores), "throughput": p.throughput, "fitted": p.fitted,
                  "residual": p.residual, "efficiency": p.efficiency, "capacity": p.capacity,
+                 "contention": p.contention, "coherency": p.coherency,
                  "repetitions": p.count, "low": p.low, "high": p.high, "flags": list(p.flags)}
                 for p in self.points
             ],
@@ -468,6 +471,16 @@ class Analysis:
 
 def _intish(v: float) -> float | int:
     return int(v) if float(v).is_integer() else float(v)
+
+
+def overheads(f: USLFit, n: float) -> dict[str, float]:
+    """How the time per unit of work splits at load n (R usl's `overhead`): the ideal share
+    1/D plus the contention share α(n−1)/D and the coherency share βn(n−1)/D, D being the
+    USL denominator; the three add up to 1."""
+    cont = f.alpha * (n - 1.0)
+    coh = f.beta * n * (n - 1.0)
+    d = 1.0 + cont + coh
+    return {"contention": cont / d, "coherency": coh / d}
 
 
 def _aicc(rss: float, n: int, k: int) -> float:
@@ -545,7 +558,8 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
         fv = float(f.fitted(np.array([c]))[0])
         points.append(PointCheck(cores=float(c), throughput=med, low=float(v.min()), high=float(v.max()),
                                  count=len(v), fitted=fv, residual=med - fv,
-                                 efficiency=float(med / (f.gamma * c)), capacity=float(med / f.gamma)))
+                                 efficiency=float(med / (f.gamma * c)), capacity=float(med / f.gamma),
+                                 **overheads(f, float(c))))
 
     if len(distinct) < 6:
         warnings.append(f"only {len(distinct)} distinct core counts: the USL methodology asks for at least 6 "

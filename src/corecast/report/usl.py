@@ -41,11 +41,14 @@ def derived_rows(a: Analysis) -> list[list[Any]]:
 
 
 def point_rows(a: Analysis) -> list[list[Any]]:
-    return [[p.cores, p.throughput, p.fitted, p.residual, p.efficiency, p.capacity, p.count,
-             ", ".join(p.flags)] for p in a.points]
+    return [[p.cores, p.throughput, p.fitted, p.residual, p.efficiency, p.capacity,
+             f"{100 * p.contention:.0f}%", f"{100 * p.coherency:.0f}%", p.count, ", ".join(p.flags)]
+            for p in a.points]
 
 
-POINT_HEADERS = ["N", "X measured", "X fitted", "residual", "efficiency X/(γN)", "capacity X/γ", "runs", "flags"]
+POINT_HEADERS = ["N", "X", "fitted", "residual", "eff.", "C(N)", "cont.", "coh.", "runs", "flags"]
+POINT_LEGEND = ("X: measured throughput (median of the runs); eff.: efficiency X/(γN); C(N): capacity X/γ; "
+                "cont./coh.: share of the time per unit of work lost to contention (α) and coherency (β)")
 
 
 def prediction_rows(a: Analysis, at: Sequence[float]) -> list[list[Any]]:
@@ -71,6 +74,7 @@ def render_terminal(a: Analysis, con: Console, label: str, predict_at: Sequence[
     con.print()
     styles = ["bold red" if p.flags else None for p in a.points]
     con.print(make_table("Points", POINT_HEADERS, point_rows(a), styles=styles))
+    con.print(POINT_LEGEND, style="dim")
     if predict_at is not None and len(predict_at):
         con.print()
         con.print(make_table(f"Predicted ({a.level:.0%} prediction band)",
@@ -152,7 +156,8 @@ def render_html(a: Analysis, label: str, dataset: Any = None, predict_at: Sequen
         H.paragraph(a.nested.summary + ".")))
     blocks.append(H.section("Points",
                             H.table(POINT_HEADERS, [[fmt(c) for c in r[:-1]] + [r[-1]] for r in point_rows(a)],
-                                    flag_rows=[bool(p.flags) for p in a.points])))
+                                    flag_rows=[bool(p.flags) for p in a.points]),
+                            H.paragraph(POINT_LEGEND)))
     if predict_at is not None and len(predict_at):
         blocks.append(H.section(f"Predictions ({a.level:.0%} prediction band)",
                                 H.table(["N", "X", "low", "high", "efficiency"],
