@@ -106,3 +106,17 @@ def test_export_round_trip(cli, tmp_path):
     assert r.json()["gamma"] == pytest.approx(89.99523, rel=1e-3)
     r = cli("export", SPEC, "--format", "json")
     assert json.loads(r.out)["rows"][0] == {"cores": 1, "throughput": 64.9}
+
+
+def test_info_describes_columns_and_runs(cli, tmp_path):
+    p = tmp_path / "d.csv"
+    p.write_text("cores,repetition,time_s,lock_wait_cycles\n1,0,2.0,0\n1,1,2.2,\n2,0,1.1,5e6\n")
+    r = cli("info", p, "--json")
+    assert r.code == 0
+    doc = r.json()
+    assert doc["rows"] == 3
+    assert doc["cores"] == [{"cores": 1, "runs": 2}, {"cores": 2, "runs": 1}]
+    lock = next(c for c in doc["columns"] if c["name"] == "lock_wait_cycles")
+    assert (lock["kind"], lock["values"], lock["missing"], lock["max"]) == ("stall", 2, 1, 5e6)
+    assert doc["stall_categories"] == ["lock_wait_cycles"]
+    assert "time_s" in cli("info", p).out
