@@ -50,7 +50,7 @@ __all__ = [
 
 #: Penalty names a machine description gives (cycles), in the order a stack prints them.
 PENALTY_NAMES: tuple[str, ...] = ("l2_hit", "l3_hit", "dram", "itlb_miss", "dtlb_miss",
-                                  "stlb_hit", "branch_mispredict", "misaligned_load")
+                                  "stlb_hit", "branch_mispredict", "misaligned_load", "coherence_miss")
 
 #: How each event prints in a CPI stack (the event is what is counted per 1K instructions).
 COMPONENT_LABELS: dict[str, str] = {
@@ -277,28 +277,39 @@ class CoreThroughput:
     mm1: queueing.TargetCapacity | None = None       # per-core queues, load split evenly
     mmc: queueing.TargetCapacity | None = None       # one shared queue, c servers
     closed: dict[str, Any] | None = None             # exact MVA of a closed-loop generator
+    measured: float | None = None                    # measured throughput to compare with
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> float | None:
+        """(predicted capacity - measured) / measured."""
+        if self.measured is None or not self.estimate.valid:
+            return None
+        return (self.estimate.capacity - self.measured) / self.measured
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.estimate.to_dict(),
                 "mm1": self.mm1.to_dict() if self.mm1 else None,
                 "mmc": self.mmc.to_dict() if self.mmc else None,
-                "closed": self.closed, "notes": list(self.notes)}
+                "closed": self.closed, "measured": self.measured, "error": self.error,
+                "notes": list(self.notes)}
 
 
 def throughput_at_cores(estimates: Sequence[CoreEstimate], *, target: float | None = None,
                         percentile: float | None = None, clients: int | None = None,
-                        think_time: float = 0.0) -> list[CoreThroughput]:
+                        think_time: float = 0.0,
+                        measured: Mapping[int, float] | None = None) -> list[CoreThroughput]:
     """Run the queueing models on each core count's service time.
 
     With `target` (seconds): M/M/1 (one queue per core, the load split evenly) and M/M/c (one
     shared queue) give the largest arrival rate whose mean -- or `percentile` -- response
     time meets it. With `clients`: exact MVA of `clients` closed-loop clients thinking
-    `think_time` between requests against a c-server station.
+    `think_time` between requests against a c-server station. `measured` (throughput by
+    core count) adds the relative error of the saturation throughput.
     """
     out = []
     for e in estimates:
-        row = CoreThroughput(estimate=e)
+        row = CoreThroughput(estimate=e, measured=None if measured is None else measured.get(e.cores))
         if not e.valid:
             row.notes.append(e.note)
             out.append(row)
@@ -363,6 +374,7 @@ class CPIInputs:
     instructions: float | None = None        # per transaction
     lock_fraction: float | None = None       # critical-section share of cycles
     source: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 _TOP_KEYS = {"baseline_cpi", "instructions", "lock_fraction", "events", "penalties", "description"}
