@@ -153,7 +153,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "CSV; see docs/throughput.md)")
     p.add_argument("--machine", metavar="M",
                    help="machine description: a bundled name (e.g. penryn-l5420) or a TOML file; "
-                        "gives the frequency and the penalties")
+                        "gives the frequency and the penalties (default with --sim: the machine "
+                        "the result was simulated on)")
+    p.add_argument("--baseline-cpi", type=_positive_float, metavar="CPI",
+                   help="the issue CPI with perfect caches and prediction (overrides the input's)")
     p.add_argument("--instructions", type=_positive_float, metavar="I",
                    help="instructions per transaction (default: from the input)")
     p.add_argument("--lock-fraction", type=_fraction, metavar="F",
@@ -163,7 +166,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the lock penalty p costs throughput: wait-share X = c (1 - p) / T (the "
                         "paper's, default) or amdahl X = c / (T (1 + p))")
     p.add_argument("--cores", type=_cores, default=None, metavar="LIST",
-                   help="core counts, e.g. 1,2,4 or 1-8 (default: 1)")
+                   help="core counts, e.g. 1,2,4 or 1-8 (default: 1, 2, 4, ... up to the machine's "
+                        "cores)")
     p.add_argument("--frequency", type=_frequency, metavar="F",
                    help="clock frequency, e.g. 2.5GHz (overrides the machine's)")
     p.add_argument("--penalty", type=_penalty, action="append", default=[], metavar="NAME=CYCLES",
@@ -197,17 +201,34 @@ def _read_inputs(args: argparse.Namespace):
     except json.JSONDecodeError as err:
         raise UserError(f"{path}:{err.lineno}: not valid JSON (expected `corecast sim --json` output): "
                         f"{err.msg}") from None
-    return cpi.inputs_from_sim(doc, str(path)), "sim", args.sim
+    return cpi.inputs_from_sim(doc, str(path), baseline_cpi=args.baseline_cpi), "sim", args.sim
+
+
+def _default_cores(machine: Any) -> list[int]:
+    """1, 2, 4, ... up to the machine's core count (and the count itself)."""
+    n = int(getattr(machine, "cores", 1) or 1)
+    out = [1 << i for i in range(n.bit_length()) if (1 << i) <= n]
+    return sorted(set(out + [n]))
 
 
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """Everything the command prints, as plain data."""
     from ..model import cpi
     inputs, kind, path = _read_inputs(args)
+    if args.baseline_cpi is not None and kind == "mpki":
+        inputs.baseline_cpi = args.baseline_cpi
+    notes: list[str] = []
     machine = None
     if args.machine:
         from ..sim.machine import load_machine
         machine = load_machine(args.machine)
+        if inputs.machine and inputs.machine != machine.name:
+            notes.append(f"the events were simulated on '{inputs.machine}' but the penalties and "
+                         f"frequency are '{machine.name}''s")
+    elif inputs.machine:
+        from ..sim.machine import load_machine
+        ref = inputs.machine_path if inputs.machine_path and Path(inputs.machine_path).exists() else inputs.machine
+        machine = load_machine(ref)
     elif args.frequency is None:
         raise UserError("give --machine (frequency and penalties) or at least --frequency")
     frequency = args.frequency if args.frequency is not None else machine.frequency_hz
@@ -229,12 +250,15 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"instructions per transaction unknown: give --instructions (the input {path} "
                         "does not say)")
     lock = args.lock_fraction if args.lock_fraction is not None else (inputs.lock_fraction or 0.0)
-    cores = args.cores or [1]
+    cores = args.cores or _default_cores(machine)
     ests = cpi.estimate_cores(stack.cpi, instructions, frequency, cores, lock, args.lock_model)
     rows = cpi.throughput_at_cores(ests, target=args.target, percentile=args.percentile,
                                    clients=args.clients, think_time=args.think_time,
                                    measured=args.measured)
-    notes = list(inputs.notes)
+    notes = list(inputs.notes) + notes
+    for c in stack.components:
+        if "formula" in c.penalty_source:
+            notes.append(f"{c.name} penalty {c.penalty_cycles:g} cycles from the {c.penalty_source}")
     if args.measured:
         extra = sorted(set(args.measured) - set(cores))
         if extra:
@@ -285,8 +309,9 @@ def render(out: dict[str, Any]) -> None:
                       width=probe.width if probe.is_terminal else 200)
     mach = out["machine"]["name"] if out["machine"] else "(no machine)"
     st = out["stack"]
-    t = Table(title=f"CPI stack: {mach} at {out['frequency_hz'] / 1e9:.3g} GHz, "
-                    f"{out['input']['kind']} {out['input']['path']}", title_justify="left")
+    console.print(f"CPI stack: {mach} at {out['frequency_hz'] / 1e9:.4g} GHz, "
+                  f"{out['input']['kind']} {out['input']['path']}")
+    t = Table()
     t.add_column("component")
     t.add_column("per 1K instructions", justify="right")
     t.add_column("penalty (cycles)", justify="right")
@@ -307,7 +332,9 @@ def render(out: dict[str, Any]) -> None:
     title = (f"Throughput: {out['instructions']:,.0f} instructions per transaction, lock fraction "
              f"{out['lock_fraction']:g} ({out['lock_model']}), target {tgt['statistic']} response "
              f"<= {_fmt_time(tgt['seconds'])}")
-    t = Table(title=title, title_justify="left")
+    console.print()
+    console.print(title, width=min(console.width, 100))
+    t = Table()
     for name in ("cores", "lock", "CPI", "time/txn", "saturation", "M/M/1", "M/M/c"):
         t.add_column(name, justify="right", no_wrap=True)
     closed = out["closed_loop"]

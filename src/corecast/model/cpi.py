@@ -45,7 +45,7 @@ from .base import Prediction
 __all__ = [
     "PENALTY_NAMES", "COMPONENT_LABELS", "LOCK_MODELS", "CPIComponent", "CPIStack", "cpi_stack",
     "transaction_time", "lock_penalty", "CoreEstimate", "estimate_cores", "CoreThroughput",
-    "throughput_at_cores", "CPIModel", "CPIInputs", "load_mpki", "parse_mpki",
+    "throughput_at_cores", "CPIModel", "CPIInputs", "load_mpki", "parse_mpki", "inputs_from_sim",
 ]
 
 #: Penalty names a machine description gives (cycles), in the order a stack prints them.
@@ -375,6 +375,8 @@ class CPIInputs:
     lock_fraction: float | None = None       # critical-section share of cycles
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    machine: str | None = None               # the machine a simulator result was computed for
+    machine_path: str | None = None
 
 
 _TOP_KEYS = {"baseline_cpi", "instructions", "lock_fraction", "events", "penalties", "description"}
@@ -493,3 +495,51 @@ def load_mpki(path: str | Path) -> CPIInputs:
         except tomllib.TOMLDecodeError as err:
             raise UserError(f"{p}: not valid TOML: {err}") from None
     return parse_mpki(doc, str(p))
+
+
+# ============================================================================ `corecast sim --json`
+SIM_FORMAT = "corecast-sim-result"
+
+
+def inputs_from_sim(doc: Mapping[str, Any], where: str = "sim result",
+                    baseline_cpi: float | None = None) -> CPIInputs:
+    """The CPI inputs in a `corecast sim --json` result (docs/sim.md): its
+    `events_per_kilo_instruction`, `issue.baseline_cpi` and `instructions_per_transaction`.
+
+    `baseline_cpi` fills in (or overrides) the issue model's CPI, which a trace without
+    register dependencies cannot give.
+    """
+    if not isinstance(doc, Mapping) or doc.get("format") != SIM_FORMAT:
+        raise UserError(f"{where}: not a `corecast sim --json` result (no \"format\": \"{SIM_FORMAT}\")")
+    version = doc.get("version")
+    if not isinstance(version, int) or version > 1:
+        raise UserError(f"{where}: sim result version {version!r} is not supported (this corecast reads 1)")
+    unavailable = doc.get("unavailable") or {}
+    if not isinstance(unavailable, Mapping):
+        unavailable = {}
+    raw = doc.get("events_per_kilo_instruction")
+    if not isinstance(raw, Mapping):
+        raise UserError(f"{where}: 'events_per_kilo_instruction' is missing or not a table")
+    events = {str(k): _num(f"{where}: events_per_kilo_instruction.{k}", v) for k, v in raw.items()}
+    notes: list[str] = []
+    if baseline_cpi is None:
+        issue = doc.get("issue") or {}
+        base = issue.get("baseline_cpi") if isinstance(issue, Mapping) else None
+        if base is None:
+            why = next((str(v) for k, v in unavailable.items() if "baseline" in str(k) or "issue" in str(k)),
+                       "the result has no issue.baseline_cpi")
+            raise UserError(f"{where}: no baseline CPI ({why}); give one with --baseline-cpi")
+        base = _num(f"{where}: issue.baseline_cpi", base, positive=True)
+    else:
+        base = _num("--baseline-cpi", baseline_cpi, positive=True)
+        notes.append(f"baseline CPI {base:g} given on the command line, not simulated")
+    for k, v in unavailable.items():
+        notes.append(f"not in the simulation: {k} ({v}); the stack has no component for it")
+    ipt = doc.get("instructions_per_transaction")
+    instructions = None if ipt is None else _num(f"{where}: instructions_per_transaction", ipt, positive=True)
+    cores = doc.get("cores")
+    if isinstance(cores, int) and cores > 1:
+        notes.append(f"events were simulated on {cores} cores (coherence misses included)")
+    mach = doc.get("machine") if isinstance(doc.get("machine"), Mapping) else {}
+    return CPIInputs(baseline_cpi=base, events=events, instructions=instructions, source=where,
+                     notes=notes, machine=mach.get("name"), machine_path=mach.get("path"))
