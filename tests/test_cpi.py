@@ -11,7 +11,7 @@ from corecast.errors import UserError
 from corecast.model import cpi as cm
 from corecast.model.cpi import (CPIModel, cpi_stack, estimate_cores, load_mpki, lock_penalty,
                                 throughput_at_cores, transaction_time)
-from corecast.model.queueing import machine_repairman, mmc
+from corecast.model.queueing import Station, mmc, mva
 
 PEN = {"l2_hit": 15.0, "dram": 200.0, "itlb_miss": 30.0, "branch_mispredict": 20.0, "misaligned_load": 6.0}
 
@@ -94,9 +94,10 @@ def test_throughput_by_model():
         # per-core queues: each core is an M/M/1 meeting the target exactly
         assert mmc(r.mm1.arrival_rate / e.cores, e.service_rate, 1).mean_response_time == pytest.approx(target)
         assert mmc(r.mmc.arrival_rate, e.service_rate, e.cores).mean_response_time == pytest.approx(target)
-        # closed loop: exact MVA equals the machine-repairman closed form, and 64 clients saturate
-        ref = machine_repairman(64, 0.0, e.transaction_time_s, e.cores)
-        assert r.closed["throughput"] == pytest.approx(ref.throughput, rel=1e-9)
+        # closed loop: the machine-repairman solution equals exact MVA, and 64 clients saturate
+        ref = mva([Station("cores", e.transaction_time_s, servers=e.cores)], 64).at(64)
+        assert r.closed["throughput"] == pytest.approx(ref["throughput"], rel=1e-9)
+        assert r.closed["response_time_s"] == pytest.approx(ref["response_time"], rel=1e-9)
         assert r.closed["throughput"] == pytest.approx(e.capacity, rel=1e-9)
     # a target below the service time cannot be met: a note, not a crash
     rows = throughput_at_cores(ests, target=ests[0].transaction_time_s / 2)

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import math
 
+import ciw  # in the `test` extra: the proof runs everywhere the tests do
 import numpy as np
 import pytest
 from scipy import stats
 
 from corecast.model.queueing import machine_repairman, mmc, mva, Station
-
-ciw = pytest.importorskip("ciw")
 
 BATCHES = 20
 LEVEL = 0.999

@@ -25,7 +25,8 @@ result or a small --mpki file -- and a machine's penalties, then turn it into th
 
 and per core count: the saturation throughput (all cores busy), the largest load whose mean
 or percentile response time meets --target with one M/M/1 queue per core and with one shared
-M/M/c queue, and with --clients the throughput of a closed-loop load generator (exact MVA).
+M/M/c queue, and with --clients the throughput of a closed-loop load generator (exact
+machine-repairman model, equal to MVA).
 
 examples:
   corecast throughput --machine penryn-l5420 --mpki w.toml --instructions 9200 \\
@@ -178,7 +179,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--percentile", type=_percentile, default=None, metavar="P",
                    help="bound this percentile of the response time instead of the mean (e.g. 99)")
     p.add_argument("--clients", type=_count, metavar="N",
-                   help="closed-loop load generator with N clients (connections): exact MVA")
+                   help="closed-loop load generator with N clients (connections), solved exactly")
     p.add_argument("--think-time", type=_time, default=0.0, metavar="T",
                    help="each client's pause between a reply and its next request (default: 0)")
     p.add_argument("--measured", type=_measured, metavar="LIST",
@@ -362,7 +363,8 @@ def render(out: dict[str, Any]) -> None:
               "meeting the target")
     if closed:
         legend += (f"; closed: {closed['clients']} closed-loop clients, think time "
-                   f"{_fmt_time(closed['think_time_s']) if closed['think_time_s'] else '0'} (exact MVA)")
+                   f"{_fmt_time(closed['think_time_s']) if closed['think_time_s'] else '0'} "
+                   "(machine-repairman model, exact)")
     if has_meas:
         legend += "; error: (saturation - measured) / measured"
     console.print(legend + ".", width=min(console.width, 100))
