@@ -189,3 +189,18 @@ def test_mpki_missing_file(tmp_path):
 
 def test_component_labels_cover_every_penalty_name():
     assert set(cm.PENALTY_NAMES) <= set(cm.COMPONENT_LABELS)
+
+
+def test_sim_result_reader_checks_format_and_version():
+    doc = {"format": "corecast-sim-result", "version": 1, "events_per_kilo_instruction": {"dram": 2.0},
+           "issue": {"baseline_cpi": 0.7}, "machine": {"name": "atom-n540"},
+           "instructions_per_transaction": 5000}
+    inp = cm.inputs_from_sim(doc, "r.json")
+    assert (inp.baseline_cpi, inp.events, inp.instructions, inp.machine) == (0.7, {"dram": 2.0}, 5000, "atom-n540")
+    assert cm.inputs_from_sim(doc, "r.json", baseline_cpi=0.5).baseline_cpi == 0.5
+    with pytest.raises(UserError, match="version 2 is not supported"):
+        cm.inputs_from_sim({**doc, "version": 2}, "r.json")
+    with pytest.raises(UserError, match="events_per_kilo_instruction"):
+        cm.inputs_from_sim({**doc, "events_per_kilo_instruction": None}, "r.json")
+    with pytest.raises(UserError, match="events_per_kilo_instruction.dram"):
+        cm.inputs_from_sim({**doc, "events_per_kilo_instruction": {"dram": -1}}, "r.json")
