@@ -234,12 +234,11 @@ class EstimaFit:
             delta = pc[last] - per_top[k] * R
             share_t = pc / np.where(tot_t > 0, tot_t, 1.0)
             if growth > 1.05:
-                verdict = (f"grows ×{growth:.3g} per core from {top:g} to {cores[last]:g} cores: "
-                           "it stops scaling")
+                verdict = "stops scaling: grows per core"
             elif growth < 0.95:
-                verdict = f"falls ×{growth:.3g} per core: it scales"
+                verdict = "scales: falls per core"
             else:
-                verdict = "flat per core: it neither helps nor hurts more with more cores"
+                verdict = "flat per core"
             rows.append((delta, growth, Bottleneck(
                 category=k, rank=0, model=sv.stalls[k].kernel, growth=float(growth),
                 share_measured=per_top[k] / tot_top if tot_top > 0 else math.nan,

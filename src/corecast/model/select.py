@@ -227,6 +227,8 @@ def select(n: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, n_h
         for k in ks:
             if k.n_params > i + MAX_EXCESS_PARAMS:
                 continue
+            if c == 0 and k.n_params >= i:
+                continue        # nothing to validate on: only kernels that leave a residual
             f = fit_kernel(k, ni, yi)
             if f is None:
                 continue
@@ -234,8 +236,7 @@ def select(n: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, n_h
                 r = f(n[m - c:]) - y[m - c:]
                 score = float(np.sqrt(np.mean(r * r)))
             else:
-                dof = i - k.n_params
-                score = math.sqrt(f.rss / i) * math.sqrt(i / max(dof, 0.5))
+                score = math.sqrt(f.rss / i)
             if not math.isfinite(score):
                 continue
             scored.append(Candidate(f, i, score))
