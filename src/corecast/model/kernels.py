@@ -124,14 +124,14 @@ class Kernel:
 
 def _solve_linear(A: np.ndarray, b: np.ndarray, ridge: float, nonneg: bool = False) -> np.ndarray | None:
     """Least squares A x ≈ b on equilibrated columns, with Tikhonov weight `ridge`."""
-    norms = np.sqrt((A * A).sum(0))
-    norms = np.where(norms > 0, norms, 1.0)
+    norms = np.sqrt(np.einsum("ij,ij->j", A, A))
+    norms[norms == 0] = 1.0
     As = A / norms
     k = As.shape[1]
-    if ridge > 0:
+    if ridge > RIDGE_ALWAYS:
         As = np.vstack([As, math.sqrt(ridge) * np.eye(k)])
         b = np.concatenate([b, np.zeros(k)])
-    if not np.all(np.isfinite(As)) or not np.all(np.isfinite(b)):
+    if not (np.isfinite(As).all() and np.isfinite(b).all()):
         return None
     if nonneg:
         try:
@@ -140,7 +140,7 @@ def _solve_linear(A: np.ndarray, b: np.ndarray, ridge: float, nonneg: bool = Fal
             return None
     else:
         try:
-            xs = np.linalg.lstsq(As, b, rcond=None)[0]
+            xs = np.linalg.lstsq(As, b, rcond=1e-13)[0]
         except np.linalg.LinAlgError:
             return None
     return xs / norms
@@ -237,10 +237,11 @@ class RationalKernel(Kernel):
             t = _solve_linear(A, y * w, ridge)
             if t is None:
                 break
-            with np.errstate(all="ignore"):
-                D = 1.0 + Q @ t[self.p + 1:]
-                f = (P @ t[: self.p + 1]) / D
-            if not np.all(np.isfinite(f)):
+            D = 1.0 + Q @ t[self.p + 1:]
+            if not (np.abs(D) > 1e-300).all():
+                break
+            f = (P @ t[: self.p + 1]) / D
+            if not np.isfinite(f).all():
                 break
             r = f - y
             rss = float(r @ r)
@@ -253,7 +254,7 @@ class RationalKernel(Kernel):
                 break
             w_new = 1.0 / absD
             w_new = w_new / w_new.max()
-            if np.allclose(w_new, w, rtol=1e-6, atol=0):
+            if float(np.max(np.abs(w_new - w))) < 1e-6:
                 break
             w = w_new
         if best is None or theta is None:
@@ -323,7 +324,7 @@ class VarProKernel(Kernel):
         # grid, local refinement, staying within the grid's bounds).
         lo = grid[max(g - 1, 0)]
         hi = grid[min(g + 1, len(grid) - 1)]
-        for _ in range(4):
+        for _ in range(3):
             if hi <= lo:
                 break
             cand = np.linspace(lo, hi, 9)
@@ -333,6 +334,22 @@ class VarProKernel(Kernel):
                 theta_best, rss_best, c_best = cand[j], r2[j], c2[j]
             step = (hi - lo) / 8
             lo, hi = max(cand[j] - step, grid[0]), min(cand[j] + step, grid[-1])
+        # Parabolic steps on the RSS around the best point.
+        h = (hi - lo) / 2
+        for _ in range(3):
+            if not h > 0:
+                break
+            t0 = float(theta_best)
+            cand = np.array([t0 - h, t0 + h])
+            cand = np.clip(cand, grid[0], grid[-1])
+            _, r2 = self._batch(n, y, cand, ridge)
+            den = r2[1] - 2 * rss_best + r2[0]
+            if np.isfinite(den) and den > 0:
+                v = np.clip(t0 - 0.5 * h * (r2[1] - r2[0]) / den, grid[0], grid[-1])
+                c3, r3 = self._batch(n, y, np.array([v]), ridge)
+                if r3[0] < rss_best:
+                    theta_best, rss_best, c_best = v, r3[0], c3[0]
+            h /= 4
         full = self._assemble(c_best, float(theta_best))
         return KernelFit(self, full, n, y, float(rss_best), regularised=reg)
 
@@ -586,7 +603,8 @@ def fit_kernel(k: Kernel, n: Sequence[float] | np.ndarray, y: Sequence[float] | 
     scale = float(np.max(np.abs(y)))
     if scale == 0:
         scale = 1.0
-    f = k.fit(n, y / scale)
+    with np.errstate(all="ignore"):
+        f = k.fit(n, y / scale)
     if f is None:
         return None
     theta = _rescale(k, f.theta, scale)
