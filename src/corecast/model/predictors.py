@@ -114,6 +114,10 @@ def fit(method: str, ds: Dataset, **kw: Any) -> Any:
     """Fit `method` ("auto", "estima", "timex" or "usl") to a Dataset."""
     if method not in FITTERS:
         raise UserError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
+    for nm in kw.get("categories") or ():
+        if nm not in ds.metrics:
+            avail = ", ".join(ds.stall_names) or "none"
+            raise UserError(f"{ds.label}: unknown stall category '{nm}' (stall columns: {avail})")
     return FITTERS[method](ds, **kw)
 
 
