@@ -87,7 +87,10 @@ def test_scaling_factor_chosen_by_correlation_with_stalls_per_core():
     sv = f.solve(64.0)
     s = f._spc(sv.stalls, sv.corr_range)
     s0 = min(c.score for c in sv.f.candidates)
+    fn, fv = sv.f_points
     cands = [c for c in sv.f.per_kernel() if c.score <= estima.F_NEAR_FACTOR * s0]
+    cands = [c for c in cands if np.all(c.fit(sv.corr_range) <= estima.F_RISE * fv.max())
+             and np.all(c.fit(sv.corr_range) >= fv.min() / estima.F_FALL)] or cands
     best = max(cands, key=lambda c: _pearson(c.fit(sv.corr_range) * s, s))
     assert sv.f_choice.fit is best.fit
     assert sv.f_corr == pytest.approx(_pearson(best.fit(sv.corr_range) * s, s))

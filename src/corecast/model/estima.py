@@ -36,6 +36,10 @@ from .timex import TimeSeries, _check_ratio, need_points, single_size, time_seri
 #: Candidates for the scaling factor: the best realistic fit of every kernel whose checkpoint
 #: error is within this factor of the best compete on correlation.
 F_NEAR_FACTOR = 5.0
+#: Plausible scaling factors over the target range: at most F_RISE × the largest measured one,
+#: at least the smallest measured one / F_FALL.
+F_RISE = 2.0
+F_FALL = 4.0
 
 
 @dataclass
@@ -141,6 +145,14 @@ class EstimaFit:
         s0 = fsel.best.score
         cands = [c for c in fsel.per_kernel() if c.score <= F_NEAR_FACTOR * max(s0, 1e-12 * float(np.max(fv)))]
         cands = cands or [fsel.best]
+        # corecast's plausibility check of the scaling factor (beyond the paper's realism):
+        # time per stalled cycle per core does not grow far above, nor fall far below, what
+        # was measured. Candidates that leave [min/F_FALL, max·F_RISE] over the range are set
+        # aside unless none remains.
+        fmin, fmax = float(np.min(fv)), float(np.max(fv))
+        plausible = [c for c in cands
+                     if np.all(c.fit(rng) <= F_RISE * fmax) and np.all(c.fit(rng) >= fmin / F_FALL)]
+        cands = plausible or cands
         best, best_r = cands[0], -math.inf
         if len(rng) >= 3 and np.std(s_rng) > 1e-12 * max(float(np.mean(np.abs(s_rng))), 1e-300):
             for c in cands:
