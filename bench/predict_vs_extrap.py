@@ -107,6 +107,7 @@ def main() -> int:
     print(f"{'dataset':24s} {'fit on ≤':>8s} {'test':>5s} " + " ".join(f"{c:>8s}" for c in cols))
     table: dict[str, list[float]] = {c: [] for c in cols}
     paired: list[tuple[float, float]] = []
+    inside: dict[str, list[bool]] = {}
     for name, ds in datasets():
         for K in splits(ds):
             row = {}
@@ -118,6 +119,8 @@ def main() -> int:
                     warnings.simplefilter("ignore")
                     ev = evaluate_predictor(ds, K, m, fn)
                 row[m] = ev.mape if ev.ok else math.nan
+                if ev.ok and math.isfinite(ev.coverage):
+                    inside.setdefault(m, []).extend(bool(p.inside) for p in ev.points if p.inside is not None)
             ntest = int((np.unique(ds.cores) > K).sum())
             print(f"{name:24s} {K:8g} {ntest:5d} " + " ".join(
                 f"{row[c]:8.1f}" if math.isfinite(row[c]) else f"{'-':>8s}" for c in cols))
@@ -132,6 +135,8 @@ def main() -> int:
     print(f"{'mean MAPE %':40s} " + " ".join(
         f"{np.mean(table[c]):8.1f}" if table[c] else f"{'-':>8s}" for c in cols))
     print(f"{'splits':40s} " + " ".join(f"{len(table[c]):8d}" for c in cols))
+    print(f"{'80% band coverage (measured)':40s} " + " ".join(
+        f"{np.mean(inside[c]):8.2f}" if inside.get(c) else f"{'-':>8s}" for c in cols))
     ex = np.array([p[0] for p in paired])
     au = np.array([p[1] for p in paired])
     med_x, med_a = float(np.median(ex)), float(np.median(au))
