@@ -142,6 +142,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     fig, axes = plt.subplots(panels, 1, figsize=(8.0, 4.6 * panels), squeeze=False)
     ax = axes[0, 0]
     metric = None
+    shown: list[np.ndarray] = []
     for name, f in fits.items():
         try:
             p = f.predict(grid, level)
@@ -152,6 +153,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         col = METHOD_COLORS.get(name, None)
         lw = 2.4 if name == main else 1.4
         ax.plot(grid, p.value, color=col, lw=lw, label=f"{name}: {p.model}"[:70])
+        shown.append(p.value[np.isfinite(p.value) & (p.value > 0)])
         if p.low is not None and p.high is not None:
             ax.fill_between(grid, p.low, p.high, color=col, alpha=0.12 if name != main else 0.2, lw=0)
     metric = metric or "time_s"
@@ -161,6 +163,13 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         ax.plot(ds.cores[ok], y[ok], "o", ms=3.5, color="#333", alpha=0.55, label="measured")
         ag = ds.aggregate(metric)
         ax.plot(ag.cores, ag.value, "s", ms=5, color="#000", label="measured median")
+        shown.append(y[ok & (y > 0)])
+    vals = np.concatenate(shown) if shown else np.array([])
+    if vals.size:
+        # Log scale, limits from the predictions and measurements (a band that runs off to
+        # infinity, like a USL throughput band reaching 0, does not flatten the plot).
+        ax.set_yscale("log")
+        ax.set_ylim(float(vals.min()) / 1.5, float(vals.max()) * 1.5)
     ax.axvline(top, color="#555", ls="--", lw=1)
     ax.text(top, ax.get_ylim()[1], " measurements end", va="top", ha="left", fontsize=8, color="#555")
     for c in cores:
