@@ -148,6 +148,8 @@ REAL(int, sem_trywait, sem_t *);
 REAL(int, sem_timedwait, sem_t *, const struct timespec *);
 REAL(int, sem_clockwait, sem_t *, clockid_t, const struct timespec *);
 REAL(int, pthread_create, pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static void (*real__exit)(int) __attribute__((noreturn));
+static void (*real__Exit)(int) __attribute__((noreturn));
 
 static _Atomic int resolved;
 
@@ -192,6 +194,8 @@ static void cc_resolve(void) {
     R(sem_timedwait, NULL);
     R(sem_clockwait, NULL);
     R(pthread_create, NULL);
+    R(_exit, NULL);
+    R(_Exit, NULL);
 #undef R
     atomic_store_explicit(&resolved, 1, memory_order_release);
 }
@@ -540,6 +544,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 /* ------------------------------------------------------------------ the report */
 static uint64_t g_t0_ticks, g_t0_ns;
 static _Atomic int g_written;
+static pid_t g_pid;     /* the process the counts belong to (set at load and in fork children) */
 
 static void read_schedstat(int tid, uint64_t out[3]) {
     char path[64] = "/proc/self/task/";
@@ -655,6 +660,10 @@ static void report_thread(struct out *o, struct cc_thread *t) {
 
 /* Async-signal-safe: only open/write/rename/close and our own formatting. */
 static void write_report(int sig) {
+    /* A vfork() or posix_spawn() child shares our memory but is another process: it must
+     * neither write a report of the parent's counts nor mark the report as written. */
+    if (getpid() != g_pid)
+        return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&g_written, &expected, 1))
         return;
@@ -712,6 +721,28 @@ static void write_report(int sig) {
 
 static void at_exit(void) { write_report(0); }
 
+/* Processes that end with _exit() (forked workers often do) skip atexit handlers: report
+ * here, then really exit. */
+EXPORT __attribute__((noreturn)) void _exit(int status) {
+    write_report(0);
+    if (!real__exit)
+        cc_resolve();
+    if (real__exit)
+        real__exit(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+EXPORT __attribute__((noreturn)) void _Exit(int status) {
+    write_report(0);
+    if (!real__Exit)
+        cc_resolve();
+    if (real__Exit)
+        real__Exit(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT,
                                     SIGHUP, SIGQUIT, SIGXCPU, SIGXFSZ, SIGPIPE, SIGUSR1, SIGUSR2,
                                     SIGALRM};
@@ -730,6 +761,7 @@ static void after_fork_child(void) {
     atomic_store(&g_nthreads, 0);
     atomic_store(&g_overflow, NULL);
     atomic_store(&g_written, 0);
+    g_pid = getpid();
     tls_self = NULL;
     g_t0_ticks = cc_now();
     g_t0_ns = mono_ns();
@@ -737,6 +769,7 @@ static void after_fork_child(void) {
 }
 
 __attribute__((constructor)) static void cc_init(void) {
+    g_pid = getpid();
     g_t0_ticks = cc_now();
     g_t0_ns = mono_ns();
     cc_resolve();
