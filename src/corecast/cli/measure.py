@@ -96,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
                           "failed": len([f for f in ds.notes.get("failed_runs", [])]),
                           "summary": summary_rows(ds)}, indent=1, default=str))
     else:
-        render_summary(ds, Console(highlight=False))
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=200)
+        render_summary(ds, console)
         if failed:
             print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
                   f"(see `corecast export {args.output}`)")

@@ -741,33 +741,42 @@ def summary_rows(ds: Any) -> list[dict[str, Any]]:
 
 
 def render_summary(ds: Any, console: Any) -> None:
+    """Two tables: time/throughput/memory per core count, then the stall categories."""
     from rich.table import Table
 
     rows = summary_rows(ds)
-    t = Table(title=f"campaign {ds.path}: {ds.command or ''}", title_justify="left")
+    t = Table(title=f"{ds.path}: {ds.command or ''}", title_justify="left")
     t.add_column("cores", justify="right")
-    t.add_column("runs", justify="right")
-    t.add_column("time_s (min-max)", justify="right")
+    t.add_column("runs ok", justify="right")
+    t.add_column("time_s", justify="right")
+    t.add_column("min-max", justify="right")
     has_x = any(r.get("throughput") is not None for r in rows)
     if has_x:
         t.add_column("throughput", justify="right")
     t.add_column("speedup", justify="right")
     t.add_column("peak RSS", justify="right")
-    t.add_column("largest stalls (median cycles)")
     for r in rows:
-        runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" [red]failed[/]" if r["failed"] else "")
+        runs = f"{r['runs'] - r['failed']}/{r['runs']}"
+        if r["failed"]:
+            runs = f"[red]{runs}[/]"
         ts = r.get("time_s")
-        cells = [str(r["cores"]), runs,
-                 f"{ts[0]:.4g} ({ts[1]:.3g}-{ts[2]:.3g})" if ts else "-"]
+        cells = [str(r["cores"]), runs, f"{ts[0]:.4g}" if ts else "-", f"{ts[1]:.3g}-{ts[2]:.3g}" if ts else "-"]
         if has_x:
             cells.append(f"{r['throughput']:.5g}" if r.get("throughput") is not None else "-")
         cells.append(f"{r['speedup']:.2f}" if r.get("speedup") else "-")
         rss = r.get("rss_bytes")
         cells.append(f"{rss[0] / 2**20:.1f} MiB" if rss else "-")
-        top = sorted(r["stalls"].items(), key=lambda kv: -kv[1])[:3]
-        cells.append(", ".join(f"{k} {v:.3g}" for k, v in top if v > 0) or "-")
         t.add_row(*cells)
     console.print(t)
+    names = [n for n in ds.stall_names if any(r["stalls"].get(n, 0) > 0 for r in rows)]
+    if names:
+        st = Table(title="stall categories: median cycles per run, summed over threads", title_justify="left")
+        st.add_column("cores", justify="right")
+        for n in names:
+            st.add_column(n.removesuffix("_cycles"), justify="right")
+        for r in rows:
+            st.add_row(str(r["cores"]), *[f"{r['stalls'][n]:.3g}" if n in r["stalls"] else "-" for n in names])
+        console.print(st)
 
 
 # ====================================================================== setting a campaign up
