@@ -200,14 +200,15 @@ def delta_value(name: str, cur: "CounterValue", prev: "CounterValue | None") -> 
     run = cur.running_ns - p_run
     prev_lost = (prev.lost or 0) if prev is not None else 0
     lost = None if cur.lost is None else cur.lost - prev_lost
-    val = scale(raw, en, run)
     if en > 0 and run <= 0:
-        msg = "not counted in this interval (the kernel had no counter free)"
+        val, msg = None, "not counted in this interval (the kernel had no counter free)"
     elif en <= 0:
-        msg = "not enabled in this interval"
+        # a per-thread counter is enabled only while its thread is scheduled: the thread did
+        # not run in this interval, so the count is a true zero
+        val, msg = (0.0 if raw == 0 else float(raw)), "did not run in this interval"
     else:
-        msg = ""
-    return CounterValue(name, val if en > 0 else None, raw, en, run, "ok", msg, lost, cur.spec)
+        val, msg = scale(raw, en, run), ""
+    return CounterValue(name, val, raw, en, run, "ok", msg, lost, cur.spec)
 
 
 class Counter:
