@@ -47,11 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, metavar="SECONDS",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- command and arguments")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
 
 
 def run(args: argparse.Namespace) -> int:
-    cmd = list(args.command)
+    cmd = list(args.argv)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if args.interval < MIN_INTERVAL:

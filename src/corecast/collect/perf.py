@@ -709,3 +709,13 @@ def wait_readable(fds: Iterable[int], timeout: float) -> list[int]:
     except (OSError, ValueError):
         return []
     return r
+
+
+def probe(specs: Sequence[EventSpec]) -> list[tuple[EventSpec, str, str]]:
+    """Whether each event can be counted here: open it on this process, then close it."""
+    out = []
+    for spec in specs:
+        c = _open_one(spec, 0, -1, -1, disabled=True)
+        out.append((spec, c.status, c.message))
+        c.close()
+    return out
