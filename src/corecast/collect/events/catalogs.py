@@ -93,7 +93,7 @@ CATALOGS: dict[str, tuple[StallEvent, ...]] = {
         _i("l3_miss_stalls", 0xA3, 0x06, "CYCLE_ACTIVITY.STALLS_L3_MISS: execution stalls while an "
            "L3 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L3_MISS", cmask=0x06),
         _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
-           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES"),
+           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES", cmask=0x02),
     ),
     "goldencove": (
         _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
@@ -174,11 +174,11 @@ _ZEN34_AF = (
 
 CATALOGS.update({
     "zen1": _amd("AMD_PPR_17H_01", _ZEN12_AE + (
-        ("alu_tokens", 0xAF, 0x08, "PMCx0AF[3] ALU tokens unavailable",
+        ("alu_tokens", 0xAF, 0x10, "PMCx0AF[4] ALU tokens unavailable",
          "DYNAMIC_TOKENS_DISPATCH_STALLS_CYCLES_0:ALU_TOKEN_STALL"),
-        ("agsq_tokens", 0xAF, 0x10, "PMCx0AF[4] address-generation scheduler queue tokens unavailable",
+        ("agsq_tokens", 0xAF, 0x20, "PMCx0AF[5] address-generation scheduler queue tokens unavailable",
          "DYNAMIC_TOKENS_DISPATCH_STALLS_CYCLES_0:AGSQ_TOKEN_STALL"),
-        ("retire_queue_full", 0xAF, 0x20, "PMCx0AF[5] insufficient retire queue tokens",
+        ("retire_queue_full", 0xAF, 0x40, "PMCx0AF[6] insufficient retire queue tokens",
          "DYNAMIC_TOKENS_DISPATCH_STALLS_CYCLES_0:RETIRE_TOKEN_STALL"),
     )),
     "zen2": _amd("AMD_PPR_17H_31", _ZEN12_AE + (

@@ -424,6 +424,10 @@ def _resolve_item(item: str, spec: str, ctx: _Ctx) -> list[EventSpec]:
             return [_apply_mods(EventSpec(name=base, type=t, config=c, origin="generic", unit=unit,
                                           pmu="software" if t == _SW else "cpu",
                                           description=f"perf generic event {base}"), mods, spec)]
+    base, colon, rest = item.partition(":")
+    bkey = MNEMONIC_ALIASES.get(base.lower(), base.lower())
+    if colon and (bkey in MNEMONICS or bkey == BACKEND_STALLS or _perf_generic(base)):
+        raise UserError(f"event spec '{spec}': unknown modifier ':{rest}' on {base} (use :u, :k, :ebs=N)")
     tp = _TP_RE.fullmatch(item)
     if tp:
         found = tracepoint_id(tp.group(1), tp.group(2))
