@@ -543,6 +543,14 @@ class Sampler:
         self.throttled += out.throttled
         return out
 
+    def lost_total(self) -> int:
+        """Samples lost so far: the kernel's PERF_FORMAT_LOST count of the leader when it has
+        one (a full buffer that is never drained writes no PERF_RECORD_LOST), else the
+        PERF_RECORD_LOST records seen by `drain`."""
+        vals = self.read()
+        fmt = vals[0].lost if vals and vals[0].lost is not None else 0
+        return max(fmt, self.lost_records)
+
     def close(self) -> None:
         if self._mm is not None:
             try:
