@@ -310,3 +310,43 @@ def test_campaign_is_a_dataset_for_other_commands(cli, tmp_path):
     js = json.loads(ds.to_json())
     assert js["columns"]["throughput"]["kind"] == "throughput" and js["machine"]["logical_cpus"] == NCPU
     assert {"cores", "repetition", "time_s", "exit_status"} <= set(js["rows"][0])
+
+
+# ---------------------------------------------------------------- perf counters
+def test_perf_counters_on_every_run(cli, tmp_path):
+    r, out = measure(cli, tmp_path, "--cores", TWO, "--events", "instr", "--", "corecast-lockbench",
+                     "-t", "{threads}", "-n", "100000", "--cs", "200", "--think", "200")
+    assert r.code == 0, r.err
+    ds = store.load_dataset(out)
+    # software events always: counted from exec, inherited by the worker threads
+    cpu_s = ds.metrics["user_s"] + ds.metrics["sys_s"]
+    tc = ds.metrics["task_clock_ns"] / 1e9
+    assert np.all(tc > 0)
+    assert np.all(np.abs(tc - cpu_s) <= 0.2 * cpu_s + 0.02)       # the same CPU time, two ways
+    assert ds.columns["task_clock_ns"].kind == "cpu" and ds.columns["task_clock_ns"].status == "ok"
+    assert "inherited" in ds.columns["task_clock_ns"].source
+    assert np.all(ds.metrics["context_switches"] >= 0)
+    # tracepoints where tracefs has them
+    if "tp_sched_switch" in ds.columns and ds.columns["tp_sched_switch"].status == "ok":
+        assert np.all(ds.metrics["tp_sched_switch"] == ds.metrics["context_switches"])
+    # backend stalls: counted where the PMU allows, else recorded as such with one notice
+    stalls = [n for n in ds.columns if n.startswith("stall_")]
+    for n in stalls:
+        c = ds.columns[n]
+        assert c.kind == "stall" and c.unit == "cycles"
+        if c.status != "ok":
+            assert np.all(np.isnan(ds.metrics[n]))             # never 0 for what was not counted
+    if stalls and ds.columns[stalls[0]].status != "ok":
+        pmu_notes = [t for t in ds.notes.get("notices", []) if "backend-stall" in t]
+        assert len(pmu_notes) == 1
+    # the user's event, with its status
+    assert "instr" in ds.columns and ds.columns["instr"].status in ("ok", "not supported", "denied")
+    details = runs(out)[0]["details"]["counters"]
+    assert details["task_clock_ns"]["status"] == "ok" and details["task_clock_ns"]["enabled_ns"] > 0
+
+
+def test_bad_event_spec(cli, tmp_path):
+    out = tmp_path / "b.db"
+    r = cli("measure", "-q", "-o", out, "--events", "no_such_event_xyz", "--", "true")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert not out.exists()

@@ -370,6 +370,15 @@ class Runner:
             self.rep.stop()
         return records
 
+    def attach_notices(self, counters: Any, pending: list[tuple[str, str]]) -> None:
+        """Route the counter plan's notices to this campaign (said once, stored in the file)."""
+        if counters is not None and hasattr(counters, "notice"):
+            counters.notice = self.notice_once
+            if hasattr(counters, "announce"):
+                counters.announce()
+        for key, text in pending:
+            self.notice_once(key, text)
+
     def notice_once(self, key: str, text: str) -> None:
         if key in self._announced:
             return
@@ -807,10 +816,107 @@ class Prepared:
         self.campaign.close()
 
 
-def _counter_plan(events: str | None, reporter: Reporter) -> CounterPlan | None:
-    if events:
-        raise UserError("--events: this corecast has no perf counter layer yet")
-    return None
+SOFTWARE_EVENTS = "task_clock,context_switches,cpu_migrations,page_faults"
+TRACEPOINTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "syscalls:sys_enter_futex")
+SOFTWARE_COLUMNS = {"task_clock": ("task_clock_ns", "cpu", "ns"), "context_switches": ("context_switches", "counter", "count"),
+                    "cpu_migrations": ("cpu_migrations", "counter", "count"), "page_faults": ("page_faults", "counter", "count")}
+
+
+class PerfCounterPlan:
+    """Counters opened on every run through corecast's perf layer (corecast.collect.perf):
+    software events always, scheduler and futex tracepoints when tracefs has them, the CPU
+    family's backend-stall events when the PMU allows, and the user's --events."""
+
+    def __init__(self, extra: str | None, notice: Callable[[str, str], None]):
+        from . import events
+        self.notice = notice
+        self.specs: list[Any] = []
+        self.columns: dict[str, tuple[str, str, str | None, str]] = {}   # event -> (column, kind, unit, origin)
+        for sp in events.resolve(SOFTWARE_EVENTS):
+            col, kind, unit = SOFTWARE_COLUMNS[sp.name]
+            self._add(sp, col, kind, unit, "perf software event")
+        self.tracepoints_missing: list[str] = []
+        for tp in TRACEPOINTS:
+            try:
+                (sp,) = events.resolve(tp)
+            except UserError as err:
+                self.tracepoints_missing.append(f"{tp} ({err})")
+                continue
+            self._add(sp, "tp_" + tp.split(":", 1)[1], "counter", "count", "perf tracepoint")
+        stalls = events.backend_stall_events()
+        self.stall_reason = getattr(stalls, "reason", None) if not list(stalls) else None
+        for sp in stalls:
+            self._add(sp, sp.name, "stall", "cycles", "perf backend-stall event")
+        if extra:
+            for sp in events.resolve(extra):
+                self._add(sp, sp.ident, "counter", sp.unit, f"perf event ({sp.origin})")
+        self._said: set[str] = set()
+
+    def _add(self, sp: Any, col: str, kind: str, unit: str | None, origin: str) -> None:
+        if sp.name in self.columns or any(c[0] == col for c in self.columns.values()):
+            return
+        self.specs.append(sp)
+        self.columns[sp.name] = (col, kind, unit, origin)
+
+    def announce(self) -> None:
+        if self.tracepoints_missing:
+            self.notice("tracepoints", "tracepoints not available, not counted: " + "; ".join(self.tracepoints_missing))
+        if self.stall_reason:
+            self.notice("stall-catalog", f"no backend-stall catalog for this CPU ({self.stall_reason}); "
+                        "software stall sources only")
+
+    def open(self, pid: int) -> "PerfSession":
+        from . import perf
+        cs = perf.open_counters(self.specs, pid=pid, inherit=True, enable_on_exec=True)
+        return PerfSession(self, cs)
+
+
+class PerfSession:
+    def __init__(self, plan: PerfCounterPlan, cs: Any):
+        self.plan = plan
+        self.cs = cs
+
+    def read(self) -> tuple[dict[str, float | None], list[ColumnInfo], dict[str, Any]]:
+        vals: dict[str, float | None] = {}
+        cols: list[ColumnInfo] = []
+        det: dict[str, Any] = {}
+        unsupported_stalls = []
+        for v in self.cs.read():
+            col, kind, unit, origin = self.plan.columns[v.name]
+            sp = v.spec
+            enc = f" [{sp.encoding}]" if sp is not None and getattr(sp, "encoding", None) else ""
+            vals[col] = v.value
+            status = v.status if v.status != "ok" or v.value is not None else "unavailable"
+            desc = (sp.description if sp is not None else None) or None
+            if v.status != "ok" and v.message:
+                desc = f"{desc + '; ' if desc else ''}{v.status}: {v.message}"
+            cols.append(ColumnInfo(name=col, kind=kind, unit=unit, source=f"measured: {origin} {v.name}{enc}, "
+                                   "inherited by every thread and child, counting from exec",
+                                   status=status, description=desc))
+            det[col] = {"event": v.name, "status": v.status, "message": v.message, "raw": v.raw,
+                        "enabled_ns": v.enabled_ns, "running_ns": v.running_ns, "scaled": v.scaled}
+            if kind == "stall" and v.status != "ok":
+                unsupported_stalls.append((v.status, v.message))
+            elif v.status != "ok":
+                self.plan.notice(f"event-{v.name}", f"perf event {v.name}: {v.status}: {v.message}; not counted")
+        if unsupported_stalls:
+            st, msg = unsupported_stalls[0]
+            self.plan.notice("pmu", f"backend-stall events {st} ({msg}): {len(unsupported_stalls)} event(s) "
+                             "recorded as unavailable; carrying on with software stall sources")
+        return vals, cols, det
+
+    def close(self) -> None:
+        self.cs.close()
+
+
+def _counter_plan(events: str | None, notice: Callable[[str, str], None]) -> CounterPlan | None:
+    try:
+        from . import perf  # noqa: F401
+    except ImportError as err:
+        if events:
+            raise UserError(f"--events: perf counters are not available here ({err})") from None
+        return None
+    return PerfCounterPlan(events, notice)
 
 
 def _validate(cfg: CampaignConfig) -> None:
@@ -855,12 +961,14 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
                          cwd=str(Path(cwd or os.getcwd()).resolve()))
     plan(cfg.cores, cfg.reps, cfg.warmup)
     _validate(cfg)
-    counters = _counter_plan(events, reporter)
+    pending: list[tuple[str, str]] = []
+    counters = _counter_plan(events, lambda key, text: pending.append((key, text)))
     machine = machine_info(topo)
     camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine,
                            topology=topo.to_dict())
     try:
         runner = Runner(cfg, camp, reporter=reporter, counters=counters, nominal_hz=machine.nominal_freq_hz)
+        runner.attach_notices(counters, pending)
     except BaseException:
         camp.close()
         raise
@@ -890,9 +998,11 @@ def resume(output: str, command: Sequence[str] | None = None, *, reporter: Repor
         if old.get("hostname") not in (None, machine.hostname) or old.get("cpu_model") not in (None, machine.cpu_model):
             reporter.notice(f"resuming on a different machine ({machine.hostname}, {machine.cpu_model}) than the "
                             f"campaign started on ({old.get('hostname')}, {old.get('cpu_model')})")
-        counters = _counter_plan(cfg.events, reporter)
+        pending: list[tuple[str, str]] = []
+        counters = _counter_plan(cfg.events, lambda key, text: pending.append((key, text)))
         runner = Runner(cfg, camp, reporter=reporter, counters=counters,
                         nominal_hz=old.get("nominal_freq_hz") or machine.nominal_freq_hz)
+        runner.attach_notices(counters, pending)
     except BaseException:
         camp.close()
         raise
