@@ -29,7 +29,10 @@ def need(*progs: str):
 def campaign(cli, tmp_path: Path, *args: str):
     out = tmp_path / "c.db"
     r = cli("measure", "-q", "--warmup", "0", "--reps", "1", "--cores", CORES, "--timeout", "60", "-o", out, *args)
-    assert r.code == 0, r.err + r.out
+    if r.code != 0:
+        with store.Campaign.open(out, write=False) as c:
+            bad = [(x["cores"], x["status"], x["message"], x["stderr_tail"][-500:]) for x in c.runs() if x["status"] != "ok"]
+        pytest.fail(f"runs failed: {bad}\n{r.err}")
     ds = store.load_dataset(out)
     assert len(ds) == len(CORES.split(","))
     assert np.all(ds.metrics["exit_status"] == 0)
