@@ -350,3 +350,40 @@ def test_bad_event_spec(cli, tmp_path):
     r = cli("measure", "-q", "-o", out, "--events", "no_such_event_xyz", "--", "true")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_psi_and_sampled_runqueue_delay(cli, tmp_path):
+    r, out = measure(cli, tmp_path, "--cores", "1", "--no-shim", "--", "corecast-lockbench", "-t", "2",
+                     "-n", "300000")
+    assert r.code == 0, r.err
+    ds = store.load_dataset(out)
+    if Path("/proc/pressure/cpu").exists():
+        assert ds.columns["psi_cpu_some_s"].status == "ok" and ds.metrics["psi_cpu_some_s"][0] >= 0
+        assert "system-wide" in ds.columns["psi_cpu_some_s"].source
+    # without the shim, run-queue delay comes from sampling schedstat: two threads on one
+    # core spend time waiting for it
+    assert ds.columns["runqueue_delay_cycles"].source.startswith("sampled")
+    assert ds.metrics["runqueue_delay_cycles"][0] > 0
+    assert "lock_wait_cycles" not in ds.metrics
+
+
+def test_sigterm_interrupts_cleanly_and_resume_finishes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / "t.db"
+    marker = tmp_path / "child.pid"
+    cmd = [sys.executable, "-m", "corecast", "measure", "--cores", "1", "--reps", "3", "--warmup", "0", "-q",
+           "--no-shim", "-o", str(path), "--", "sh", "-c", f"echo $$ > {marker}.{{rep}}; sleep 30"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 30
+    while not Path(f"{marker}.0").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted; 0 run(s) are in" in err and "--resume" in err
+    assert not _alive(int(Path(f"{marker}.0").read_text()))      # the run did not outlive corecast
+    with store.Campaign.open(path, write=False) as c:
+        assert c.runs() == []                                     # the killed run is not recorded

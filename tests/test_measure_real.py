@@ -4,6 +4,7 @@ categories checked for sense -- a mutex stressor waits on locks, a lock-free one
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,16 +27,22 @@ def need(*progs: str):
                               "(scripts/setup.sh installs setup/debian-packages.txt)")
 
 
-def campaign(cli, tmp_path: Path, *args: str):
+def campaign(cli, tmp_path: Path, *args: str, reps: int = 1, tolerate: str | None = None):
+    """Measure; every run must succeed, except runs whose stderr matches `tolerate` (a program's
+    own refusal under load), as long as each core count keeps a successful run. The Dataset
+    returned holds the successful runs only."""
     out = tmp_path / "c.db"
-    r = cli("measure", "-q", "--warmup", "0", "--reps", "1", "--cores", CORES, "--timeout", "60", "-o", out, *args)
+    r = cli("measure", "-q", "--warmup", "0", "--reps", str(reps), "--cores", CORES, "--timeout", "60",
+            "-o", out, *args)
     if r.code != 0:
         with store.Campaign.open(out, write=False) as c:
             bad = [(x["cores"], x["status"], x["message"], x["stderr_tail"][-500:]) for x in c.runs() if x["status"] != "ok"]
-        pytest.fail(f"runs failed: {bad}\n{r.err}")
+        if tolerate is None or not all(re.search(tolerate, b[3]) for b in bad):
+            pytest.fail(f"runs failed: {bad}\n{r.err}")
     ds = store.load_dataset(out)
-    assert len(ds) == len(CORES.split(","))
-    assert np.all(ds.metrics["exit_status"] == 0)
+    assert len(ds) == reps * len(CORES.split(","))
+    ds = ds.select(ds.metrics["exit_status"] == 0)
+    assert sorted(set(ds.cores.astype(int))) == [int(c) for c in CORES.split(",")]
     assert np.all(ds.metrics["time_s"] > 0) and np.all(ds.metrics["rss_bytes"] > 0)
     assert np.all(np.isfinite(ds.metrics["voluntary_ctxsw"]))
     assert np.all(np.isfinite(ds.metrics["runqueue_delay_cycles"]))
@@ -52,8 +59,12 @@ STRESS_RATE = r"metrc: \[\d+\] {name}\s+\d+\s+\S+\s+\S+\s+\S+\s+([0-9.]+)"
 
 @need("stress-ng")
 def test_stress_ng_mutex_waits_on_locks(cli, tmp_path):
+    # stress-ng's mutex stressor runs SCHED_FIFO threads; on a loaded 2-core machine it now and
+    # then gives up ("out of system resources", exit 3): such a run is recorded as failed and
+    # left out, which is what the campaign is for
     ds = campaign(cli, tmp_path, "--throughput", STRESS_RATE.format(name="mutex"), "--",
-                  "stress-ng", "--mutex", "{threads}", "-t", "1", "--metrics-brief")
+                  "stress-ng", "--mutex", "{threads}", "-t", "1", "--metrics-brief",
+                  reps=2, tolerate="out of system resources")
     assert np.all(ds.metrics["throughput"] > 0)
     # each mutex stressor runs several threads on one pthread mutex: they wait for it
     assert np.all(ds.metrics["lock_wait_cycles"] > 0)

@@ -130,48 +130,29 @@ def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
 
 
 # ====================================================================== system sources
-PSI_FILES = {"cpu": "/proc/pressure/cpu", "memory": "/proc/pressure/memory", "io": "/proc/pressure/io"}
 PSI_COLUMNS = {"psi_cpu_some_s": ("cpu", "some"), "psi_memory_some_s": ("memory", "some"),
                "psi_memory_full_s": ("memory", "full"), "psi_io_some_s": ("io", "some")}
 
 
-def psi_totals() -> dict[str, float | None]:
-    """PSI `total=` stall times (seconds) for the columns in PSI_COLUMNS; None when unavailable."""
+def psi_totals() -> tuple[dict[str, float | None], str | None]:
+    """PSI stall-time totals (seconds) for the columns in PSI_COLUMNS (None where unavailable),
+    and why PSI is unavailable, if it is (corecast.collect.sources reads them)."""
+    from . import sources
+    got = sources.psi()
+    if not got:
+        return {c: None for c in PSI_COLUMNS}, getattr(got, "reason", "PSI unavailable")
     out: dict[str, float | None] = {}
-    cache: dict[str, dict[str, float]] = {}
     for col, (res, kind) in PSI_COLUMNS.items():
-        if res not in cache:
-            vals: dict[str, float] = {}
-            try:
-                with open(PSI_FILES[res]) as fh:
-                    for line in fh:
-                        parts = line.split()
-                        if parts and parts[0] in ("some", "full"):
-                            for p in parts[1:]:
-                                if p.startswith("total="):
-                                    vals[parts[0]] = int(p[6:]) / 1e6
-            except OSError:
-                pass
-            cache[res] = vals
-        out[col] = cache[res].get(kind)
-    return out
+        p = got.get(res)
+        us = None if p is None else (p.some_us if kind == "some" else p.full_us)
+        out[col] = None if us is None else us / 1e6
+    return out, None
 
 
 def read_task_schedstats(pid: int) -> dict[int, tuple[int, int]]:
     """{tid: (run ns, run-queue delay ns)} of every live thread of `pid`."""
-    out = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for t in tids:
-        try:
-            with open(f"/proc/{pid}/task/{t}/schedstat") as fh:
-                f = fh.read().split()
-            out[int(t)] = (int(f[0]), int(f[1]))
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
+    from . import sources
+    return {tid: (s.run_ns, s.wait_ns) for tid, s in sources.process_schedstat(pid).items()}
 
 
 # ====================================================================== counters (perf layer)
@@ -443,7 +424,7 @@ class Runner:
             (os.POSIX_SPAWN_OPEN, 1, str(out_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
             (os.POSIX_SPAWN_OPEN, 2, str(err_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
         ]
-        psi0 = psi_totals()
+        psi0, _ = psi_totals()
         sigdef = [signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM]
         old_cwd = os.getcwd()
         try:
@@ -516,7 +497,7 @@ class Runner:
             if session is not None:
                 session.close()
             raise UserError(f"{self.launcher} ended without reporting the run (report: {report})")
-        psi1 = psi_totals()
+        psi1, psi_why = psi_totals()
         rec.finished_at = time.time()
         stdout, stderr = _read_output(out_path), _read_output(err_path)
         rec.stdout_tail, rec.stderr_tail = _tail(stdout), _tail(stderr)
@@ -575,7 +556,7 @@ class Runner:
             if a is None or b is None:
                 vals[n] = None
                 columns.append(_col(n, status="unavailable"))
-                self.notice_once("psi", "PSI (/proc/pressure) is not available on this kernel: no PSI stall times")
+                self.notice_once("psi", f"no PSI stall times: {psi_why or 'not reported for ' + n}")
             else:
                 vals[n] = max(b - a, 0.0)
                 columns.append(_col(n))
