@@ -387,3 +387,8 @@ def test_sigterm_interrupts_cleanly_and_resume_finishes(tmp_path):
     assert not _alive(int(Path(f"{marker}.0").read_text()))      # the run did not outlive corecast
     with store.Campaign.open(path, write=False) as c:
         assert c.runs() == []                                     # the killed run is not recorded
+
+
+def test_error_names_the_command(cli, tmp_path):
+    r = cli("measure", "-q", "-o", tmp_path / "x.db", "--cores", "zero", "--", "true")
+    assert r.code == 2 and r.err.startswith("corecast measure: error: --cores")

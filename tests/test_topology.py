@@ -119,6 +119,7 @@ def test_core_counts():
     assert tp.parse_core_counts("2-8:2", 8) == [2, 4, 6, 8]
     assert tp.parse_core_counts("pow2", 12) == [1, 2, 4, 8, 12]
     assert tp.parse_core_counts("4,1,all,1", 6) == [1, 4, 6]
+    assert tp.parse_core_counts("1-all", 3) == [1, 2, 3] and tp.parse_core_counts("2-all:2", 6) == [2, 4, 6]
     with pytest.raises(UserError, match="only 2 are usable"):
         tp.parse_core_counts("1,4", 2)
     for bad in ("", "0", "a", "3-1", "1.5"):

@@ -29,7 +29,7 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cores", default=None, metavar="SPEC",
-                   help="core counts: 1,2,4 | all | 1-16 | 1-16:2 | pow2 (default: pow2, i.e. 1,2,4,...,all)")
+                   help="core counts: 1,2,4 | all | 1-16 | 1-16:2 | 1-all | pow2 (default: pow2, i.e. 1,2,4,...,all)")
     p.add_argument("--reps", type=int, default=None, help="measured repetitions per core count (default 3)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up runs per core count, not measured (default 1)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue the campaign in -o: run only what is not recorded yet, with its own settings")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- the program and its arguments")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
+                   help="the program to measure and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import UserError
     from ..store import load_dataset
 
-    command = list(args.command or [])
+    command = list(args.program or [])
     if command and command[0] == "--":
         command = command[1:]
     options = {k: getattr(args, k) for k in ("cores", "reps", "warmup", "timeout", "order", "events",

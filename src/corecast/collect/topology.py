@@ -241,8 +241,9 @@ def order_cpus(topo: Topology, order: str = "socket") -> list[int]:
 
 
 def parse_core_counts(spec: str, available: int) -> list[int]:
-    """`--cores`: `1,2,4`, `all`, `1-16` (every count), `1-16:2` (a step), `pow2` (1,2,4,.. and all)."""
-    s = spec.strip().lower()
+    """`--cores`: `1,2,4`, `all`, `1-16` (every count), `1-16:2` (a step), `1-all`, `pow2`
+    (1,2,4,.. and all)."""
+    s = re.sub(r"-all\b", f"-{available}", spec.strip().lower())
     if not s:
         raise UserError("--cores: empty")
     out: list[int] = []
