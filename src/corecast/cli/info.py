@@ -50,10 +50,14 @@ def run(args) -> int:
         con.print(f"recorded by corecast {data.corecast_version}")
     con.print()
     con.print(terminal.make_table(
-        "Columns", ["column", "kind", "unit", "source", "status", "values", "missing", "min", "max"],
-        [[c["name"], c["kind"], c["unit"] or "-", c["source"] or "-", c["status"], c["values"], c["missing"],
-          c["min"], c["max"]] for c in s["columns"]],
-        justify=["left", "left", "left", "left", "left", "right", "right", "right", "right"]))
+        "Columns", ["column", "kind", "unit", "status", "values", "missing", "min", "max"],
+        [[c["name"], c["kind"], c["unit"] or "-", c["status"], c["values"], c["missing"], c["min"], c["max"]]
+         for c in s["columns"]],
+        justify=["left", "left", "left", "left", "right", "right", "right", "right"]))
+    con.print()
+    con.print("[bold]Sources[/bold]")
+    for c in s["columns"]:
+        con.print(f"  {c['name']}: {c['source'] or 'not recorded'}")
     for k, v in (data.notes or {}).items():
         con.print(f"{k}: {v}")
     return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -11,8 +12,16 @@ from rich.text import Text
 
 
 def console(file: Any = None) -> Console:
-    """A console on stdout (or `file`) that does not colour numbers by itself."""
-    return Console(file=file or sys.stdout, highlight=False, soft_wrap=False)
+    """A console on stdout (or `file`) that does not colour numbers by itself.
+
+    Output that goes to a file or a pipe is laid out 120 columns wide (rich would use 80),
+    unless COLUMNS says otherwise.
+    """
+    out = file or sys.stdout
+    width = None
+    if not (hasattr(out, "isatty") and out.isatty()) and not os.environ.get("COLUMNS"):
+        width = 120
+    return Console(file=out, highlight=False, soft_wrap=False, width=width)
 
 
 def fmt(v: Any, sig: int = 4) -> str:
@@ -41,7 +50,7 @@ def make_table(title: str | None, headers: Sequence[str], rows: Iterable[Sequenc
     t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False,
               header_style="bold")
     for i, h in enumerate(headers):
-        t.add_column(h, justify=(justify[i] if justify else ("left" if i == 0 else "right")))
+        t.add_column(h, justify=(justify[i] if justify else ("left" if i == 0 else "right")), no_wrap=(i == 0))
     for i, row in enumerate(rows):
         style = styles[i] if styles and i < len(styles) else None
         t.add_row(*[c if isinstance(c, Text) else fmt(c) for c in row], style=style)
