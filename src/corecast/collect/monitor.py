@@ -870,7 +870,7 @@ class Monitor:
                 ended = False
                 while True:
                     now = self.backend.now()
-                    if now >= deadline:
+                    if now >= deadline - 1e-9:
                         break
                     if not self.target.alive():
                         ended = True
