@@ -7,6 +7,7 @@ import sys
 from ..collect.events import resolve
 from ..collect.monitor import (MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual)
 from ..errors import UserError
+from ..region import load as load_regions
 
 COMMAND = "stat"
 HELP = "count performance events per thread or per CPU, sampled over time (PMCTrack-style)"
@@ -61,8 +62,13 @@ def run(args: argparse.Namespace) -> int:
     metrics = [parse_metric(m) for m in args.metric]
     if cmd and args.pid is not None:
         raise UserError("give either -p PID or a command, not both")
+    region_file = None
     if cmd:
-        target = Target.command(cmd)
+        import os
+        import tempfile
+        fd, region_file = tempfile.mkstemp(prefix="corecast-regions-", suffix=".jsonl")
+        os.close(fd)
+        target = Target.command(cmd, env=dict(os.environ, CORECAST_REGION_OUT=region_file))
     elif args.pid is not None:
         target = Target.attach(args.pid)
     elif args.per_cpu:
@@ -89,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if first:
             writer.header()
         writer.summary()
+        if region_file is not None:
+            writer.regions(load_regions(region_file))
     except UserError as err:
         if args.output:
             out.flush()
@@ -96,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if args.output:
             out.close()
+        if region_file is not None:
+            import os
+            try:
+                os.unlink(region_file)
+            except OSError:
+                pass
     status = target.exit_status
     if status is not None and status != 0 and cmd:
         print(f"corecast stat: note: '{cmd[0]}' exited with status {status}", file=sys.stderr)

@@ -115,7 +115,8 @@ class Target:
     """What is monitored: a command corecast launches, a running process, or the system."""
 
     def __init__(self, kind: str, pid: int = -1, argv: Sequence[str] | None = None,
-                 child: Launched | None = None):
+                 child: Launched | None = None, env: dict[str, str] | None = None):
+        self.env = env
         self.kind = kind            # command | pid | system
         self.pid = pid
         self.argv = list(argv or [])
@@ -124,8 +125,8 @@ class Target:
         self.exit_status: int | None = None
 
     @classmethod
-    def command(cls, argv: Sequence[str]) -> "Target":
-        return cls("command", argv=argv)
+    def command(cls, argv: Sequence[str], env: dict[str, str] | None = None) -> "Target":
+        return cls("command", argv=argv, env=env)
 
     @classmethod
     def attach(cls, pid: int) -> "Target":
@@ -140,7 +141,7 @@ class Target:
     def prepare(self) -> None:
         """Fork the command (stopped before exec)."""
         if self.kind == "command" and self.child is None:
-            self.child = launch(self.argv)
+            self.child = launch(self.argv, env=self.env)
             self.pid = self.child.pid
         if self.pid > 0:
             try:
@@ -870,7 +871,7 @@ class Monitor:
                 ended = False
                 while True:
                     now = self.backend.now()
-                    if now >= deadline:
+                    if now >= deadline - 1e-9:
                         break
                     if not self.target.alive():
                         ended = True
@@ -939,6 +940,26 @@ class Writer:
     def header(self) -> None: ...
     def row(self, r: Row) -> None: ...
     def summary(self) -> None: ...
+
+    def regions(self, regions: dict[str, dict]) -> None:
+        """Totals of the code regions the program marked (corecast.region / corecast_region.h)."""
+        if not regions:
+            return
+        w = self.out
+        if isinstance(self, JsonWriter):
+            w.write(json.dumps({"type": "regions", "regions": regions}) + "\n")
+        elif isinstance(self, CsvWriter):
+            cw = csv.writer(w, lineterminator="\n")
+            for name, t in regions.items():
+                for k, v in t.items():
+                    cw.writerow(["region", name, k, "" if v is None else v])
+        else:
+            w.write("[Regions]\n")
+            keys = ["calls", "wall_ns", "task_clock_ns", "context_switches", "page_faults", "instructions", "cycles"]
+            w.write(f"{'region':<20}" + "".join(f"{k:>18}" for k in keys) + "\n")
+            for name, t in regions.items():
+                w.write(f"{name:<20}" + "".join(f"{_fmt_num(t.get(k)):>18}" for k in keys) + "\n")
+        w.flush()
 
 
 class TableWriter(Writer):

@@ -1,0 +1,89 @@
+"""Overhead of `corecast stat -T 0.01` on a CPU-bound workload, against the workload alone and
+against `perf stat -I 10` with the same software events, in one run.
+
+The workload times its own compute loop (clock_gettime around fixed work), so the figure is the
+slowdown the monitor inflicts on the program, not the tools' start-up. Runs are interleaved and
+repeated; medians are compared as ratios.
+
+    .venv/bin/python bench/stat_overhead.py [--reps N] [--iters N]
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
+
+WORKLOAD = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+int main(int c, char **v) {
+    unsigned long n = strtoul(v[1], 0, 10);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < n; i++) x += i ^ (x >> 3);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("%.6f\n", (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9);
+    return 0;
+}
+"""
+EVENTS_CORECAST = "task_clock,context_switches,page_faults"
+EVENTS_PERF = "task-clock,context-switches,page-faults"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--iters", type=int, default=600_000_000)
+    args = ap.parse_args()
+    _machine.header("stat overhead: CPU-bound workload alone / under corecast stat -T 0.01 / under perf stat -I 10")
+    perf = shutil.which("perf")
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "w.c"
+        src.write_text(WORKLOAD)
+        exe = Path(d) / "w"
+        subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+        prog = [str(exe), str(args.iters)]
+        variants = {
+            "alone": prog,
+            "corecast stat -T 0.01": [sys.executable, "-m", "corecast", "stat", "-c", EVENTS_CORECAST,
+                                      "-T", "0.01", "-o", str(Path(d) / "c.out"), "--", *prog],
+        }
+        if perf:
+            variants["perf stat -I 10"] = [perf, "stat", "-I", "10", "-e", EVENTS_PERF, "-o",
+                                           str(Path(d) / "p.out"), "--", *prog]
+        else:
+            print("# perf not found (apt-get install linux-perf): peer skipped")
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(args.reps):
+            for name, argv in variants.items():
+                r = subprocess.run(argv, capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"# {name} failed: {r.stderr.strip()[:200]}")
+                    return 1
+                times[name].append(float(r.stdout.strip().splitlines()[-1]))
+        rows = (Path(d) / "c.out").read_text().count(" tick")
+    base = statistics.median(times["alone"])
+    print(f"{'variant':<26} {'median s':>10} {'min s':>8} {'ratio to alone':>15}")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:<26} {med:>10.4f} {min(ts):>8.4f} {med / base:>15.4f}")
+    cc = statistics.median(times["corecast stat -T 0.01"]) / base
+    print(f"corecast overhead: {100 * (cc - 1):+.2f}% (target: within 1%)")
+    if "perf stat -I 10" in times:
+        pp = statistics.median(times["perf stat -I 10"]) / base
+        print(f"perf overhead:     {100 * (pp - 1):+.2f}%; corecast/perf ratio {cc / pp:.4f}")
+    print(f"corecast rows in the last run: {rows} tick rows")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

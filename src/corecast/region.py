@@ -1,0 +1,137 @@
+"""The region API for Python programs, and the reader of region results.
+
+    from corecast.region import region
+
+    with region("load"):
+        load()
+
+    @region("solve")
+    def solve(): ...
+
+Each thread counts its regions with perf_event_open (task-clock, context switches, page faults,
+instructions, cycles; hardware events are None where the machine has no PMU). Totals per
+region are written as JSON lines at exit (or by `report()`) to $CORECAST_REGION_OUT, else
+./corecast-regions-<pid>.jsonl: the same file and format as the C library
+(native/region/corecast_region.h), which `corecast stat` reads back with `load()`.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UserError
+
+FIELDS = ("task_clock_ns", "context_switches", "page_faults", "instructions", "cycles")
+_SPECS = "task_clock,context_switches,page_faults,instr,cycles"
+
+_lock = threading.Lock()
+_totals: dict[str, dict[str, Any]] = {}
+_local = threading.local()
+_registered = False
+
+
+def output_path() -> Path:
+    p = os.environ.get("CORECAST_REGION_OUT")
+    return Path(p) if p else Path(f"corecast-regions-{os.getpid()}.jsonl")
+
+
+def _thread_counters():
+    cs = getattr(_local, "counters", None)
+    if cs is None:
+        from .collect.events import resolve
+        from .collect.perf import open_counters
+        cs = open_counters(resolve(_SPECS), pid=0, inherit=False)    # pid 0: the calling thread
+        _local.counters = cs
+    return cs
+
+
+class region:
+    """Context manager and decorator counting one named region in the calling thread."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name or len(name) > 127:
+            raise UserError(f"region name must be 1-127 characters, not {name!r}")
+        self.name = name
+        self._start: list[tuple[float, list]] = []
+
+    def __enter__(self) -> "region":
+        global _registered
+        if not _registered:
+            atexit.register(report)
+            _registered = True
+        cs = _thread_counters()
+        self._start.append((time.monotonic_ns(), cs.read()))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from .collect.perf import delta_value
+        cs = _thread_counters()
+        cur = cs.read()
+        t1 = time.monotonic_ns()
+        t0, prev = self._start.pop()
+        with _lock:
+            tot = _totals.setdefault(self.name, {"calls": 0, "wall_ns": 0, **{f: None for f in FIELDS}})
+            tot["calls"] += 1
+            tot["wall_ns"] += t1 - t0
+            for f, c, p in zip(FIELDS, cur, prev):
+                d = delta_value(f, c, p)
+                if d.status == "ok" and d.value is not None:
+                    tot[f] = (tot[f] or 0) + d.value
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            with region(self.name):
+                return fn(*a, **kw)
+        return wrapper
+
+
+def totals() -> dict[str, dict[str, Any]]:
+    with _lock:
+        return {k: dict(v) for k, v in _totals.items()}
+
+
+def report(path: str | os.PathLike | None = None) -> Path | None:
+    """Append the totals so far (JSON lines) and clear them."""
+    with _lock:
+        if not _totals:
+            return None
+        items = list(_totals.items())
+        _totals.clear()
+    p = Path(path) if path else output_path()
+    with open(p, "a") as fh:
+        for name, t in items:
+            fh.write(json.dumps({"source": "python", "pid": os.getpid(), "region": name, **t}) + "\n")
+    return p
+
+
+def load(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Region totals from a results file, summed over processes and reports."""
+    out: dict[str, dict[str, Any]] = {}
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()
+    except OSError as err:
+        raise UserError(f"{p}: cannot read region results: {err.strerror}") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            name = rec["region"]
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{p}:{i}: not a region record") from None
+        tot = out.setdefault(name, {"calls": 0, "wall_ns": 0, **{f: None for f in FIELDS}})
+        tot["calls"] += int(rec.get("calls", 0))
+        tot["wall_ns"] += int(rec.get("wall_ns", 0))
+        for f in FIELDS:
+            v = rec.get(f)
+            if v is not None:
+                tot[f] = (tot[f] or 0) + v
+    return out
