@@ -95,7 +95,7 @@ def test_stat_round_robin_sets(cli, progs):
 
 
 def test_stat_attach_to_running_process(cli, progs):
-    p = subprocess.Popen([progs["spinner"]])
+    p = subprocess.Popen([progs["spin_ms"], "2000"])   # long enough to attach on a loaded machine
     try:
         time.sleep(0.05)
         r = cli("stat", "-c", "task_clock", "-p", p.pid, "-T", "0.05", "--format", "json")
