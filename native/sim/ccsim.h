@@ -34,6 +34,8 @@ enum {
 };
 
 enum { CC_BR_TAKEN = 1, CC_BR_COND = 2, CC_BR_INDIRECT = 4, CC_BR_CALL = 8, CC_BR_RET = 16 };
+/* in the annotation table's branch flags: a transaction starts at this instruction */
+#define CC_ANNOT_MARKER 0x80
 
 /* UOP record addr packing: bytes 0-3 source registers, 4-5 destination registers (0xff:
  * none), byte 6 unit class, byte 7 flags. */
@@ -113,6 +115,8 @@ CC_API void cc_array_free(cc_array *a);
 /* Access `line`: returns 1 on a hit, 0 on a miss (the line is then installed); *victim is the
  * evicted line or UINT64_MAX. */
 CC_API int cc_array_access(cc_array *a, uint64_t line, uint64_t *victim);
+/* Test hook: move the LRU/FIFO clock (to exercise the 32-bit stamp renumbering). */
+CC_API void cc_array_set_clock(cc_array *a, uint64_t clock);
 
 /* Lackey `--trace-mem=yes` text. */
 typedef struct {

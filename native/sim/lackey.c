@@ -242,8 +242,16 @@ size_t cc_annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int fin
         }
         pending_t *pd = &a->pend[r->tid & 1023];
         if (pd->active) o += emit_branch(pd, r->addr, r->tid, &out[o]);
-        out[o++] = *r;
         const ainfo *inf = lookup(a, r->addr);
+        if (inf && (inf->brflags & CC_ANNOT_MARKER)) {
+            cc_rec *m = &out[o++];
+            m->addr = r->addr;
+            m->aux = 0;
+            m->tid = r->tid;
+            m->kind = CC_K_MARKER;
+            m->size = 0;
+        }
+        out[o++] = *r;
         if (!inf) {
             a->missing++;
             cc_rec *u = &out[o++];
@@ -267,11 +275,11 @@ size_t cc_annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int fin
             u->kind = CC_K_UOP;
             u->size = 0;
         }
-        if (inf->brflags) {
+        if (inf->brflags & ~CC_ANNOT_MARKER) {
             pd->active = 1;
             pd->pc = r->addr;
             pd->next = r->addr + inf->len;
-            pd->brflags = inf->brflags;
+            pd->brflags = inf->brflags & (uint8_t)~CC_ANNOT_MARKER;
         }
     }
     (void)final; /* a branch still pending at the very end has no known outcome: dropped */

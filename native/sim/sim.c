@@ -279,6 +279,8 @@ void cc_array_free(cc_array *x) {
     free(x);
 }
 
+void cc_array_set_clock(cc_array *x, uint64_t clock) { x->a.clock = clock; }
+
 int cc_array_access(cc_array *x, uint64_t line, uint64_t *victim) {
     int64_t slot = carr_find(&x->a, line);
     *victim = TAG_INVALID;
@@ -801,11 +803,12 @@ static int hier(cc_sim *s, const cpath *p, int k, const uint64_t *lines, int nl,
 
 static int probe_invalidate(cc_sim *s, core_t *co, int side, uint64_t line) {
     uint64_t cores = 0;
-    int shared_owners = 0;
+    int shared_owners = 0, dirty = 0;
     for (int i = 0; i < co->noff[side]; i++) {
         cinst *ci = co->off[side][i];
         int64_t slot = carr_find(&ci->arr, line);
         if (slot < 0) continue;
+        if (*FL(&ci->arr, (size_t)slot) & F_DIRTY) dirty = 1;
         carr_invalidate(&ci->arr, (size_t)slot, 1);
         s->st.cache[ci->cfg].coh_invalidations++;
         if (ci->owner < 64) {
@@ -816,6 +819,7 @@ static int probe_invalidate(cc_sim *s, core_t *co, int side, uint64_t line) {
     }
     int n = __builtin_popcountll(cores) + shared_owners;
     s->st.invalidations += (uint64_t)n;
+    if (dirty) s->st.interventions++; /* the modified copy supplied the data */
     return n;
 }
 

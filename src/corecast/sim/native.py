@@ -122,6 +122,7 @@ def lib() -> C.CDLL:
     L.cc_array_free.argtypes = [_P]
     L.cc_array_access.argtypes = [_P, C.c_uint64, C.POINTER(C.c_uint64)]
     L.cc_array_access.restype = C.c_int
+    L.cc_array_set_clock.argtypes = [_P, C.c_uint64]
     L.cc_lackey_parse.argtypes = [C.POINTER(LackeyState), _P, C.c_size_t, C.c_int, _P,
                                   C.c_size_t, C.POINTER(C.c_size_t)]
     L.cc_lackey_parse.restype = C.c_size_t
@@ -166,6 +167,10 @@ class ReplacementArray:
         v = C.c_uint64()
         hit = lib().cc_array_access(self._h, line, C.byref(v))
         return bool(hit), (None if v.value == 2**64 - 1 else v.value)
+
+    def set_clock(self, clock: int) -> None:
+        """Move the LRU/FIFO clock (tests of the 32-bit stamp renumbering)."""
+        lib().cc_array_set_clock(self._h, clock)
 
     def __del__(self) -> None:
         h = getattr(self, "_h", None)
