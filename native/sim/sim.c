@@ -24,6 +24,10 @@
 
 #include "ccsim.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #define TAG_INVALID UINT64_MAX
 #define COH_BIT (1ULL << 63)
 #define F_DIRTY 1
@@ -41,10 +45,13 @@
 
 typedef struct {
     uint8_t *mem;
-    size_t stride, flag_off, plru_off, cnt_off, stamp_off;
+    size_t stride, tag_off, flag_off, plru_off, cnt_off, stamp_off;
+    int set_bits;
+    uint64_t *plru_set, *plru_clear; /* tree-PLRU: bits a touch of way w sets and clears */
     uint64_t set_mask;
     uint32_t sets, ways;
     int repl;
+    int nib; /* LRU/FIFO order kept as a permutation of 4-bit way numbers (ways <= 16) */
     int big; /* worth prefetching */
     uint64_t clock, rng;
     uint64_t last_line; /* MRU fast path: the line last touched, and its slot */
@@ -55,7 +62,13 @@ typedef struct {
 #define SLOT_SET(slot) ((slot) >> 16)
 #define SLOT_WAY(slot) ((uint32_t)((slot) & 0xffff))
 
-static inline uint64_t *TAGS(const carr *a, uint64_t set) { return (uint64_t *)(a->mem + set * a->stride); }
+static inline uint64_t *TAGS(const carr *a, uint64_t set) { return (uint64_t *)(a->mem + set * a->stride + a->tag_off); }
+static inline uint16_t *PTAGS(const carr *a, uint64_t set) { return (uint16_t *)(a->mem + set * a->stride); }
+/* 15 bits of the line's tag, never 0 (0 marks a free way): compared 8 ways at a time */
+static inline uint16_t ptag(const carr *a, uint64_t line) {
+    uint64_t h = line >> a->set_bits;
+    return (uint16_t)((h ^ (h >> 15) ^ (h >> 30) ^ (h >> 45)) << 1) | 1;
+}
 static inline uint8_t *FL(const carr *a, size_t slot) {
     return a->mem + SLOT_SET(slot) * a->stride + a->flag_off + SLOT_WAY(slot);
 }
@@ -63,15 +76,19 @@ static inline uint64_t *PLRU(const carr *a, uint64_t set) { return (uint64_t *)(
 static inline uint32_t *NVALID(const carr *a, uint64_t set) { return (uint32_t *)(a->mem + set * a->stride + a->cnt_off); }
 static inline uint32_t *STAMPS(const carr *a, uint64_t set) { return (uint32_t *)(a->mem + set * a->stride + a->stamp_off); }
 
+static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w);
+
 static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t seed) {
     memset(a, 0, sizeof *a);
     if (ways > 65535) return -1;
     size_t tags = (size_t)ways * 8;
-    a->flag_off = tags;
-    a->plru_off = (tags + ways + 7) & ~(size_t)7;
+    a->tag_off = ((size_t)ways + 7) / 8 * 16; /* partial tags, padded to 8 ways */
+    a->flag_off = a->tag_off + tags;
+    a->plru_off = (a->flag_off + ways + 7) & ~(size_t)7;
     a->cnt_off = a->plru_off + 8;
     a->stamp_off = a->cnt_off + 8;
-    size_t stride = a->stamp_off + ((repl == CC_REPL_LRU || repl == CC_REPL_FIFO) ? (size_t)ways * 4 : 0);
+    a->nib = (repl == CC_REPL_LRU || repl == CC_REPL_FIFO) && ways <= 16;
+    size_t stride = a->stamp_off + ((repl == CC_REPL_LRU || repl == CC_REPL_FIFO) && !a->nib ? (size_t)ways * 4 : 0);
     /* whole host cache lines for large sets, 8-byte granules for tiny ones (TLBs) */
     a->stride = stride >= 64 ? (stride + 63) & ~(size_t)63 : (stride + 7) & ~(size_t)7;
     size_t bytes = a->stride * sets;
@@ -80,11 +97,28 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
     a->sets = sets;
     a->ways = ways;
     a->set_mask = sets - 1;
+    a->set_bits = 0;
+    while ((1u << a->set_bits) < sets) a->set_bits++;
+    uint64_t perm = 0;
+    for (uint32_t p = 0; p < 16; p++) perm |= (uint64_t)(p < ways ? p : 0xF) << (4 * p);
     for (uint64_t st = 0; st < sets; st++) {
         uint64_t *t = TAGS(a, st);
         for (uint32_t w = 0; w < ways; w++) t[w] = TAG_INVALID;
+        if (a->nib) *(uint64_t *)(a->mem + st * a->stride + a->plru_off) = perm;
     }
     a->repl = repl;
+    if (repl == CC_REPL_PLRU) {
+        a->plru_set = calloc(ways, sizeof *a->plru_set);
+        a->plru_clear = calloc(ways, sizeof *a->plru_clear);
+        if (!a->plru_set || !a->plru_clear) return -1;
+        for (uint32_t w = 0; w < ways; w++) {
+            uint64_t before = 0, after = ~0ULL;
+            plru_touch(&before, ways, w);       /* bits the touch sets */
+            plru_touch(&after, ways, w);        /* bits it clears stay 0 */
+            a->plru_set[w] = before;
+            a->plru_clear[w] = ~after;
+        }
+    }
     a->big = bytes > (512u << 10);
     a->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
     a->last_line = TAG_INVALID;
@@ -93,20 +127,41 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
 
 static void carr_free(carr *a) {
     free(a->mem);
+    free(a->plru_set);
+    free(a->plru_clear);
     memset(a, 0, sizeof *a);
 }
 
 static inline int64_t carr_find(const carr *a, uint64_t line) {
     uint64_t set = line & a->set_mask;
     const uint64_t *t = TAGS(a, set);
+#if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
+    const uint16_t *pt = PTAGS(a, set);
+    const __m128i key = _mm_set1_epi16((short)ptag(a, line));
+    for (uint32_t g = 0; g < a->ways; g += 8) {
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g)), key));
+        while (m) {
+            unsigned b = (unsigned)__builtin_ctz(m);
+            uint32_t w = g + (b >> 1);
+            if (t[w] == line) return (int64_t)SLOT(set, w);
+            m &= ~(3u << b);
+        }
+    }
+    return -1;
+#else
     for (uint32_t w = 0; w < a->ways; w++)
         if (t[w] == line) return (int64_t)SLOT(set, w);
     return -1;
+#endif
 }
 
 static inline void carr_prefetch(const carr *a, uint64_t line) {
+    /* the tags, flags and replacement word: the first one to three host lines */
     const uint8_t *p = a->mem + (line & a->set_mask) * a->stride;
-    for (size_t off = 0; off < a->stride; off += 64) __builtin_prefetch(p + off);
+    __builtin_prefetch(p);
+    if (a->stamp_off > 64) __builtin_prefetch(p + 64);
+    if (a->stamp_off > 128) __builtin_prefetch(p + 128);
 }
 
 /* LRU/FIFO stamps are 32-bit: when the clock is about to wrap, each set's stamps are replaced
@@ -165,10 +220,40 @@ static inline uint32_t plru_victim(uint64_t bits, uint32_t ways) {
     return lo;
 }
 
+/* Move way w to the front (most recent) of a permutation of 4-bit way numbers. The lowest
+ * nibble equal to w is found with the zero-nibble trick (exact for the lowest match). */
+static inline uint64_t nib_front(uint64_t P, uint32_t w) {
+    const uint64_t ones = 0x1111111111111111ULL;
+    uint64_t x = P ^ (ones * w);
+    uint64_t y = (x - ones) & ~x & 0x8888888888888888ULL;
+    int p = __builtin_ctzll(y) >> 2;
+    if (p == 0) return P;
+    uint64_t low = (1ULL << (4 * p)) - 1;
+    uint64_t high = p >= 15 ? 0 : P & ~((1ULL << (4 * (p + 1))) - 1);
+    return high | ((P & low) << 4) | w;
+}
+
+static inline void plru_apply(const carr *a, uint64_t *bits, uint32_t w) {
+    *bits = (*bits & ~a->plru_clear[w]) | a->plru_set[w];
+}
+
+static inline uint32_t plru_find_victim(const carr *a, uint64_t bits) {
+    uint32_t node = 1;
+    while (node < a->ways) node = 2 * node + (uint32_t)((bits >> node) & 1);
+    return node - a->ways;
+}
+
 static inline void carr_touch(carr *a, size_t slot) {
     switch (a->repl) {
-    case CC_REPL_LRU: STAMPS(a, SLOT_SET(slot))[SLOT_WAY(slot)] = carr_tick(a); break;
-    case CC_REPL_PLRU: plru_touch(PLRU(a, SLOT_SET(slot)), a->ways, SLOT_WAY(slot)); break;
+    case CC_REPL_LRU:
+        if (a->nib) {
+            uint64_t *P = PLRU(a, SLOT_SET(slot));
+            *P = nib_front(*P, SLOT_WAY(slot));
+        } else {
+            STAMPS(a, SLOT_SET(slot))[SLOT_WAY(slot)] = carr_tick(a);
+        }
+        break;
+    case CC_REPL_PLRU: plru_apply(a, PLRU(a, SLOT_SET(slot)), SLOT_WAY(slot)); break;
     default: break;
     }
 }
@@ -197,6 +282,7 @@ static inline size_t carr_victim(carr *a, uint64_t set) {
     switch (a->repl) {
     case CC_REPL_LRU:
     case CC_REPL_FIFO: {
+        if (a->nib) return SLOT(set, (uint32_t)(*PLRU(a, set) >> (4 * (a->ways - 1))) & 0xF);
         const uint32_t *st = STAMPS(a, set);
         uint32_t best = st[0];
         uint32_t bw = 0;
@@ -208,7 +294,7 @@ static inline size_t carr_victim(carr *a, uint64_t set) {
         return SLOT(set, bw);
     }
     case CC_REPL_RANDOM: return SLOT(set, (uint32_t)(xorshift(&a->rng) % a->ways));
-    case CC_REPL_PLRU: return SLOT(set, plru_victim(*PLRU(a, set), a->ways));
+    case CC_REPL_PLRU: return SLOT(set, plru_find_victim(a, *PLRU(a, set)));
     }
     return SLOT(set, 0);
 }
@@ -233,8 +319,16 @@ static inline size_t carr_install(carr *a, uint64_t line, uint8_t flags, uint64_
     }
     *t = line;
     *f = flags;
-    if (a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) STAMPS(a, set)[SLOT_WAY(slot)] = carr_tick(a);
-    else if (a->repl == CC_REPL_PLRU) plru_touch(PLRU(a, set), a->ways, SLOT_WAY(slot));
+    PTAGS(a, set)[SLOT_WAY(slot)] = ptag(a, line);
+    if (a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) {
+        if (a->nib) {
+            uint64_t *P = PLRU(a, set);
+            *P = nib_front(*P, SLOT_WAY(slot));
+        } else {
+            STAMPS(a, set)[SLOT_WAY(slot)] = carr_tick(a);
+        }
+    }
+    else if (a->repl == CC_REPL_PLRU) plru_apply(a, PLRU(a, set), SLOT_WAY(slot));
     return slot;
 }
 
@@ -244,6 +338,7 @@ static inline void carr_invalidate(carr *a, size_t slot, int coherence) {
     if (line & COH_BIT) return;
     if (line == a->last_line) a->last_line = TAG_INVALID;
     --*NVALID(a, SLOT_SET(slot));
+    PTAGS(a, SLOT_SET(slot))[SLOT_WAY(slot)] = 0;
     *t = coherence ? (line | COH_BIT) : TAG_INVALID;
     *FL(a, slot) = 0;
 }
@@ -299,6 +394,8 @@ int cc_array_access(cc_array *x, uint64_t line, uint64_t *victim) {
 typedef struct cinst cinst;
 struct cinst {
     carr arr;
+    cc_cache_stats *st; /* this level's counters */
+    int pol, wa;        /* policy, write-allocate */
     int cfg;      /* index into config caches */
     int owner;    /* core number for private caches, 64 + id for shared ones */
     int priv;
@@ -309,6 +406,8 @@ struct cinst {
 typedef struct {
     int n;     /* levels */
     int npriv; /* leading private levels */
+    int evict_work; /* bit k: a clean victim of level k needs evicted() (back-invalidation, or
+                     * an exclusive/victim level below it) */
     cinst *lv[3];
 } cpath;
 
@@ -549,6 +648,9 @@ cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen) {
                           c->seed * 1315423911ULL + (uint64_t)i * 977 + (uint64_t)j + 1))
                 FAIL("out of memory for cache %d", i);
             ci->cfg = i;
+            ci->st = &s->st.cache[i];
+            ci->pol = cc->policy;
+            ci->wa = cc->write_allocate;
             ci->priv = share == 1;
             ci->owner = share == 1 ? j : 64 + i * 64 + j;
         }
@@ -571,6 +673,12 @@ cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen) {
             }
             p->npriv = 0;
             while (p->npriv < p->n && p->lv[p->npriv]->priv) p->npriv++;
+            for (int k = 0; k < p->n; k++) {
+                int pol = c->caches[p->lv[k]->cfg].policy;
+                int npol = k + 1 < p->n ? c->caches[p->lv[k + 1]->cfg].policy : -1;
+                if ((k > 0 && pol == CC_POL_INCLUSIVE) || npol == CC_POL_EXCLUSIVE || npol == CC_POL_VICTIM)
+                    p->evict_work |= 1 << k;
+            }
             if (c->ncaches && p->n == 0) FAIL("no cache serves side %d", side);
         }
     }
@@ -736,6 +844,111 @@ static void evicted(cc_sim *s, const cpath *p, int k, uint64_t line, uint8_t fla
     } else if (dirty) {
         s->st.mem_writebacks++;
     }
+}
+
+/* The walk for an access within one line (the common case): as hier() below with one line. */
+static int hier1(cc_sim *s, const cpath *p, int k, uint64_t line, int cls, int above_alloc,
+                 int *dirty_up, int64_t *slot0) {
+    if (k == p->n) return MEM_LEVEL;
+    cinst *ci = p->lv[k];
+    carr *a = &ci->arr;
+    cc_cache_stats *st = ci->st;
+    const int is_write = cls >= CC_K_STORE;
+    const int writer_here = is_write && !above_alloc;
+    int64_t slot = carr_find(a, line);
+    st->access[cls]++;
+    if (slot >= 0) {
+        carr_touch(a, (size_t)slot);
+        *slot0 = slot;
+        if (k > 0 && ci->pol == CC_POL_EXCLUSIVE && above_alloc) {
+            if (*FL(a, (size_t)slot) & F_DIRTY) *dirty_up = 1;
+            carr_invalidate(a, (size_t)slot, 0);
+        } else if (writer_here) {
+            *FL(a, (size_t)slot) |= F_DIRTY;
+        }
+        return k + 1;
+    }
+    st->miss[cls]++;
+    if (s->coherent && carr_coh_was(a, line)) {
+        st->coh_misses++;
+        if (k == 0) s->last_coh = 1;
+    }
+    const int alloc_here = (k == 0 || ci->pol == CC_POL_INCLUSIVE || ci->pol == CC_POL_NINE) &&
+                           (cls != CC_K_STORE || ci->wa);
+    int below_dirty = 0;
+    int64_t ignore;
+    int served = hier1(s, p, k + 1, line, cls, above_alloc || alloc_here, &below_dirty, &ignore);
+    if (alloc_here) {
+        uint64_t vl;
+        uint8_t vf;
+        *slot0 = (int64_t)carr_install(a, line, (writer_here || below_dirty) ? F_DIRTY : 0, &vl, &vf);
+        st->fills++;
+        if (vl != TAG_INVALID) {
+            if ((vf & F_DIRTY) || (p->evict_work >> k & 1)) evicted(s, p, k, vl, vf);
+            else st->evictions++;
+        }
+    } else if (below_dirty) {
+        *dirty_up = 1;
+    }
+    return served;
+}
+
+/* The same walk without recursion, for one core (no coherence): look levels up top-down until
+ * one hits, then fill the levels that missed bottom-up. Returns the serving level. */
+static inline int walk1(cc_sim *s, const cpath *p, uint64_t line, int cls, int64_t *slot0) {
+    const int n = p->n;
+    const int is_write = cls >= CC_K_STORE;
+    int hit = n;
+    int64_t hslot = -1;
+    for (int k = 0; k < n; k++) {
+        cinst *ci = p->lv[k];
+        ci->st->access[cls]++;
+        int64_t sl = carr_find(&ci->arr, line);
+        if (sl >= 0) {
+            hit = k;
+            hslot = sl;
+            break;
+        }
+        ci->st->miss[cls]++;
+    }
+    /* which missed levels allocate; whether a level above a given one allocates */
+    unsigned alloc = 0;
+    for (int k = 0; k < hit; k++) {
+        const cinst *ci = p->lv[k];
+        if ((k == 0 || ci->pol == CC_POL_INCLUSIVE || ci->pol == CC_POL_NINE) &&
+            (cls != CC_K_STORE || ci->wa))
+            alloc |= 1u << k;
+    }
+    int carry = 0; /* dirty data moving up from an exclusive hit */
+    if (hit < n) {
+        cinst *ci = p->lv[hit];
+        carr *a = &ci->arr;
+        carr_touch(a, (size_t)hslot);
+        if (hit == 0) *slot0 = hslot;
+        const int above_alloc = alloc != 0;
+        if (hit > 0 && ci->pol == CC_POL_EXCLUSIVE && above_alloc) {
+            carry = *FL(a, (size_t)hslot) & F_DIRTY;
+            carr_invalidate(a, (size_t)hslot, 0);
+        } else if (is_write && !above_alloc) {
+            *FL(a, (size_t)hslot) |= F_DIRTY;
+        }
+    }
+    for (int k = hit - 1; k >= 0; k--) {
+        if (!(alloc >> k & 1)) continue;
+        cinst *ci = p->lv[k];
+        const int writer_here = is_write && !(alloc & ((1u << k) - 1));
+        uint64_t vl;
+        uint8_t vf;
+        size_t sl = carr_install(&ci->arr, line, (writer_here || carry) ? F_DIRTY : 0, &vl, &vf);
+        carry = 0;
+        if (k == 0) *slot0 = (int64_t)sl;
+        ci->st->fills++;
+        if (vl != TAG_INVALID) {
+            if ((vf & F_DIRTY) || (p->evict_work >> k & 1)) evicted(s, p, k, vl, vf);
+            else ci->st->evictions++;
+        }
+    }
+    return hit < n ? hit + 1 : MEM_LEVEL;
 }
 
 /* Look up `mask` lines of the access at level k and below; returns the level (1-based, 4 =
@@ -905,25 +1118,42 @@ static void tlb_access(cc_sim *s, core_t *co, int side, uint64_t addr, unsigned 
 /* ------------------------------------------------------------------------------------ */
 /* one memory access */
 
-static void mem_access(cc_sim *s, core_t *co, int side, int cls, uint64_t addr, unsigned size) {
-    if (size == 0) size = 1;
-    s->st.access[cls]++;
-    if (co->ntlb[side]) tlb_access(s, co, side, addr, size);
-    if (!s->cfg.ncaches) {
+static __attribute__((noinline)) void mem_access_slow(cc_sim *s, core_t *co, int side, int cls,
+                                                      uint64_t addr, unsigned size) {
+    const cpath *p = &co->path[side];
+    if (!p->n) {
         s->st.served[cls][MEM_LEVEL]++;
         return;
     }
-    const cpath *p = &co->path[side];
+    if (size <= 64 && ((addr ^ (addr + size - 1)) >> s->line_shift) == 0 && !s->coherent) {
+        /* within one line, one core: the plain walk */
+        uint64_t l0 = addr >> s->line_shift;
+        carr *l1 = &p->lv[0]->arr;
+        if (l0 == l1->last_line) { /* a store to the MRU line (coherent runs only reach here) */
+            *FL(l1, l1->last_slot) |= F_DIRTY;
+            p->lv[0]->st->access[cls]++;
+            return;
+        }
+        int64_t slot0 = -1;
+        int served = walk1(s, p, l0, cls, &slot0);
+        if (served > 1) s->st.served[cls][served]++;
+        if (slot0 >= 0 && TAGS(l1, SLOT_SET((size_t)slot0))[SLOT_WAY((size_t)slot0)] == l0) {
+            l1->last_line = l0;
+            l1->last_slot = (size_t)slot0;
+        } else {
+            l1->last_line = TAG_INVALID;
+        }
+        return;
+    }
     carr *l1 = &p->lv[0]->arr;
     const int is_write = cls >= CC_K_STORE;
     uint64_t l0 = addr >> s->line_shift, lend = (addr + size - 1) >> s->line_shift;
     if (l0 == lend) {
-        if (l0 == l1->last_line) {
+        if (l0 == l1->last_line) { /* a store to the MRU line without an exclusive copy */
             uint8_t *f = FL(l1, l1->last_slot);
             if (!is_write || !s->coherent || (*f & F_EXCL)) {
                 if (is_write) *f |= F_DIRTY;
-                s->st.cache[p->lv[0]->cfg].access[cls]++;
-                s->st.served[cls][1]++;
+                p->lv[0]->st->access[cls]++;
                 return;
             }
         }
@@ -945,10 +1175,16 @@ static void mem_access(cc_sim *s, core_t *co, int side, int cls, uint64_t addr, 
         }
     }
     s->last_coh = 0;
-    unsigned dirty_up = 0;
     int64_t slot0 = -1;
-    int served = hier(s, p, 0, lines, nl, (1u << nl) - 1, cls, 0, &dirty_up, &slot0);
-    s->st.served[cls][served]++;
+    int served;
+    if (nl == 1) {
+        int dirty_up = 0;
+        served = hier1(s, p, 0, l0, cls, 0, &dirty_up, &slot0);
+    } else {
+        unsigned dirty_up = 0;
+        served = hier(s, p, 0, lines, nl, (1u << nl) - 1, cls, 0, &dirty_up, &slot0);
+    }
+    if (served > 1) s->st.served[cls][served]++; /* level 1: derived from L1's counters */
     if (s->last_coh) {
         s->st.coh_misses++;
         if (cls != CC_K_STORE) s->st.coh_exposed++;
@@ -985,6 +1221,27 @@ static void mem_access(cc_sim *s, core_t *co, int side, int cls, uint64_t addr, 
     }
 }
 
+/* One memory access. The fast path: a load (or a store with an exclusive copy) to the line
+ * the L1 touched last -- no replacement state changes. */
+static inline void mem_access(cc_sim *s, core_t *co, int side, int cls, uint64_t addr, unsigned size) {
+    if (size == 0) size = 1;
+    if (co->ntlb[side]) tlb_access(s, co, side, addr, size);
+    const cpath *p = &co->path[side];
+    if (p->n) {
+        carr *l1 = &p->lv[0]->arr;
+        uint64_t l0 = addr >> s->line_shift;
+        if (l0 == l1->last_line && ((addr + size - 1) >> s->line_shift) == l0) {
+            if (cls < CC_K_STORE || (!s->coherent && (*FL(l1, l1->last_slot) |= F_DIRTY))) {
+                p->lv[0]->st->access[cls]++;
+                return;
+            }
+        }
+    } else {
+        s->st.access[cls]++; /* no caches: counted here (else derived from the L1s) */
+    }
+    mem_access_slow(s, co, side, cls, addr, size);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* driver */
 
@@ -995,66 +1252,15 @@ static void reset_counters(cc_sim *s) {
         for (int c = 0; c < s->ncores; c++) s->core[c].iss.base_cycle = s->core[c].iss.cycle;
 }
 
-int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
+static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
     const cc_config *c = &s->cfg;
-    const int pf = s->pf_levels;
-    for (size_t i = 0; i < n; i++) {
-        const cc_rec *r = &recs[i];
-        int core, vt;
-        if (pf && i + PF_DIST < n) {
-            /* prefetch the sets of the deeper, larger levels a few records ahead */
-            const cc_rec *q = &recs[i + PF_DIST];
-            if (q->kind <= CC_K_MODIFY) {
-                int qc = c->split_mode == CC_SPLIT_THREADS ? q->tid % s->ncores : s->cur_vt;
-                const cpath *qp = &s->core[qc].path[q->kind == CC_K_FETCH ? 0 : 1];
-                uint64_t line = q->addr >> s->line_shift;
-                for (int k = 1; k < qp->n; k++)
-                    if (qp->lv[k]->arr.big) carr_prefetch(&qp->lv[k]->arr, line);
-            }
-        }
-        if (c->split_mode == CC_SPLIT_THREADS) {
-            vt = r->tid;
-            core = r->tid % s->ncores;
-        } else {
-            if (r->kind == CC_K_MARKER && c->split_mode == CC_SPLIT_TRANSACTIONS) {
-                s->cur_vt = (int)(s->ntx % (uint64_t)s->ncores);
-                s->ntx++;
-            }
-            if (r->kind == CC_K_FETCH && c->split_mode == CC_SPLIT_CHUNKS && c->chunk_instructions) {
-                if (s->chunk_left == 0) {
-                    s->cur_vt = (s->cur_vt + 1) % s->ncores;
-                    s->chunk_left = c->chunk_instructions;
-    for (int i = 0; i < c->ncaches; i++)
-        for (int j = 0; j < s->ninst[i]; j++)
-            if (s->inst[i][j].arr.big && c->caches[i].level > 1) s->pf_levels = 1;
-                }
-                s->chunk_left--;
-            }
-            vt = s->cur_vt;
-            core = s->cur_vt;
-        }
-        core_t *co = &s->core[core];
-        switch (r->kind) {
-        case CC_K_FETCH:
-            if (!s->st.warm && s->fetch_seen >= c->warmup_instructions) reset_counters(s);
-            s->fetch_seen++;
-            s->st.instructions++;
-            s->st.core_instructions[core]++;
-            mem_access(s, co, 0, CC_K_FETCH, r->addr, r->size);
-            break;
-        case CC_K_LOAD:
-        case CC_K_STORE:
-        case CC_K_MODIFY: {
-            uint64_t a = r->addr;
-            if (c->stack_hash && a >= c->stack_lo && a < c->stack_hi)
-                a ^= ((uint64_t)(vt + 1) & 0x7fff) << 48;
-            mem_access(s, co, 1, r->kind, a, r->size);
-            break;
-        }
-        case CC_K_BRANCH:
-            s->st.branches++;
-            if (r->size & CC_BR_TAKEN) s->st.taken++;
-            if ((r->size & CC_BR_COND) && co->bp) {
+    switch (r->kind) {
+    case CC_K_BRANCH:
+        s->st.branches++;
+        if (r->size & CC_BR_TAKEN) s->st.taken++;
+        if (r->size & CC_BR_COND) {
+            s->st.cond_branches++;
+            if (co->bp) {
                 int taken = r->size & CC_BR_TAKEN;
                 uint64_t idx = c->bp_kind == CC_BP_GSHARE ? ((r->addr ^ (co->ghr & s->hist_mask)) & s->bp_mask)
                                                           : (r->addr & s->bp_mask);
@@ -1068,22 +1274,79 @@ int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
                 }
                 co->ghr = (co->ghr << 1) | (taken ? 1 : 0);
             }
-            if (r->size & CC_BR_COND) s->st.cond_branches++;
-            break;
-        case CC_K_MARKER: s->st.markers++; break;
-        case CC_K_UOP:
-            if (c->issue_enabled) {
-                uint8_t fl = (uint8_t)(r->addr >> 56);
-                s->st.uops++;
-                if (fl & CC_UOP_FIRST) s->st.issue_instructions++;
-                if (fl & CC_UOP_PLACEHOLDER) s->st.placeholder_instructions++;
-                iss_push(&co->iss, r->addr);
-            }
-            break;
-        default: break;
         }
-        s->st.records++;
+        break;
+    case CC_K_MARKER: s->st.markers++; break;
+    case CC_K_UOP:
+        if (c->issue_enabled) {
+            uint8_t fl = (uint8_t)(r->addr >> 56);
+            s->st.uops++;
+            if (fl & CC_UOP_FIRST) s->st.issue_instructions++;
+            if (fl & CC_UOP_PLACEHOLDER) s->st.placeholder_instructions++;
+            iss_push(&co->iss, r->addr);
+        }
+        break;
+    default: break;
     }
+}
+
+int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
+    const cc_config *c = &s->cfg;
+    const int pf = s->pf_levels;
+    const int by_thread = c->split_mode == CC_SPLIT_THREADS;
+    const int ncores = s->ncores;
+    const int hash = c->stack_hash;
+    for (size_t i = 0; i < n; i++) {
+        const cc_rec *r = &recs[i];
+        const unsigned kind = r->kind;
+        int core;
+        if (pf && i + PF_DIST < n) {
+            /* prefetch the sets of the deeper, larger levels a few records ahead */
+            const cc_rec *q = &recs[i + PF_DIST];
+            if (q->kind <= CC_K_MODIFY) {
+                int qc = ncores == 1 ? 0 : by_thread ? q->tid % ncores : s->cur_vt;
+                const cpath *qp = &s->core[qc].path[q->kind == CC_K_FETCH ? 0 : 1];
+                uint64_t line = q->addr >> s->line_shift;
+                for (int k = 1; k < qp->n; k++)
+                    if (qp->lv[k]->arr.big) carr_prefetch(&qp->lv[k]->arr, line);
+            }
+        }
+        if (ncores == 1) {
+            core = 0;
+        } else if (by_thread) {
+            core = r->tid % ncores;
+        } else {
+            if (kind == CC_K_MARKER && c->split_mode == CC_SPLIT_TRANSACTIONS) {
+                s->cur_vt = (int)(s->ntx % (uint64_t)ncores);
+                s->ntx++;
+            } else if (kind == CC_K_FETCH && c->split_mode == CC_SPLIT_CHUNKS) {
+                if (s->chunk_left == 0) {
+                    s->cur_vt = (s->cur_vt + 1) % ncores;
+                    s->chunk_left = c->chunk_instructions;
+                }
+                s->chunk_left--;
+            }
+            core = s->cur_vt;
+        }
+        core_t *co = &s->core[core];
+        if (kind - CC_K_LOAD <= CC_K_MODIFY - CC_K_LOAD) {
+            uint64_t a = r->addr;
+            if (hash && a >= c->stack_lo && a < c->stack_hi) {
+                int vt = by_thread ? r->tid : core;
+                a ^= ((uint64_t)(vt + 1) & 0x7fff) << 48;
+            }
+            mem_access(s, co, 1, (int)kind, a, r->size);
+        } else if (kind == CC_K_FETCH) {
+            if (!s->st.warm && s->fetch_seen >= c->warmup_instructions) reset_counters(s);
+            s->fetch_seen++;
+            s->st.instructions++;
+            s->st.core_instructions[core]++;
+            mem_access(s, co, 0, CC_K_FETCH, r->addr, r->size);
+        } else {
+            other_record(s, co, r);
+        }
+    }
+    s->st.records += n;
     return 0;
 }
 
@@ -1094,6 +1357,23 @@ void cc_sim_finish(cc_sim *s) {
 
 void cc_sim_stats(const cc_sim *s, cc_stats *out) {
     *out = s->st;
+    if (s->cfg.ncaches) {
+        /* every access is counted once by the level-1 cache of its side; level-1 service is
+         * what that cache did not miss */
+        for (int cls = 0; cls < CC_NCLASS; cls++) {
+            uint64_t acc = 0, miss = 0;
+            for (int i = 0; i < s->cfg.ncaches; i++) {
+                if (s->cfg.caches[i].level != 1) continue;
+                int kind = s->cfg.caches[i].kind;
+                int serves = kind == CC_KIND_UNIFIED || (cls == CC_K_FETCH) == (kind == CC_KIND_INSTR);
+                if (!serves) continue;
+                acc += s->st.cache[i].access[cls];
+                miss += s->st.cache[i].miss[cls];
+            }
+            out->access[cls] = acc;
+            out->served[cls][1] = acc - miss;
+        }
+    }
     out->cycles = 0;
     if (s->cfg.issue_enabled)
         for (int c = 0; c < s->ncores; c++) out->cycles += s->core[c].iss.cycle - s->core[c].iss.base_cycle;
