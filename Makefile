@@ -16,7 +16,8 @@ native:
 	.venv/bin/python native/build.py src/corecast/_native
 
 bench: setup
-	@for b in bench/*.py; do echo "== $$b"; .venv/bin/python $$b || exit 1; done
+	@.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,bench]"
+	@for b in bench/[a-z]*.py; do echo "== $$b"; .venv/bin/python $$b || exit 1; done
 
 clean:
 	rm -rf build dist src/*.egg-info src/corecast/_native out

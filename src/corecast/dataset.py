@@ -39,13 +39,14 @@ CSV_META_PREFIX = "# corecast:"
 KEY_COLUMNS = ("cores", "repetition", "size")
 
 #: Column kinds. A `stall` column is a stall category the stall-based predictor extrapolates.
-KINDS = ("time", "throughput", "stall", "memory", "cpu", "counter", "other")
+KINDS = ("time", "throughput", "latency", "stall", "memory", "cpu", "counter", "other")
 
 #: Well-known metric columns and what they are. Any other numeric column in a plain file is a
 #: stall category (kind `stall`), as the predict command expects.
 KNOWN_COLUMNS: dict[str, tuple[str, str]] = {
     "time_s": ("time", "s"),
     "throughput": ("throughput", "1/s"),
+    "latency_s": ("latency", "s"),
     "rss_bytes": ("memory", "bytes"),
     "user_s": ("cpu", "s"),
     "sys_s": ("cpu", "s"),
@@ -243,23 +244,31 @@ class Dataset:
             return "throughput"
         if "time_s" in self.metrics and np.isfinite(self.metrics["time_s"]).any():
             return "time_s"
+        if "latency_s" in self.metrics and np.isfinite(self.metrics["latency_s"]).any():
+            return "latency_s"
         avail = ", ".join(self.metrics) or "none"
-        raise UserError(f"{self.label}: needs a 'throughput' or 'time_s' column (metrics in this file: {avail})")
+        raise UserError(f"{self.label}: needs a 'throughput', 'time_s' or 'latency_s' column "
+                        f"(metrics in this file: {avail})")
 
     def throughput(self, metric: str | None = None) -> tuple[np.ndarray, np.ndarray, str]:
         """Rows usable as throughput: (cores, X, how X was obtained).
 
-        With `metric` None: the `throughput` column if it has values, else 1/`time_s`. A named
-        metric is used as is, except `time_s` (or any kind `time` column), which is inverted.
+        With `metric` None: the `throughput` column if it has values, else 1/`time_s` (the time
+        of a fixed amount of work), else Little's law N/`latency_s` (mean response time at
+        concurrency N). A named metric is used as is, except a column of kind `time` (inverted)
+        or `latency` (Little's law).
         """
         name = metric or self.throughput_name()
         values = self.column(name)
         ok = np.isfinite(values)
-        if self.columns.get(name, default_column_info(name)).kind == "time":
+        kind = self.columns.get(name, default_column_info(name)).kind
+        if kind in ("time", "latency"):
             if np.any(values[ok] <= 0):
                 bad = int(np.flatnonzero(ok & (values <= 0))[0])
                 raise UserError(f"{self.label}: row {bad + 1}: column '{name}' must be > 0 to be "
                                 f"turned into throughput (got {values[bad]:g})")
+            if kind == "latency":
+                return self.cores[ok], self.cores[ok] / values[ok], f"N/{name} (Little's law)"
             return self.cores[ok], 1.0 / values[ok], f"1/{name}"
         return self.cores[ok], values[ok], name
 
@@ -533,7 +542,14 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
             elif isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 raise UserError(f"{path}: {label}: column '{k}': {json.dumps(v)[:40]} is not a number")
             else:
-                fv = _parse_number(str(v), path, None, k) if isinstance(v, str) else float(v)
+                if isinstance(v, str):
+                    try:
+                        fv = _parse_number(v, path, None, k)
+                    except UserError:
+                        raise UserError(f"{path}: {label}: column '{k}': '{v.strip()[:40]}' is not a "
+                                        "finite number") from None
+                else:
+                    fv = float(v)
                 if not math.isfinite(fv):
                     raise UserError(f"{path}: {label}: column '{k}': not a finite number")
                 if k in KEY_COLUMNS:

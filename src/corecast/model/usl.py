@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
+from ..errors import UserError
 from .base import Prediction
 
 LOWER = np.array([0.0, 0.0, 1e-300])
@@ -98,22 +99,27 @@ def _project_gamma(p: np.ndarray, N: np.ndarray, X: np.ndarray, W: np.ndarray) -
 
 
 def _lm(N: np.ndarray, X: np.ndarray, W: np.ndarray, p0: np.ndarray, free: np.ndarray,
-        max_iter: int = 300) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        max_iter: int = 200, lam0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bounded Levenberg–Marquardt, vectorised over the batch.
 
+    Damping follows Nielsen's rule driven by the gain ratio (actual over predicted decrease);
+    parameters pinned at a bound that the gradient pushes outward are held fixed for the step.
+    Stops, per dataset, as MINPACK does: when the actual and predicted relative decreases of
+    the cost are both below 1e-13, or the relative step is below 1e-11.
+
     free: (3,) bool, which parameters move (Amdahl's law fixes β = 0).
-    Returns parameters (B, 3), cost 0.5·RSS (B,), and iterations used (B,).
+    Returns parameters (B, 3), cost 0.5·RSS (B,), and the damping reached (B,).
     """
     B = N.shape[0]
     p = np.clip(p0.astype(float), LOWER, UPPER)
-    f, J = _model_and_jac(p, N)
+    f, _ = _model_and_jac(p, N)
     r = (f - X) * W
     cost = 0.5 * (r * r).sum(1)
-    lam = np.full(B, 1e-3)
-    iters = np.zeros(B, dtype=int)
+    lam = np.full(B, 1e-3) if lam0 is None else lam0.copy()
+    nu = np.full(B, 2.0)
     active = np.arange(B)
     eye = np.eye(3)
-    for it in range(max_iter):
+    for _ in range(max_iter):
         if active.size == 0:
             break
         pa, Na, Xa, Wa = p[active], N[active], X[active], W[active]
@@ -122,40 +128,45 @@ def _lm(N: np.ndarray, X: np.ndarray, W: np.ndarray, p0: np.ndarray, free: np.nd
         Jw = J * Wa[..., None]
         A = np.einsum("bpi,bpj->bij", Jw, Jw)
         g = np.einsum("bpi,bp->bi", Jw, r)
-        # Parameters pinned at a bound that the gradient pushes outward are held fixed.
-        at_lo = (pa <= LOWER + 1e-15) & (g > 0)
-        at_hi = (pa >= UPPER - 1e-15) & (g < 0)
-        hold = at_lo | at_hi | ~free[None, :]
+        hold = ((pa <= LOWER + 1e-15) & (g > 0)) | ((pa >= UPPER - 1e-15) & (g < 0)) | ~free[None, :]
         keep = ~hold
         diag = np.einsum("bii->bi", A)
         scale = np.where(diag > 0, diag, 1.0)
-        M = A + (lam[active, None] * scale)[:, :, None] * eye
-        M = np.where(keep[:, :, None] & keep[:, None, :], M, 0.0)
-        M = M + np.where(keep, 0.0, 1.0)[:, :, None] * eye
+        la = lam[active]
+        M = A + (la[:, None] * scale)[:, :, None] * eye
+        M = np.where(keep[:, :, None] & keep[:, None, :], M, 0.0) + np.where(keep, 0.0, 1.0)[:, :, None] * eye
         rhs = np.where(keep, -g, 0.0)
         try:
             step = np.linalg.solve(M, rhs[..., None])[..., 0]
         except np.linalg.LinAlgError:
             step = np.stack([np.linalg.lstsq(M[i], rhs[i], rcond=None)[0] for i in range(len(M))])
         pn = np.clip(pa + step, LOWER, UPPER)
+        step = pn - pa
         fn, _ = _model_and_jac(pn, Na)
         rn = (fn - Xa) * Wa
         cn = 0.5 * (rn * rn).sum(1)
         c_old = cost[active]
-        better = np.isfinite(cn) & (cn < c_old)
-        idx_b = active[better]
-        p[idx_b] = pn[better]
-        cost[idx_b] = cn[better]
-        lam[idx_b] = np.maximum(lam[idx_b] / 3.0, 1e-12)
-        idx_w = active[~better]
-        lam[idx_w] = lam[idx_w] * 4.0
-        iters[active] += 1
-        # Converged: the relative decrease is negligible, or no step helps any more.
-        rel = np.abs(c_old - np.where(better, cn, c_old)) / np.maximum(c_old, 1e-300)
-        stepn = np.abs(pn - pa) / np.maximum(np.abs(pa), 1e-12)
-        done = (better & (rel < 1e-15) & (stepn.max(1) < 1e-10)) | (lam[active] > 1e12) | (c_old <= 1e-300)
+        # Predicted decrease of the linearised model for the (clipped) step.
+        Js = np.einsum("bpi,bi->bp", Jw, step)
+        pred = -(np.einsum("bi,bi->b", g, step) + 0.5 * (Js * Js).sum(1))
+        actual = c_old - cn
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rho = np.where(pred > 0, actual / pred, -1.0)
+        good = np.isfinite(cn) & (actual > 0) & (rho > 0)
+        ib = active[good]
+        p[ib] = pn[good]
+        cost[ib] = cn[good]
+        lam[ib] = la[good] * np.maximum(1.0 / 3.0, 1.0 - (2.0 * rho[good] - 1.0) ** 3)
+        nu[ib] = 2.0
+        iw = active[~good]
+        lam[iw] = la[~good] * nu[iw]
+        nu[iw] = nu[iw] * 2.0
+        denom = np.maximum(c_old, 1e-300)
+        small_f = (np.abs(actual) / denom < 1e-13) & (np.abs(pred) / denom < 1e-13)
+        small_x = (np.abs(step) <= 1e-11 * (np.abs(pa) + 1e-300)).all(1)
+        done = small_f | (good & small_x) | (c_old <= 1e-300) | (lam[active] > 1e15)
         active = active[~done]
-    return p, cost, iters
+    return p, cost, lam
 
 
 def fit_batch(N: np.ndarray, X: np.ndarray, W: np.ndarray | None = None,
@@ -164,6 +175,9 @@ def fit_batch(N: np.ndarray, X: np.ndarray, W: np.ndarray | None = None,
 
     N, X: (B, P) arrays, padded; W: (B, P) weights, 1 for a point and 0 for padding.
     Returns parameters (B, 3) as (α, β, γ) and RSS (B,).
+
+    Several starting points race for a few iterations; the best one per dataset then runs to
+    convergence.
     """
     N = np.atleast_2d(np.asarray(N, dtype=float))
     X = np.atleast_2d(np.asarray(X, dtype=float))
@@ -173,19 +187,16 @@ def fit_batch(N: np.ndarray, X: np.ndarray, W: np.ndarray | None = None,
     free = np.array([True, not amdahl, True])
     starts = _starts(N, X, W)
     if amdahl:
-        starts = [s * np.array([1.0, 0.0, 1.0]) for s in starts]
-        starts = [_project_gamma(s, N, X, W) for s in starts]
+        starts = [_project_gamma(s * np.array([1.0, 0.0, 1.0]), N, X, W) for s in starts]
     B = N.shape[0]
     K = len(starts)
-    P0 = np.concatenate(starts)
-    NN = np.tile(N, (K, 1))
-    XX = np.tile(X, (K, 1))
-    WW = np.tile(W, (K, 1))
-    p, cost, _ = _lm(NN, XX, WW, P0, free)
+    p, cost, lam = _lm(np.tile(N, (K, 1)), np.tile(X, (K, 1)), np.tile(W, (K, 1)),
+                       np.concatenate(starts), free, max_iter=6)
     cost = cost.reshape(K, B)
     best = np.argmin(np.where(np.isfinite(cost), cost, np.inf), axis=0)
-    p = p.reshape(K, B, 3)[best, np.arange(B)]
-    return p, 2.0 * cost[best, np.arange(B)]
+    sel = best * B + np.arange(B)
+    p, cost, _ = _lm(N, X, W, p[sel], free, max_iter=200, lam0=lam[sel])
+    return p, 2.0 * cost
 
 
 # ============================================================================ fit object
@@ -380,6 +391,8 @@ class PointCheck:
     residual: float
     efficiency: float
     capacity: float
+    contention: float = 0.0     # share of the USL denominator due to α at this N
+    coherency: float = 0.0      # share due to β
     flags: list[str] = field(default_factory=list)
 
 
@@ -441,6 +454,7 @@ class Analysis:
             "points": [
                 {"cores": _intish(p.cores), "throughput": p.throughput, "fitted": p.fitted,
                  "residual": p.residual, "efficiency": p.efficiency, "capacity": p.capacity,
+                 "contention": p.contention, "coherency": p.coherency,
                  "repetitions": p.count, "low": p.low, "high": p.high, "flags": list(p.flags)}
                 for p in self.points
             ],
@@ -457,6 +471,16 @@ class Analysis:
 
 def _intish(v: float) -> float | int:
     return int(v) if float(v).is_integer() else float(v)
+
+
+def overheads(f: USLFit, n: float) -> dict[str, float]:
+    """How the time per unit of work splits at load n (R usl's `overhead`): the ideal share
+    1/D plus the contention share α(n−1)/D and the coherency share βn(n−1)/D, D being the
+    USL denominator; the three add up to 1."""
+    cont = f.alpha * (n - 1.0)
+    coh = f.beta * n * (n - 1.0)
+    d = 1.0 + cont + coh
+    return {"contention": cont / d, "coherency": coh / d}
 
 
 def _aicc(rss: float, n: int, k: int) -> float:
@@ -503,7 +527,8 @@ def _verdict(f: USLFit, nested: NestedTest, n_top: float) -> tuple[str, str]:
         if coh >= cont:
             return ("coherency", f"coherency-limited: at N = {n_top:g} crosstalk (β) outweighs "
                                  f"contention (α); {peak}")
-        return ("coherency", f"contention dominates up to N ≈ {cross:.3g}, then coherency: {peak}")
+        return ("coherency", f"coherency-limited: contention (α) is the larger overhead up to N ≈ {cross:.3g}, "
+                             f"but coherency (β) makes {peak}")
     return ("contention", f"contention-limited: serialisation (α = {f.alpha:.3g}) caps throughput at "
                           f"γ/α ≈ {f.x_roof:.4g}; half of it is reached by N ≈ {f.n_opt:.3g}")
 
@@ -517,10 +542,8 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
         raise ValueError("level must be between 0 and 1")
     distinct = np.unique(N)
     if len(distinct) < 3:
-        from ..errors import UserError
         raise UserError(f"the USL needs measurements at 3 or more distinct core counts (got {len(distinct)})")
     if np.any(X <= 0):
-        from ..errors import UserError
         raise UserError("throughput must be > 0 at every point to fit the USL")
     f = fit(N, X)
     nested = nested_test(f)
@@ -535,7 +558,8 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
         fv = float(f.fitted(np.array([c]))[0])
         points.append(PointCheck(cores=float(c), throughput=med, low=float(v.min()), high=float(v.max()),
                                  count=len(v), fitted=fv, residual=med - fv,
-                                 efficiency=float(med / (f.gamma * c)), capacity=float(med / f.gamma)))
+                                 efficiency=float(med / (f.gamma * c)), capacity=float(med / f.gamma),
+                                 **overheads(f, float(c))))
 
     if len(distinct) < 6:
         warnings.append(f"only {len(distinct)} distinct core counts: the USL methodology asks for at least 6 "

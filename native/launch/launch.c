@@ -1,0 +1,227 @@
+/* corecast-launch: supervise one run of a campaign, the way `perf stat` and `time` do.
+ *
+ *   corecast-launch GO_FD REPORT_FD CPULIST TIMEOUT_S GRACE_S -- PROGRAM ARGS...
+ *
+ * 1. Forks the run's first process. The child makes itself a process-group leader (so the
+ *    whole tree can be killed at once), asks to be killed if this supervisor dies, pins
+ *    itself to CPULIST ("-" for no pinning; every process and thread it creates inherits the
+ *    placement), and waits for the start signal.
+ * 2. Writes "pid N" to REPORT_FD and waits for one byte on GO_FD: corecast opens its counters
+ *    on the child in between (inherited, enabled at exec).
+ * 3. Starts the clock, lets the child exec PROGRAM, and reports "exec ok" or "exec_error ERRNO".
+ * 4. Waits for the child. Past TIMEOUT_S (0: no limit) it sends SIGTERM to the child's process
+ *    group, and SIGKILL after GRACE_S more. Processes of the group still alive when the child
+ *    has exited are killed.
+ * 5. Reports how it ended and the child's rusage (wait4: the child and the descendants it
+ *    waited for), then "end".
+ *
+ * The child is forked from this small process rather than from corecast's Python process so
+ * that its peak RSS (ru_maxrss, which survives exec) is the program's own.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int parse_cpus(const char *s, cpu_set_t *set) {
+    CPU_ZERO(set);
+    while (*s) {
+        char *end;
+        long lo = strtol(s, &end, 10);
+        if (end == s || lo < 0 || lo >= CPU_SETSIZE)
+            return -1;
+        long hi = lo;
+        s = end;
+        if (*s == '-') {
+            hi = strtol(s + 1, &end, 10);
+            if (end == s + 1 || hi < lo || hi >= CPU_SETSIZE)
+                return -1;
+            s = end;
+        }
+        for (long c = lo; c <= hi; c++)
+            CPU_SET((int)c, set);
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static FILE *rep;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(rep, fmt, ap);
+    va_end(ap);
+    fflush(rep);
+}
+
+static long tv_us(struct timeval tv) { return (long)tv.tv_sec * 1000000L + (long)tv.tv_usec; }
+
+int main(int argc, char **argv) {
+    if (argc < 8 || strcmp(argv[6], "--") != 0) {
+        fprintf(stderr, "usage: corecast-launch GO_FD REPORT_FD CPULIST TIMEOUT_S GRACE_S -- PROGRAM ARGS...\n");
+        return 126;
+    }
+    int go_fd = atoi(argv[1]);
+    int rep_fd = atoi(argv[2]);
+    const char *cpus = argv[3];
+    double timeout = atof(argv[4]), grace = atof(argv[5]);
+    char **cmd = argv + 7;
+    fcntl(go_fd, F_SETFD, FD_CLOEXEC);
+    fcntl(rep_fd, F_SETFD, FD_CLOEXEC);
+    rep = fdopen(rep_fd, "w");
+    if (!rep)
+        return 126;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        return 125;
+
+    cpu_set_t set;
+    int pin = strcmp(cpus, "-") != 0;
+    if (pin && parse_cpus(cpus, &set) != 0) {
+        say("error bad CPU list '%s'\n", cpus);
+        return 126;
+    }
+
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old);
+
+    int start[2], execp[2];
+    if (pipe2(start, O_CLOEXEC) != 0 || pipe2(execp, O_CLOEXEC) != 0) {
+        say("error pipe: %s\n", strerror(errno));
+        return 126;
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        say("error fork: %s\n", strerror(errno));
+        return 126;
+    }
+    if (child == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        int err = 0;
+        if (pin && sched_setaffinity(0, sizeof set, &set) != 0)
+            err = errno;
+        char c;
+        ssize_t r;
+        do {
+            r = read(start[0], &c, 1);
+        } while (r < 0 && errno == EINTR);
+        if (r != 1)
+            _exit(125);
+        if (!err) {
+            execvp(cmd[0], cmd);
+            err = errno;
+        }
+        if (write(execp[1], &err, sizeof err) < 0) {
+            /* the supervisor is gone */
+        }
+        _exit(127);
+    }
+    setpgid(child, child);
+    close(start[0]);
+    close(execp[1]);
+    say("pid %d\n", (int)child);
+
+    char c;
+    ssize_t r;
+    do {
+        r = read(go_fd, &c, 1);
+    } while (r < 0 && errno == EINTR);
+    if (r != 1) {              /* corecast went away before starting the run */
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        return 125;
+    }
+    close(go_fd);
+
+    double t0 = now_s();
+    if (write(start[1], "g", 1) != 1) {
+        say("error cannot start the child: %s\n", strerror(errno));
+    }
+    close(start[1]);
+    int exec_err = 0;
+    r = read(execp[0], &exec_err, sizeof exec_err);
+    close(execp[0]);
+    if (r == (ssize_t)sizeof exec_err)
+        say("exec_error %d\n", exec_err);
+    else
+        say("exec ok\n");
+
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    int timed_out = 0, stage = 0;    /* stage 1: SIGTERM sent, 2: SIGKILL sent */
+    double deadline = timeout > 0 ? t0 + timeout : 0, kill_at = 0;
+    for (;;) {
+        pid_t w = wait4(child, &status, WNOHANG, &ru);
+        if (w == child)
+            break;
+        if (w < 0 && errno != EINTR) {
+            say("error wait4: %s\n", strerror(errno));
+            return 126;
+        }
+        double now = now_s(), limit = 3600.0;
+        if (deadline > 0 && stage == 0) {
+            if (now >= deadline) {
+                timed_out = 1;
+                stage = 1;
+                killpg(child, SIGTERM);
+                kill_at = now + grace;
+                continue;
+            }
+            limit = deadline - now;
+        } else if (stage == 1) {
+            if (now >= kill_at) {
+                stage = 2;
+                killpg(child, SIGKILL);
+                continue;
+            }
+            limit = kill_at - now;
+        }
+        struct timespec ts = {(time_t)limit, (long)((limit - (double)(time_t)limit) * 1e9)};
+        sigtimedwait(&chld, NULL, &ts);
+    }
+    double t1 = now_s();
+    int stray = 0;
+    if (killpg(child, 0) == 0) {
+        stray = 1;
+        killpg(child, SIGKILL);
+    }
+    if (WIFSIGNALED(status))
+        say("signal %d\n", WTERMSIG(status));
+    else
+        say("exit %d\n", WEXITSTATUS(status));
+    say("timeout %d\nstray %d\nwall_ns %.0f\n", timed_out, stray, (t1 - t0) * 1e9);
+    say("rusage utime_us %ld stime_us %ld maxrss_kb %ld minflt %ld majflt %ld nvcsw %ld nivcsw %ld\n",
+        tv_us(ru.ru_utime), tv_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, ru.ru_nvcsw,
+        ru.ru_nivcsw);
+    say("end\n");
+    return 0;
+}

@@ -1,0 +1,54 @@
+"""corecast evaluate: hold-out evaluation of every prediction method on a dataset."""
+from __future__ import annotations
+
+import json
+
+from .. import dataset as ds_mod
+from ..model import evaluate as E
+from ..model import predictors
+from ..report import prediction as R
+from ..report import terminal
+from ._args import level
+from .predict import options
+
+COMMAND = "evaluate"
+HELP = "fit every method on the smaller core counts, predict the larger ones, and score them"
+DESCRIPTION = """\
+Fit every method (auto, estima when there are stall categories, timex, usl) on the rows with
+cores <= K, predict the larger measured core counts, and print side by side per method: the
+absolute % error per point, MAPE, max error, the share of measured points inside the band
+(coverage at --level), and whether the core count of best performance was found.
+
+examples:
+  corecast evaluate run.csv --train-max-cores 8
+  corecast evaluate data/usl/raytracer.csv --train-max-cores 20 --json"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="Dataset (CSV, JSON or campaign file)")
+    p.add_argument("--train-max-cores", type=float, required=True, metavar="K",
+                   help="fit on cores <= K, predict the rest")
+    p.add_argument("--methods", default=None, metavar="LIST",
+                   help=f"methods to compare (comma-separated from {', '.join(predictors.METHODS)}; "
+                        "default: all that apply)")
+    p.add_argument("--level", type=level, default=0.8, help="level of the bands (default 0.8)")
+    p.add_argument("--size", type=float, default=None, help="use the rows of this problem size")
+    p.add_argument("--stalls", default=None, metavar="COLS", help="stall categories to use")
+    p.add_argument("--kernels", default=None, metavar="NAMES", help="kernels ('paper' for ESTIMA's six)")
+    p.add_argument("--checkpoints", type=int, default=None, metavar="C", help="checkpoints for kernel selection")
+    p.add_argument("--refit", action="store_true", help="refit selected kernels on all training points")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+
+
+def run(args) -> int:
+    data = ds_mod.load(args.file)
+    opts = options(args, data)
+    size = opts.pop("size")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, **opts)
+    ev.label = str(args.file)
+    if args.json:
+        print(json.dumps(R.evaluation_doc(ev), indent=2, allow_nan=False))
+    else:
+        R.render_evaluation(ev, terminal.console())
+    return 0

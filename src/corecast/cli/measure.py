@@ -1,0 +1,107 @@
+"""`corecast measure`: a scaling campaign -- run a program at several core counts, repeatedly,
+pinned, and record time, throughput, memory and every stall source into a campaign file."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+COMMAND = "measure"
+HELP = "run a program at several core counts and record time, throughput, memory and stalls"
+DESCRIPTION = """\
+Run a program at several core counts (pinned to exactly those cores, warm-ups first, then
+repetitions interleaved across the counts), and record each run into an SQLite campaign file
+as soon as it finishes: wall time, user/system CPU, peak RSS, context switches, throughput
+parsed from the output, the sync shim's lock/barrier/condition wait and trylock spin cycles,
+run-queue delay, PSI, perf counters where available, and plugin categories.
+
+{cores}, {threads} and {rep} in the command or in --env values are replaced for each run.
+
+examples:
+  corecast measure --cores 1,2 -o lock.db -- corecast-lockbench -t {threads}
+  corecast measure --cores all --reps 5 --throughput 'events per second:\\s*([0-9.]+)' \\
+      -o sb.db -- sysbench threads --threads={threads} --time=2 run
+  corecast measure --resume -o sb.db          # carry on after an interruption
+  corecast predict sb.db --cores 16,32,64     # campaign files are Datasets
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cores", default=None, metavar="SPEC",
+                   help="core counts: 1,2,4 | all | 1-16 | 1-16:2 | 1-all | pow2 (default: pow2, i.e. 1,2,4,...,all)")
+    p.add_argument("--reps", type=int, default=None, help="measured repetitions per core count (default 3)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up runs per core count, not measured (default 1)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="kill a run's whole process group after S seconds (default: no limit)")
+    p.add_argument("--order", default=None, metavar="ORDER",
+                   help="which CPUs N cores are: socket (default) | spread | smt-last | a CPU list such as 0,2,4-7")
+    p.add_argument("--events", default=None, metavar="SPEC",
+                   help="extra perf events to count (software events, tracepoints and backend stalls are added when available)")
+    p.add_argument("--throughput", default=None, metavar="REGEX",
+                   help="regex with one group capturing the throughput in the program's stdout (or stderr)")
+    p.add_argument("--plugin", action="append", default=None, metavar="FILE",
+                   help="TOML file of application-reported stall categories (repeatable)")
+    p.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
+                   help="environment variable for the program, e.g. OMP_NUM_THREADS={threads} (repeatable)")
+    p.add_argument("--threads-per-core", type=int, default=None, metavar="K",
+                   help="{threads} = K x {cores} (default 1)")
+    p.add_argument("--no-shim", action="store_true", default=None,
+                   help="do not preload the sync shim (no lock/barrier/condition wait categories)")
+    p.add_argument("-o", "--output", default="campaign.db", metavar="CAMPAIGN",
+                   help="campaign file to write (default campaign.db); it must not exist unless --resume")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the campaign in -o: run only what is not recorded yet, with its own settings")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
+                   help="the program to measure and its arguments")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..collect import runner as api
+    from ..collect.runner import Interrupted, RichReporter, Reporter, render_summary, summary_rows
+    from ..errors import UserError
+    from ..store import load_dataset
+
+    command = list(args.program or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    options = {k: getattr(args, k) for k in ("cores", "reps", "warmup", "timeout", "order", "events",
+                                             "throughput", "plugin", "env", "threads_per_core", "no_shim")}
+    reporter = Reporter() if args.quiet else RichReporter()
+    if args.resume:
+        given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
+        if given:
+            raise UserError(f"--resume continues with the campaign's own settings; drop {', '.join(given)}")
+        setup = api.resume(args.output, command or None, reporter=reporter)
+    else:
+        if not command:
+            raise UserError("no command to measure (put it after --, e.g. corecast measure -- ./prog -t {threads})")
+        setup = api.prepare(command, output=args.output, reporter=reporter, **options)
+    try:
+        records = setup.run()
+    except Interrupted:
+        n = setup.recorded()
+        print(f"corecast measure: interrupted; {n} run(s) are in {args.output}; "
+              f"continue with: corecast measure --resume -o {shlex.quote(args.output)}", file=sys.stderr)
+        return 130
+    finally:
+        setup.close()
+    ds = load_dataset(args.output)
+    failed = [r for r in records if r.status != "ok"]
+    if args.json:
+        print(json.dumps({"campaign": args.output, "command": ds.command, "runs": len(ds),
+                          "failed": len([f for f in ds.notes.get("failed_runs", [])]),
+                          "summary": summary_rows(ds)}, indent=1, default=str))
+    else:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=200)
+        render_summary(ds, console)
+        if failed:
+            print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
+                  f"(see `corecast export {args.output}`)")
+    return 1 if failed else 0

@@ -1,0 +1,122 @@
+"""corecast predict: extrapolate time and throughput to more cores."""
+from __future__ import annotations
+
+import json
+
+from .. import dataset as ds_mod
+from ..model import estima, predictors
+from ..model.kernels import kernels as kernel_set
+from ..errors import UserError
+from ..report import html as H
+from ..report import plots
+from ..report import prediction as R
+from ..report import terminal
+from ._args import core_list, level
+
+COMMAND = "predict"
+HELP = "predict time and throughput at more cores (stall-based ESTIMA, time extrapolation, USL)"
+DESCRIPTION = """\
+Extrapolate from the core counts measured to the ones asked for.
+
+methods:
+  estima  every stall category (any column other than cores, repetition, size, time_s,
+          throughput and known counters) extrapolated separately with ESTIMA's kernels and
+          checkpoint selection; stalls per core turned into time by an extrapolated scaling
+          factor; bottlenecks ranked by growth
+  timex   the same kernels and selection on the time series directly
+  usl     the Universal Scalability Law
+  auto    (default) validates every applicable method on the measured points (rolling
+          origin) and predicts with the stall method when stalls are present, else the best
+          method or a weighted combination; its band is calibrated on the validation errors
+
+low/high are the bounds of the input metric (time_s, else throughput) at --level.
+
+examples:
+  corecast predict run.csv --cores 16,24,32
+  corecast predict run.csv --cores 16-64:2x --method estima --plot pred.png --report pred.html
+  corecast predict run.csv --cores 48 --freq-ratio 1.2 --size-ratio 2 --json"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="Dataset: CSV with cores and time_s and/or throughput (other numeric columns are "
+                                "stall categories), JSON, or a campaign file")
+    p.add_argument("--cores", type=core_list, required=True, metavar="CORES",
+                   help="core counts to predict, e.g. 16,24,32 or 16-64:2x")
+    p.add_argument("--method", choices=predictors.METHODS, default="auto", help="default: auto")
+    p.add_argument("--level", type=level, default=0.8, help="level of the band (default 0.8)")
+    p.add_argument("--size-ratio", type=float, default=None, metavar="R",
+                   help="target / measured problem size: scales the stalls (weak scaling)")
+    p.add_argument("--target-size", type=float, default=None, metavar="S",
+                   help="target problem size, in the units of the size column (else bytes, against the "
+                        "measured memory footprint rss_bytes); gives --size-ratio")
+    p.add_argument("--freq-ratio", type=float, default=1.0, metavar="R",
+                   help="measured / target clock frequency: scales the time")
+    p.add_argument("--size", type=float, default=None, help="use the rows of this problem size")
+    p.add_argument("--stalls", default=None, metavar="COLS", help="stall categories to use (comma-separated; "
+                                                                  "default: every stall column)")
+    p.add_argument("--kernels", default=None, metavar="NAMES",
+                   help="kernels to choose from (comma-separated; 'paper' for ESTIMA's six; default: all)")
+    p.add_argument("--checkpoints", type=int, default=None, metavar="C",
+                   help="checkpoints for kernel selection (default from the number of points)")
+    p.add_argument("--refit", action="store_true",
+                   help="refit the selected kernel on all points (default: keep the fit validated on the checkpoints)")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    p.add_argument("--plot", metavar="FILE", help="write the prediction plot (.png, .svg or .pdf)")
+    p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
+
+
+def options(args, data) -> dict:
+    """Fit options shared by predict and evaluate."""
+    if args.kernels:
+        names = [k.strip() for k in args.kernels.split(",") if k.strip()]
+        try:
+            ks = kernel_set(["Rat22", "Rat23", "Rat33", "CubicLn", "ExpRat", "Poly25"]
+                            if names == ["paper"] else names)
+        except KeyError as err:
+            raise UserError(f"--kernels: {err.args[0]}") from None
+    else:
+        ks = None
+    if args.checkpoints is not None and args.checkpoints < 0:
+        raise UserError("--checkpoints must be >= 0")
+    size_ratio = getattr(args, "size_ratio", None)
+    target = getattr(args, "target_size", None)
+    if target is not None:
+        if size_ratio is not None:
+            raise UserError("give --size-ratio or --target-size, not both")
+        size_ratio = estima.size_ratio_for(data, target)
+    opts = dict(kernels=ks, checkpoints=args.checkpoints, use="all" if args.refit else "prefix",
+                size=args.size, freq_ratio=getattr(args, "freq_ratio", 1.0), size_ratio=size_ratio or 1.0)
+    if args.stalls:
+        opts["categories"] = [s.strip() for s in args.stalls.split(",") if s.strip()]
+    return opts
+
+
+def run(args) -> int:
+    if args.plot:
+        plots.check_plot_path(args.plot)
+    data = ds_mod.load(args.file)
+    opts = options(args, data)
+    label = str(args.file)
+    fitted = predictors.fit(args.method, data, **opts)
+    doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level)
+    if args.json:
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        R.render_terminal(doc, terminal.console())
+    fig = None
+    if args.plot or args.report:
+        fits = {args.method: fitted}
+        for m in predictors.applicable(data, opts.get("categories")):
+            if m != args.method:
+                try:
+                    fits[m] = predictors.fit(m, data, **opts)
+                except UserError:
+                    pass
+        fig = R.figure(data, fits, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
+    if args.plot:
+        plots.save(fig, args.plot)
+    if args.report:
+        H.write(args.report, R.render_html(doc, fig))
+    if fig is not None:
+        plots.pyplot().close(fig)
+    return 0

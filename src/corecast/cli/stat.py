@@ -1,0 +1,102 @@
+"""`corecast stat`: count events of a command, a running process or the whole machine."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..collect.events import resolve
+from ..collect.monitor import (MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual)
+from ..errors import UserError
+
+COMMAND = "stat"
+HELP = "count performance events per thread or per CPU, sampled over time (PMCTrack-style)"
+DESCRIPTION = """\
+Count events of a command (`-- CMD ...`), a running process (-p PID) or every CPU (-S),
+sampled every -T seconds or every N events (ebs=N), one row per thread per sample.
+
+  corecast stat -c instr,cycles -T 0.5 -- ./prog 8
+  corecast stat -c task_clock,context_switches -V runq_delay,psi_cpu_some -- ./prog
+  corecast stat -c pmc0,pmc1,pmc3=0x2e,umask3=0x41 -c backend_stalls -m ipc -- ./prog
+  corecast stat -c task_clock:ebs=1000000,page_faults -- ./prog     # a sample per ms of CPU
+  corecast stat -S -c context_switches -T 1 -- sleep 3                # per CPU (needs permission)
+
+Several -c sets rotate round-robin, one set live per interval (the `set` column); a value the
+kernel multiplexed is scaled and shown with '~'; '-' means not counted (never 0). Event specs:
+mnemonics (instr, cycles, llc_misses, backend_stalls, task_clock, ...), PMCTrack raw form,
+perf form cpu/event=..,umask=../, tracepoints sched:sched_switch, libpfm4 names.
+See `corecast events`.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--events", action="append", default=[], metavar="SPEC",
+                   help="an event set (repeat for round-robin sets)")
+    p.add_argument("-V", "--virtual", action="append", default=[], metavar="VIRT,...",
+                   help="virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, "
+                        "psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local")
+    p.add_argument("-T", "--interval", type=float, default=1.0, metavar="SECONDS",
+                   help=f"sampling interval (default 1, at least {MIN_INTERVAL})")
+    p.add_argument("-S", "--per-cpu", action="store_true", help="count per CPU, system-wide")
+    p.add_argument("-p", "--pid", type=int, help="attach to a running process and all its threads")
+    p.add_argument("-A", "--totals", action="store_true", help="print totals only")
+    p.add_argument("-m", "--metric", action="append", default=[], metavar="NAME=EXPR",
+                   help="derived metric, e.g. ipc=instr/cycles (built-ins: ipc, cpi, mpki, miss_rate, "
+                        "branch_miss_rate, stall_ratio, utilization)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--format", choices=sorted(WRITERS), default="table")
+    p.add_argument("--duration", type=float, metavar="SECONDS",
+                   help="stop after this long (with -p or -S and no command)")
+    p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = list(args.argv)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if args.interval < MIN_INTERVAL:
+        raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
+    sets = [resolve(s) for s in args.events]
+    virtual = parse_virtual(args.virtual)
+    metrics = [parse_metric(m) for m in args.metric]
+    if cmd and args.pid is not None:
+        raise UserError("give either -p PID or a command, not both")
+    if cmd:
+        target = Target.command(cmd)
+    elif args.pid is not None:
+        target = Target.attach(args.pid)
+    elif args.per_cpu:
+        target = Target.system()
+    else:
+        raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
+    if args.duration is not None and args.duration <= 0:
+        raise UserError("--duration must be positive")
+    mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
+                  totals_only=args.totals, metrics=metrics, max_duration=args.duration)
+    out = open(args.output, "w") if args.output else sys.stdout
+    try:
+        writer = WRITERS[args.format](out, mon)
+        rows = mon.run()
+        first = True
+        try:
+            for row in rows:
+                if first:
+                    writer.header()
+                    first = False
+                writer.row(row)
+        except KeyboardInterrupt:
+            mon.notes.append("interrupted")
+        if first:
+            writer.header()
+        writer.summary()
+    except UserError as err:
+        if args.output:
+            out.flush()
+        raise err
+    finally:
+        if args.output:
+            out.close()
+    status = target.exit_status
+    if status is not None and status != 0 and cmd:
+        print(f"corecast stat: note: '{cmd[0]}' exited with status {status}", file=sys.stderr)
+    return 0

@@ -1,0 +1,19 @@
+"""Event catalogs and spec parsing.
+
+    from corecast.collect.events import resolve, backend_stall_events
+    resolve("instr,cycles")                    # this machine
+    resolve("pmc0,pmc3=0x2e,umask3=0x41", pmu="haswell")   # a named model
+    backend_stall_events()                     # the running CPU's stall catalog
+
+See `spec` for the grammar, `catalogs` for the stall events and their sources, `pfm` for
+libpfm4, `cpu` for CPU identification.
+"""
+from .catalogs import CATALOGS, SOURCES, StallEvent, raw_config
+from .cpu import CpuId, Uarch, UARCHS, host_cpu, parse_cpu, pfm_pmu_for
+from .spec import (BACKEND_STALLS, MNEMONICS, EventSpec, StallEventList, backend_stall_events,
+                   resolve, split_items, sysfs_pmus, tracefs_dir, tracepoint_id)
+
+__all__ = ["CATALOGS", "SOURCES", "StallEvent", "raw_config", "CpuId", "Uarch", "UARCHS", "host_cpu",
+           "parse_cpu", "pfm_pmu_for", "BACKEND_STALLS", "MNEMONICS", "EventSpec", "StallEventList",
+           "backend_stall_events", "resolve", "split_items", "sysfs_pmus", "tracefs_dir",
+           "tracepoint_id"]

@@ -1,0 +1,1150 @@
+"""The monitor behind `corecast stat`: interval and event-based sampling, per thread or per
+CPU, explicit round-robin multiplexing of event sets, coordinated virtual counters, derived
+metrics, and the PMCTrack-style table / CSV / JSON-lines writers.
+
+    mon = Monitor(sets=[resolve("instr,cycles"), resolve("llc_misses")],
+                  virtual=["runq_delay", "psi_cpu_some"], interval=0.1,
+                  target=Target.command(["./prog"]))
+    for row in mon.run():
+        ...
+
+The counter access goes through a `Backend` (the real one is perf_event_open; tests use a
+simulated PMU), so every path above — scaling, multiplexing, EBS, thread churn, formatting —
+runs the same code with and without hardware counters.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import math
+import os
+import select
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
+
+from ..errors import UserError
+from . import sources
+from .events.spec import EventSpec
+from .perf import (CounterValue, Launched, delta_value, denied_message, launch, open_counters,
+                   open_sampler, paranoid, scale)
+
+MIN_INTERVAL = 0.01
+SAMPLE_TYPES = ("tick", "ebs", "exit")
+
+
+# ============================================================================================
+# the backend: where counts come from
+
+class Handle(Protocol):
+    def read(self) -> list[CounterValue]: ...
+    def enable(self) -> None: ...
+    def disable(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    def open(self, specs: Sequence[EventSpec], pid: int, cpu: int, inherit: bool,
+             enable_on_exec: bool, enabled: bool) -> Handle: ...
+    def open_sampler(self, specs: Sequence[EventSpec], pid: int, cpu: int,
+                     enable_on_exec: bool, enabled: bool) -> Any: ...
+    def threads(self, pid: int) -> list[int]: ...
+    def thread_name(self, pid: int, tid: int) -> str: ...
+    def online_cpus(self) -> list[int]: ...
+    def now(self) -> float: ...
+    def wait(self, seconds: float, target: "Target") -> None: ...
+
+
+class PerfBackend:
+    """The real thing: perf_event_open and /proc."""
+
+    def open(self, specs, pid, cpu, inherit, enable_on_exec, enabled):
+        return open_counters(specs, pid=pid, cpu=cpu, inherit=inherit, enable_on_exec=enable_on_exec,
+                             enabled=enabled)
+
+    def open_sampler(self, specs, pid, cpu, enable_on_exec, enabled):
+        return open_sampler(specs, pid=pid, cpu=cpu, enable_on_exec=enable_on_exec, enabled=enabled)
+
+    def threads(self, pid):
+        return sources.list_threads(pid)
+
+    def thread_name(self, pid, tid):
+        return sources.thread_name(pid, tid)
+
+    def online_cpus(self):
+        try:
+            return sorted(os.sched_getaffinity(0)) if not Path("/sys/devices/system/cpu/online").exists() \
+                else _parse_cpulist(Path("/sys/devices/system/cpu/online").read_text())
+        except OSError:
+            return list(range(os.cpu_count() or 1))
+
+    def now(self):
+        return time.monotonic()
+
+    def wait(self, seconds, target):
+        """Sleep up to `seconds`, waking early when a launched target exits."""
+        if seconds <= 0:
+            return
+        fd = target.pidfd
+        if fd is not None:
+            try:
+                select.select([fd], [], [], seconds)
+                return
+            except (OSError, ValueError):
+                pass
+        time.sleep(seconds)
+
+
+def _parse_cpulist(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+# ============================================================================================
+# the target
+
+class Target:
+    """What is monitored: a command corecast launches, a running process, or the system."""
+
+    def __init__(self, kind: str, pid: int = -1, argv: Sequence[str] | None = None,
+                 child: Launched | None = None):
+        self.kind = kind            # command | pid | system
+        self.pid = pid
+        self.argv = list(argv or [])
+        self.child = child
+        self.pidfd: int | None = None
+        self.exit_status: int | None = None
+
+    @classmethod
+    def command(cls, argv: Sequence[str]) -> "Target":
+        return cls("command", argv=argv)
+
+    @classmethod
+    def attach(cls, pid: int) -> "Target":
+        if not Path(f"/proc/{pid}").is_dir():
+            raise UserError(f"-p {pid}: no such process")
+        return cls("pid", pid=pid)
+
+    @classmethod
+    def system(cls) -> "Target":
+        return cls("system")
+
+    def prepare(self) -> None:
+        """Fork the command (stopped before exec)."""
+        if self.kind == "command" and self.child is None:
+            self.child = launch(self.argv)
+            self.pid = self.child.pid
+        if self.pid > 0:
+            try:
+                self.pidfd = os.pidfd_open(self.pid)
+            except (OSError, AttributeError):
+                self.pidfd = None
+
+    def start(self) -> None:
+        if self.child is not None and not self.child.started:
+            self.child.start()
+
+    def alive(self) -> bool:
+        if self.kind == "system":
+            return True
+        if self.child is not None:
+            return self.child.poll() is None
+        return Path(f"/proc/{self.pid}").is_dir() and _not_zombie(self.pid)
+
+    def finish(self) -> None:
+        if self.child is not None:
+            if self.child.started:
+                self.exit_status = self.child.wait()
+            else:
+                self.child.abandon()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+# ============================================================================================
+# virtual counters
+
+@dataclass
+class VirtValue:
+    name: str
+    value: float | None
+    unit: str
+    status: str = "ok"         # ok | unavailable
+    message: str = ""
+    scope: str = "thread"      # thread | process | system
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "status": self.status,
+                "message": self.message, "scope": self.scope}
+
+
+VIRTUAL_COUNTERS: dict[str, tuple[str, str, str]] = {
+    # name: (unit, scope, description)
+    "runq_delay": ("ns", "thread", "time waiting on a run queue (schedstat)"),
+    "run_time": ("ns", "thread", "time on CPU (schedstat)"),
+    "timeslices": ("count", "thread", "timeslices run (schedstat)"),
+    "ctxsw": ("count", "thread", "context switches, voluntary + involuntary (/proc status)"),
+    "ctxsw_vol": ("count", "thread", "voluntary context switches (/proc status)"),
+    "ctxsw_invol": ("count", "thread", "involuntary context switches (/proc status)"),
+    "psi_cpu_some": ("us", "system", "PSI: time some task waited for a CPU"),
+    "psi_cpu_full": ("us", "system", "PSI: time all non-idle tasks waited for a CPU"),
+    "psi_mem_some": ("us", "system", "PSI: time some task stalled on memory"),
+    "psi_mem_full": ("us", "system", "PSI: time all non-idle tasks stalled on memory"),
+    "psi_io_some": ("us", "system", "PSI: time some task stalled on I/O"),
+    "psi_io_full": ("us", "system", "PSI: time all non-idle tasks stalled on I/O"),
+    "energy": ("J", "system", "RAPL energy of all packages (powercap)"),
+    "energy_dram": ("J", "system", "RAPL DRAM energy (powercap)"),
+    "llc_occupancy": ("bytes", "process", "LLC occupancy of the target's threads (resctrl)"),
+    "mem_bw": ("bytes", "process", "memory traffic of the target's threads (resctrl mbm_total)"),
+    "mem_bw_local": ("bytes", "process", "local memory traffic (resctrl mbm_local)"),
+}
+VIRTUAL_ALIASES = {"psi_memory_some": "psi_mem_some", "psi_memory_full": "psi_mem_full",
+                   "schedstat": "runq_delay", "context_switches": "ctxsw", "rapl": "energy"}
+
+
+def parse_virtual(text: str | Sequence[str] | None) -> list[str]:
+    if not text:
+        return []
+    items = text.split(",") if isinstance(text, str) else [i for t in text for i in t.split(",")]
+    out = []
+    for it in items:
+        k = it.strip().lower()
+        if not k:
+            raise UserError(f"-V '{text}': empty virtual counter name")
+        k = VIRTUAL_ALIASES.get(k, k)
+        if k == "psi":
+            out.extend(n for n in VIRTUAL_COUNTERS if n.startswith("psi_"))
+            continue
+        if k not in VIRTUAL_COUNTERS:
+            raise UserError(f"-V: unknown virtual counter '{it.strip()}' (known: "
+                            f"{', '.join(VIRTUAL_COUNTERS)}, psi)")
+        if k not in out:
+            out.append(k)
+    return out
+
+
+class VirtualSampler:
+    """Reads the virtual counters; `sample()` is called in the same tick as the counters."""
+
+    def __init__(self, names: Sequence[str], pid: int, proc: Path = sources.PROC,
+                 sys_root: Path = sources.SYS):
+        self.names = list(names)
+        self.pid = pid
+        self.proc = proc
+        self.sys_root = sys_root
+        self.unavailable: dict[str, str] = {}
+        self._prev_thread: dict[tuple[str, int], float] = {}
+        self._prev_sys: dict[str, float] = {}
+        self._rapl: list[sources.RaplDomain] = []
+        self._resctrl: sources.ResctrlGroup | None = None
+        self._setup()
+
+    def _setup(self) -> None:
+        want = set(self.names)
+        if want & {"runq_delay", "run_time", "timeslices"}:
+            why = sources.schedstat_unavailable(self.proc)
+            if why is None and self.pid <= 0:
+                why = "schedstat is per thread: give a command or -p PID"
+            if why:
+                for n in want & {"runq_delay", "run_time", "timeslices"}:
+                    self.unavailable[n] = why
+        if want & {"ctxsw", "ctxsw_vol", "ctxsw_invol"} and self.pid <= 0:
+            for n in want & {"ctxsw", "ctxsw_vol", "ctxsw_invol"}:
+                self.unavailable[n] = "context switches are per thread: give a command or -p PID"
+        psi_names = [n for n in want if n.startswith("psi_")]
+        if psi_names:
+            p = sources.psi(proc=self.proc)
+            if isinstance(p, sources.Unavailable):
+                for n in psi_names:
+                    self.unavailable[n] = p.reason
+            else:
+                for n in psi_names:
+                    res = {"cpu": "cpu", "mem": "memory", "io": "io"}[n.split("_")[1]]
+                    if res not in p:
+                        self.unavailable[n] = f"/proc/pressure/{res} is missing"
+                    elif n.endswith("_full") and p[res].full_us is None:
+                        self.unavailable[n] = f"this kernel has no 'full' line in /proc/pressure/{res}"
+        if want & {"energy", "energy_dram"}:
+            r = sources.rapl_domains(self.sys_root)
+            if isinstance(r, sources.Unavailable):
+                for n in want & {"energy", "energy_dram"}:
+                    self.unavailable[n] = r.reason
+            else:
+                self._rapl = r
+                if "energy_dram" in want and not any(d.name.startswith("dram") for d in r):
+                    self.unavailable["energy_dram"] = "no RAPL DRAM domain on this machine"
+                if "energy" in want and not any(d.name.startswith("package") for d in r):
+                    self.unavailable["energy"] = "no RAPL package domain on this machine"
+        rc = want & {"llc_occupancy", "mem_bw", "mem_bw_local"}
+        if rc:
+            if self.pid <= 0:
+                why: str | None = "resctrl monitoring follows the target's threads: give a command or -p PID"
+            else:
+                g = sources.resctrl_group(f"corecast-{os.getpid()}-{self.pid}", self.sys_root)
+                why = g.reason if isinstance(g, sources.Unavailable) else None
+                if not isinstance(g, sources.Unavailable):
+                    self._resctrl = g
+            if why:
+                for n in rc:
+                    self.unavailable[n] = why
+        # prime system-wide baselines
+        self._system_now()
+
+    def add_threads(self, tids: Sequence[int]) -> None:
+        if self._resctrl is not None:
+            self._resctrl.add_tasks(tids)
+
+    def _system_now(self) -> dict[str, float]:
+        cur: dict[str, float] = {}
+        names = [n for n in self.names if n not in self.unavailable]
+        if any(n.startswith("psi_") for n in names):
+            p = sources.psi(proc=self.proc)
+            if not isinstance(p, sources.Unavailable):
+                for n in names:
+                    if n.startswith("psi_"):
+                        res = {"cpu": "cpu", "mem": "memory", "io": "io"}[n.split("_")[1]]
+                        pr = p.get(res)
+                        if pr is not None:
+                            v = pr.full_us if n.endswith("_full") else pr.some_us
+                            if v is not None:
+                                cur[n] = float(v)
+        for d in self._rapl:
+            e = sources.read_energy_uj(d)
+            if e is not None:
+                cur[f"rapl:{d.name}"] = float(e)
+        if self._resctrl is not None:
+            r = self._resctrl.read()
+            for key, n in (("llc_occupancy", "llc_occupancy"), ("mbm_total_bytes", "mem_bw"),
+                           ("mbm_local_bytes", "mem_bw_local")):
+                if r.get(key) is not None:
+                    cur[n] = float(r[key])  # type: ignore[arg-type]
+        return cur
+
+    def sample_system(self) -> dict[str, VirtValue]:
+        """System- and process-scope counters: deltas since the previous call."""
+        cur = self._system_now()
+        out: dict[str, VirtValue] = {}
+        for n in self.names:
+            unit, scope, _ = VIRTUAL_COUNTERS[n]
+            if scope == "thread":
+                continue
+            if n in self.unavailable:
+                out[n] = VirtValue(n, None, unit, "unavailable", self.unavailable[n], scope)
+                continue
+            if n in ("energy", "energy_dram"):
+                total, seen = 0.0, False
+                for d in self._rapl:
+                    if (n == "energy") != d.name.startswith("package"):
+                        continue
+                    k = f"rapl:{d.name}"
+                    if k in cur and k in self._prev_sys:
+                        total += sources.energy_delta_uj(int(cur[k]), int(self._prev_sys[k]), d.max_uj)
+                        seen = True
+                out[n] = VirtValue(n, total / 1e6 if seen else None, unit, "ok", "" if seen else "no reading", scope)
+                continue
+            if n == "llc_occupancy":
+                out[n] = VirtValue(n, cur.get(n), unit, "ok", "", scope)
+                continue
+            if n in cur and n in self._prev_sys:
+                out[n] = VirtValue(n, cur[n] - self._prev_sys[n], unit, "ok", "", scope)
+            else:
+                out[n] = VirtValue(n, None, unit, "ok", "no reading", scope)
+        self._prev_sys = cur
+        return out
+
+    def sample_thread(self, tid: int, final: bool = False) -> dict[str, VirtValue]:
+        out: dict[str, VirtValue] = {}
+        st = ctx = None
+        for n in self.names:
+            unit, scope, _ = VIRTUAL_COUNTERS[n]
+            if scope != "thread":
+                continue
+            if n in self.unavailable:
+                out[n] = VirtValue(n, None, unit, "unavailable", self.unavailable[n], scope)
+                continue
+            if n in ("runq_delay", "run_time", "timeslices"):
+                if st is None:
+                    st = sources.thread_schedstat(self.pid, tid, self.proc)
+                cur = None if st is None else {"runq_delay": st.wait_ns, "run_time": st.run_ns,
+                                               "timeslices": st.timeslices}[n]
+            else:
+                if ctx is None:
+                    ctx = sources.context_switches(self.pid, tid, self.proc)
+                cur = None if ctx is None else {"ctxsw": ctx.total, "ctxsw_vol": ctx.voluntary,
+                                                "ctxsw_invol": ctx.involuntary}[n]
+            key = (n, tid)
+            if cur is None:
+                msg = "the thread exited before it could be read" if final else "not readable"
+                out[n] = VirtValue(n, None, unit, "ok", msg, scope)
+                continue
+            prev = self._prev_thread.get(key, 0.0)
+            self._prev_thread[key] = float(cur)
+            out[n] = VirtValue(n, float(cur) - prev, unit, "ok", "", scope)
+        return out
+
+    def prime_thread(self, tid: int) -> None:
+        """Baseline a thread seen for the first time mid-run: its schedstat counts from its
+        creation, which is what we want, so nothing to do; kept for symmetry."""
+
+    def close(self) -> None:
+        if self._resctrl is not None:
+            self._resctrl.remove()
+            self._resctrl = None
+
+
+# ============================================================================================
+# derived metrics
+
+BUILTIN_METRICS = {
+    "ipc": "instr / cycles",
+    "cpi": "cycles / instr",
+    "mpki": "1000 * llc_misses / instr",
+    "miss_rate": "llc_misses / llc_refs",
+    "branch_miss_rate": "branch_misses / branches",
+    "stall_ratio": "backend_stalls / cycles",
+    "utilization": "task_clock / interval_ns",
+}
+_ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div,
+                  ast.USub, ast.UAdd, ast.Constant, ast.Name, ast.Load, ast.Pow)
+
+
+@dataclass
+class Metric:
+    name: str
+    expr: str
+    names: tuple[str, ...]
+    _code: Any = None
+
+    def evaluate(self, env: dict[str, float | None]) -> float | None:
+        vals = {}
+        for n in self.names:
+            v = env.get(n)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                return None
+            vals[n] = v
+        try:
+            r = eval(self._code, {"__builtins__": {}}, vals)  # noqa: S307 -- AST checked below
+        except (ZeroDivisionError, OverflowError, ValueError):
+            return None
+        return float(r)
+
+
+def parse_metric(text: str) -> Metric:
+    """`NAME=EXPR` (or a built-in NAME: ipc, cpi, mpki, miss_rate, branch_miss_rate,
+    stall_ratio, utilization). EXPR uses event names (mnemonics, pmcN, stall_*,
+    backend_stalls = sum of the stall events), virtual counters, interval_ns, numbers,
+    + - * / ** and parentheses."""
+    name, eq, expr = text.partition("=")
+    name = name.strip()
+    if not eq:
+        if name in BUILTIN_METRICS:
+            expr = BUILTIN_METRICS[name]
+        else:
+            raise UserError(f"-m '{text}': write NAME=EXPR, or a built-in metric "
+                            f"({', '.join(BUILTIN_METRICS)})")
+    if not name.isidentifier():
+        raise UserError(f"-m '{text}': metric name '{name}' must be an identifier")
+    expr = expr.strip()
+    if not expr:
+        raise UserError(f"-m '{text}': empty expression")
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        raise UserError(f"-m '{text}': cannot parse the expression '{expr}'") from None
+    names = []
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise UserError(f"-m '{text}': only numbers, names, + - * / ** and parentheses are allowed")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
+            raise UserError(f"-m '{text}': '{node.value!r}' is not a number")
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+    return Metric(name, expr, tuple(dict.fromkeys(names)), compile(tree, "<metric>", "eval"))
+
+
+def check_metric_names(metrics: Sequence[Metric], sets: Sequence[Sequence[EventSpec]],
+                       virtual: Sequence[str]) -> None:
+    known = {"interval_ns"} | set(virtual)
+    for s in sets:
+        for e in s:
+            known |= {e.ident, e.label}
+            if e.name.startswith("stall_"):
+                known.add("backend_stalls")
+    for m in metrics:
+        missing = [n for n in m.names if n not in known]
+        if missing:
+            raise UserError(f"-m {m.name}={m.expr}: unknown name(s) {', '.join(missing)} "
+                            f"(events and virtual counters here: {', '.join(sorted(known))})")
+
+
+# ============================================================================================
+# rows
+
+@dataclass
+class Row:
+    nsample: int
+    time_s: float
+    pid: int
+    tid: int | None
+    cpu: int | None
+    comm: str
+    sample_type: str                  # tick | ebs | exit
+    set_index: int
+    values: list[CounterValue]        # counts in this interval, for the live set
+    virt: dict[str, VirtValue] = field(default_factory=dict)
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    interval_ns: int = 0
+
+    def env(self) -> dict[str, float | None]:
+        env: dict[str, float | None] = {"interval_ns": float(self.interval_ns)}
+        stalls = [v.value for v in self.values if v.spec is not None and v.spec.name.startswith("stall_")]
+        for v in self.values:
+            if v.spec is not None:
+                env[v.spec.ident] = v.value
+                env[v.spec.label] = v.value
+        if stalls:
+            env["backend_stalls"] = None if any(s is None for s in stalls) else float(sum(stalls))  # type: ignore[arg-type]
+        for k, vv in self.virt.items():
+            env[k] = vv.value
+        return env
+
+    def to_dict(self) -> dict:
+        return {"nsample": self.nsample, "time_s": round(self.time_s, 6), "pid": self.pid, "tid": self.tid,
+                "cpu": self.cpu, "comm": self.comm, "sample_type": self.sample_type, "set": self.set_index,
+                "interval_ns": self.interval_ns,
+                "counters": [v.to_dict() for v in self.values],
+                "virtual": {k: v.to_dict() for k, v in self.virt.items()},
+                "metrics": self.metrics}
+
+
+@dataclass
+class Totals:
+    """Sums over the whole run, per set and event (for -A and the closing summary)."""
+
+    per_set: list[dict[str, list[float]]] = field(default_factory=list)   # name -> [value, raw, en, run]
+    status: list[dict[str, tuple[str, str]]] = field(default_factory=list)
+    virt: dict[str, float | None] = field(default_factory=dict)
+    virt_info: dict[str, VirtValue] = field(default_factory=dict)
+    rows: int = 0
+    lost_samples: int = 0
+    throttled: int = 0
+
+    def add(self, row: Row, count_system_virt: bool) -> None:
+        self.rows += 1
+        while len(self.per_set) <= row.set_index:
+            self.per_set.append({})
+            self.status.append({})
+        d = self.per_set[row.set_index]
+        st = self.status[row.set_index]
+        for v in row.values:
+            acc = d.setdefault(v.name, [0.0, 0, 0, 0])
+            if v.status == "ok" and v.value is not None:
+                acc[0] += v.value
+                acc[1] += v.raw or 0
+            acc[2] += v.enabled_ns
+            acc[3] += v.running_ns
+            if v.status != "ok" or v.name not in st:
+                st[v.name] = (v.status, v.message)
+        for k, vv in row.virt.items():
+            self.virt_info.setdefault(k, vv)
+            if vv.scope != "thread" and not count_system_virt:
+                continue
+            if vv.value is None:
+                self.virt.setdefault(k, None)
+                continue
+            if k == "llc_occupancy":
+                self.virt[k] = max(self.virt.get(k) or 0.0, vv.value)
+            else:
+                self.virt[k] = (self.virt.get(k) or 0.0) + vv.value
+
+
+# ============================================================================================
+# the monitor
+
+@dataclass
+class _ThreadState:
+    tid: int
+    comm: str
+    handles: list[Handle | None]         # one per set
+    prev: list[list[CounterValue] | None]
+    sampler: Any = None
+    prev_sample: list[int] | None = None
+    prev_sample_times: tuple[int, int] = (0, 0)
+    last_sample_time: float = 0.0
+
+
+class Monitor:
+    def __init__(self, sets: Sequence[Sequence[EventSpec]], target: Target, interval: float = 1.0,
+                 virtual: Sequence[str] = (), per_cpu: bool = False, totals_only: bool = False,
+                 metrics: Sequence[Metric] = (), backend: Backend | None = None,
+                 discover_period: float = 0.05, max_duration: float | None = None,
+                 cpus: Sequence[int] | None = None):
+        if not sets and not virtual:
+            raise UserError("no events: give at least one -c SPEC (or -V for virtual counters only)")
+        if not sets:
+            sets = [[]]
+        if interval < MIN_INTERVAL - 1e-12:
+            raise UserError(f"-T {interval}: the interval must be at least {MIN_INTERVAL} s")
+        self.sets = [list(s) for s in sets]
+        self.target = target
+        self.interval = float(interval)
+        self.virtual_names = list(virtual)
+        self.per_cpu = per_cpu
+        self.totals_only = totals_only
+        self.metrics = list(metrics)
+        self.backend: Backend = backend or PerfBackend()
+        self.discover_period = discover_period
+        self.max_duration = max_duration
+        self.cpus = list(cpus) if cpus is not None else None
+        ebs = [(i, e) for i, s in enumerate(self.sets) for e in s if e.sample_period]
+        if ebs and len(self.sets) > 1:
+            raise UserError("event-based sampling (ebs) takes one event set: drop the other -c sets")
+        if ebs and (per_cpu or totals_only):
+            raise UserError("event-based sampling (ebs) works per thread: drop -S / -A")
+        self.ebs = bool(ebs)
+        check_metric_names(self.metrics, self.sets, self.virtual_names)
+        self.totals = Totals()
+        self.nsample = 0
+        self.live = 0
+        self.threads: dict[int, _ThreadState] = {}
+        self.cpu_states: dict[int, _ThreadState] = {}
+        self.proc_state: _ThreadState | None = None
+        self.notes: list[str] = []
+        self.t0 = 0.0
+        self.vsampler: VirtualSampler | None = None
+        self.mappings: list[list[tuple[str, EventSpec]]] = [
+            [(e.label if e.pmc is not None else f"pmc{j}", e) for j, e in enumerate(s)] for s in self.sets]
+
+    # ---------------------------------------------------------------------------------------
+    def _open_sets(self, pid: int, cpu: int, inherit: bool, enable_on_exec: bool) -> list[Handle | None]:
+        out: list[Handle | None] = []
+        for i, s in enumerate(self.sets):
+            if not s:
+                out.append(None)
+                continue
+            live = i == self.live
+            out.append(self.backend.open(s, pid, cpu, inherit, enable_on_exec and live,
+                                         live and not enable_on_exec))
+        return out
+
+    def _add_thread(self, tid: int, enable_on_exec: bool = False) -> _ThreadState | None:
+        pid = self.target.pid
+        comm = self.backend.thread_name(pid, tid)
+        try:
+            if self.ebs:
+                sampler = self.backend.open_sampler(self.sets[0], tid, -1, enable_on_exec, not enable_on_exec)
+                ts = _ThreadState(tid, comm, [], [None], sampler=sampler)
+                ts.last_sample_time = self.backend.now()
+            else:
+                ts = _ThreadState(tid, comm, self._open_sets(tid, -1, False, enable_on_exec),
+                                  [None] * len(self.sets))
+        except UserError:
+            if tid == pid and not self.threads:
+                raise
+            return None       # the thread exited between listing and opening
+        self.threads[tid] = ts
+        if self.vsampler is not None:
+            self.vsampler.add_threads([tid])
+        return ts
+
+    def _discover(self) -> None:
+        if self.target.kind == "system" or self.per_cpu or self.totals_only:
+            return
+        for tid in self.backend.threads(self.target.pid):
+            if tid not in self.threads:
+                self._add_thread(tid)
+
+    # ---------------------------------------------------------------------------------------
+    def _counter_row(self, ts: _ThreadState, now: float, sample_type: str, tid: int | None,
+                     cpu: int | None, interval_ns: int, final: bool = False) -> Row | None:
+        h = ts.handles[self.live]
+        if h is None:
+            vals: list[CounterValue] = []
+        else:
+            cur = h.read()
+            prev = ts.prev[self.live]
+            vals = [delta_value(c.name, c, p) for c, p in zip(cur, prev or [None] * len(cur))]
+            ts.prev[self.live] = cur
+        virt: dict[str, VirtValue] = {}
+        if self.vsampler is not None and tid is not None:
+            virt.update(self.vsampler.sample_thread(tid, final))
+        if ts.comm == "" and tid is not None:
+            ts.comm = self.backend.thread_name(self.target.pid, tid)
+        return Row(0, now - self.t0, self.target.pid, tid, cpu, ts.comm, sample_type, self.live, vals,
+                   virt, {}, interval_ns)
+
+    def _finish_row(self, row: Row, sysvirt: dict[str, VirtValue], first_in_tick: bool) -> Row:
+        self.nsample += 1
+        row.nsample = self.nsample
+        row.virt.update(sysvirt)
+        env = row.env()
+        for m in self.metrics:
+            row.metrics[m.name] = m.evaluate(env)
+        self.totals.add(row, count_system_virt=first_in_tick)
+        return row
+
+    def _tick_rows(self, now: float, last: float, final: bool) -> list[Row]:
+        interval_ns = int(round((now - last) * 1e9))
+        rows: list[Row] = []
+        if self.per_cpu:
+            for cpu, ts in sorted(self.cpu_states.items()):
+                r = self._counter_row(ts, now, "exit" if final else "tick", None, cpu, interval_ns)
+                if r:
+                    r.pid = -1
+                    rows.append(r)
+        elif self.totals_only or self.target.kind == "system":
+            if self.proc_state is not None:
+                r = self._counter_row(self.proc_state, now, "exit" if final else "tick", None, None, interval_ns)
+                if r:
+                    rows.append(r)
+        else:
+            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
+            for tid, ts in sorted(self.threads.items()):
+                gone = final or tid not in live_tids
+                r = self._counter_row(ts, now, "exit" if gone else "tick", tid, None, interval_ns, gone)
+                if r:
+                    rows.append(r)
+                if gone:
+                    self._close_thread(tid)
+        sysvirt = self.vsampler.sample_system() if self.vsampler is not None else {}
+        out = []
+        for i, r in enumerate(rows):
+            out.append(self._finish_row(r, sysvirt, i == 0))
+        if not rows and sysvirt and not final:
+            # nothing to count per thread this tick (all threads gone): keep the virtual counters
+            pass
+        return out
+
+    def _ebs_rows(self, now: float, final: bool) -> list[Row]:
+        out: list[Row] = []
+        live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
+        sysvirt = self.vsampler.sample_system() if self.vsampler is not None else {}
+        first = True
+        for tid, ts in sorted(self.threads.items()):
+            res = ts.sampler.drain()
+            self.totals.lost_samples += res.lost_records
+            self.totals.throttled += res.throttled
+            specs = ts.sampler.specs
+            for s in res.samples:
+                vals = []
+                prev = ts.prev_sample or [0] * len(s.values)
+                pen, prun = ts.prev_sample_times
+                den, drun = s.enabled_ns - pen, s.running_ns - prun
+                opened = [c for c in ts.sampler.counters if c.fd is not None] if hasattr(
+                    ts.sampler, "counters") else None
+                order = [c.spec for c in opened] if opened is not None else specs
+                byname = {}
+                for spec, cur, p in zip(order, s.values, prev):
+                    raw = cur - p
+                    byname[spec.name] = CounterValue(spec.name, scale(raw, den, drun), raw, den, drun, "ok", "",
+                                                     None, spec)
+                for spec in specs:
+                    vals.append(byname.get(spec.name) or CounterValue(spec.name, None, None, 0, 0, "invalid",
+                                                                      "not in the sampled group", spec=spec))
+                ts.prev_sample = s.values
+                ts.prev_sample_times = (s.enabled_ns, s.running_ns)
+                t = now - self.t0
+                row = Row(0, t, s.pid, s.tid, s.cpu, ts.comm, "ebs", 0, vals, {}, {}, 0)
+                out.append(self._finish_row(row, {}, False))
+            gone = final or tid not in live_tids
+            if gone:
+                cur = ts.sampler.read()
+                prev = ts.prev_sample
+                pen, prun = ts.prev_sample_times
+                vals = []
+                for i, c in enumerate(cur):
+                    if c.status != "ok" or c.raw is None:
+                        vals.append(c)
+                        continue
+                    praw = prev[i] if prev and i < len(prev) else 0
+                    raw = c.raw - praw
+                    den, drun = c.enabled_ns - pen, c.running_ns - prun
+                    vals.append(CounterValue(c.name, scale(raw, den, drun), raw, den, drun, "ok", "", c.lost, c.spec))
+                virt = self.vsampler.sample_thread(tid, True) if self.vsampler is not None else {}
+                row = Row(0, now - self.t0, self.target.pid, tid, None, ts.comm, "exit", 0, vals, virt, {}, 0)
+                out.append(self._finish_row(row, sysvirt, first))
+                first = False
+                self._close_thread(tid)
+        return out
+
+    def _close_thread(self, tid: int) -> None:
+        ts = self.threads.pop(tid, None)
+        if ts is None:
+            return
+        for h in ts.handles:
+            if h is not None:
+                h.close()
+        if ts.sampler is not None:
+            ts.sampler.close()
+
+    def _rotate(self) -> None:
+        if len(self.sets) <= 1:
+            return
+        nxt = (self.live + 1) % len(self.sets)
+        states = list(self.threads.values()) + list(self.cpu_states.values())
+        if self.proc_state is not None:
+            states.append(self.proc_state)
+        for ts in states:
+            h = ts.handles[self.live]
+            if h is not None:
+                h.disable()
+        for ts in states:
+            h = ts.handles[nxt]
+            if h is not None:
+                h.enable()
+        self.live = nxt
+
+    # ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        tgt = self.target
+        tgt.prepare()
+        try:
+            if self.virtual_names:
+                self.vsampler = VirtualSampler(self.virtual_names, tgt.pid)
+            launched = tgt.kind == "command"
+            if self.per_cpu:
+                cpus = self.cpus if self.cpus is not None else self.backend.online_cpus()
+                for cpu in cpus:
+                    handles = self._open_sets(-1, cpu, False, False)
+                    self.cpu_states[cpu] = _ThreadState(-1, f"cpu{cpu}", handles, [None] * len(self.sets))
+                self._check_denied_cpu()
+            elif self.totals_only or tgt.kind == "system":
+                if tgt.kind == "system":
+                    raise UserError("system-wide counting needs -S (per CPU), or give a command or -p PID")
+                handles = self._open_sets(tgt.pid, -1, True, launched)
+                self.proc_state = _ThreadState(tgt.pid, "", handles, [None] * len(self.sets))
+            else:
+                if launched:
+                    self._add_thread(tgt.pid, enable_on_exec=True)
+                else:
+                    for tid in self.backend.threads(tgt.pid):
+                        self._add_thread(tid)
+                    if not self.threads:
+                        raise UserError(f"-p {tgt.pid}: the process has no threads left (it exited)")
+            self.t0 = self.backend.now()
+            tgt.start()
+            if self.proc_state is not None and not self.proc_state.comm:
+                self.proc_state.comm = self.backend.thread_name(tgt.pid, tgt.pid)
+            for ts in self.threads.values():
+                ts.comm = self.backend.thread_name(tgt.pid, ts.tid) or ts.comm
+        except BaseException:
+            self.close()
+            tgt.finish()
+            raise
+
+    def _check_denied_cpu(self) -> None:
+        states = list(self.cpu_states.values())
+        vals = [h.read() for ts in states for h in ts.handles if h is not None]
+        flat = [v for vs in vals for v in vs]
+        if flat and all(v.status == "denied" for v in flat):
+            raise UserError(denied_message(None, cpu_wide=True))
+
+    def run(self) -> Iterator[Row]:
+        """Start the target, then yield rows as they are measured, until the target exits (or
+        max_duration passes, or KeyboardInterrupt). Rows measured before an error are yielded
+        before it is raised."""
+        self.start()
+        last = self.t0
+        k = 0
+        try:
+            while True:
+                k += 1
+                deadline = self.t0 + k * self.interval
+                ended = False
+                while True:
+                    now = self.backend.now()
+                    if now >= deadline:
+                        break
+                    if not self.target.alive():
+                        ended = True
+                        break
+                    step = min(deadline - now, self.discover_period)
+                    self.backend.wait(step, self.target)
+                    if not ended:
+                        self._discover()
+                now = self.backend.now()
+                if not ended and not self.target.alive():
+                    ended = True
+                if self.max_duration is not None and now - self.t0 >= self.max_duration - 1e-9:
+                    ended = True
+                if self.ebs:
+                    rows = self._ebs_rows(now, ended)
+                else:
+                    rows = self._tick_rows(now, last, ended)
+                for r in rows:
+                    yield r
+                last = now
+                if ended:
+                    break
+                self._rotate()
+                self._discover()
+        finally:
+            self.close()
+            if self.target.kind == "command" and self.target.child is not None and \
+                    self.target.child.status is None and self.max_duration is not None:
+                self.target.child.kill()
+            self.target.finish()
+
+    def close(self) -> None:
+        for tid in list(self.threads):
+            self._close_thread(tid)
+        for ts in list(self.cpu_states.values()) + ([self.proc_state] if self.proc_state else []):
+            for h in ts.handles:
+                if h is not None:
+                    h.close()
+        self.cpu_states.clear()
+        self.proc_state = None
+        if self.vsampler is not None:
+            self.vsampler.close()
+
+
+# ============================================================================================
+# writers
+
+def _fmt_num(v: float | None, unit: str = "count") -> str:
+    if v is None:
+        return "-"
+    if unit in ("count", "ns", "us", "bytes") and abs(v - round(v)) < 1e-6 * max(1.0, abs(v)):
+        return f"{int(round(v))}"
+    if abs(v) >= 1e6 or v == int(v):
+        return f"{v:.0f}"
+    return f"{v:.4g}"
+
+
+class Writer:
+    """Streams rows: each row is written (and flushed) as it is measured, so nothing already
+    measured is lost when the run ends badly."""
+
+    def __init__(self, out: TextIO, monitor: Monitor):
+        self.out = out
+        self.mon = monitor
+
+    def header(self) -> None: ...
+    def row(self, r: Row) -> None: ...
+    def summary(self) -> None: ...
+
+
+class TableWriter(Writer):
+    """PMCTrack's layout: `[Event-to-counter mappings]`, then `[Event counts]` with one line
+    per sample: nsample, pid, event (tick/ebs/exit), then the counters."""
+
+    def header(self) -> None:
+        m = self.mon
+        w = self.out
+        if m.totals_only:
+            return
+        w.write("[Event-to-counter mappings]\n")
+        multi = len(m.mappings) > 1
+        for i, mp in enumerate(m.mappings):
+            for label, e in mp:
+                prefix = f"set{i}: " if multi else ""
+                extra = f"  ({e.description})" if e.description and e.origin not in ("pmctrack",) else ""
+                w.write(f"{prefix}{label}={e.name}{extra}\n")
+        for j, n in enumerate(m.virtual_names):
+            msg = ""
+            if m.vsampler is not None and n in m.vsampler.unavailable:
+                msg = f"  (unavailable: {m.vsampler.unavailable[n]})"
+            w.write(f"virt{j}={n}{msg}\n")
+        for met in m.metrics:
+            w.write(f"{met.name}={met.expr}\n")
+        w.write("[Event counts]\n")
+        self.ncols = max((len(mp) for mp in m.mappings), default=0)
+        cols = [f"{'nsample':>7}", f"{'time_s':>9}"]
+        cols.append(f"{'cpu':>6}" if m.per_cpu else f"{'pid':>7}")
+        if not m.per_cpu and not m.totals_only:
+            cols.append(f"{'tid':>7}")
+        cols.append(f"{'event':>6}")
+        if multi:
+            cols.append(f"{'set':>4}")
+        labels = m.mappings[0] if not multi else [(f"pmc{j}", None) for j in range(self.ncols)]
+        for label, _ in labels:
+            cols.append(f"{label:>14}")
+        for j, _ in enumerate(m.virtual_names):
+            cols.append(f"{'virt' + str(j):>12}")
+        for met in m.metrics:
+            cols.append(f"{met.name:>10}")
+        w.write(" ".join(cols) + "\n")
+        self._notes_done: set[str] = set()
+        w.flush()
+
+    def row(self, r: Row) -> None:
+        m = self.mon
+        if m.totals_only:
+            return
+        cols = [f"{r.nsample:>7}", f"{r.time_s:>9.3f}"]
+        cols.append(f"{r.cpu if r.cpu is not None else '-':>6}" if m.per_cpu else f"{r.pid:>7}")
+        if not m.per_cpu:
+            cols.append(f"{r.tid if r.tid is not None else '-':>7}")
+        cols.append(f"{r.sample_type:>6}")
+        if len(m.mappings) > 1:
+            cols.append(f"{r.set_index:>4}")
+        for j in range(self.ncols):
+            if j < len(r.values):
+                v = r.values[j]
+                txt = _fmt_num(v.value, v.spec.unit if v.spec else "count") if v.status == "ok" else "-"
+                if v.status == "ok" and v.value is not None and v.running_ns < v.enabled_ns:
+                    txt = "~" + txt       # estimated: the kernel multiplexed this counter
+            else:
+                txt = ""
+            cols.append(f"{txt:>14}")
+        for n in m.virtual_names:
+            vv = r.virt.get(n)
+            cols.append(f"{_fmt_num(vv.value if vv else None, vv.unit if vv else 'count'):>12}")
+        for met in m.metrics:
+            val = r.metrics.get(met.name)
+            cols.append(f"{('-' if val is None else f'{val:.4g}'):>10}")
+        self.out.write(" ".join(cols) + "\n")
+        self.out.flush()
+
+    def summary(self) -> None:
+        m = self.mon
+        w = self.out
+        t = m.totals
+        title = "[Totals]" if not m.totals_only else "[Event totals]"
+        w.write(f"{title}\n")
+        for i, mp in enumerate(m.mappings):
+            d = t.per_set[i] if i < len(t.per_set) else {}
+            st = t.status[i] if i < len(t.status) else {}
+            for label, e in mp:
+                acc = d.get(e.name)
+                status, msg = st.get(e.name, ("ok", ""))
+                prefix = f"set{i} " if len(m.mappings) > 1 else ""
+                if status != "ok" or acc is None or (acc[2] and not acc[3]):
+                    why = msg or "not counted"
+                    w.write(f"{prefix}{label:<6} {e.name:<32} {'<' + status + '>' if status != 'ok' else '<not counted>':>18}  {why}\n")
+                    continue
+                pct = f"  ({100.0 * acc[3] / acc[2]:.1f}% running)" if acc[2] and acc[3] < acc[2] else ""
+                unit = f" {e.unit}" if e.unit != "count" else ""
+                w.write(f"{prefix}{label:<6} {e.name:<32} {_fmt_num(acc[0], e.unit):>18}{unit}{pct}\n")
+        for n in m.virtual_names:
+            vi = t.virt_info.get(n)
+            if vi is not None and vi.status != "ok":
+                w.write(f"virt   {n:<32} {'<unavailable>':>18}  {vi.message}\n")
+            else:
+                unit = VIRTUAL_COUNTERS[n][0]
+                w.write(f"virt   {n:<32} {_fmt_num(t.virt.get(n), unit):>18} {unit}\n")
+        if t.lost_samples or t.throttled:
+            w.write(f"lost samples: {t.lost_samples}; throttled: {t.throttled}\n")
+        for note in m.notes:
+            w.write(f"note: {note}\n")
+        w.flush()
+
+
+class CsvWriter(Writer):
+    """One line per (sample, counter): nsample,time_s,pid,tid,cpu,comm,sample_type,set,
+    kind,name,value,raw,enabled_ns,running_ns,status,unit,message."""
+
+    FIELDS = ["nsample", "time_s", "pid", "tid", "cpu", "comm", "sample_type", "set", "kind", "name",
+              "value", "raw", "enabled_ns", "running_ns", "status", "unit", "message"]
+
+    def header(self) -> None:
+        self.w = csv.writer(self.out, lineterminator="\n")
+        if not self.mon.totals_only:
+            self.w.writerow(self.FIELDS)
+
+    def row(self, r: Row) -> None:
+        if self.mon.totals_only:
+            return
+        base = [r.nsample, f"{r.time_s:.6f}", r.pid, "" if r.tid is None else r.tid,
+                "" if r.cpu is None else r.cpu, r.comm, r.sample_type, r.set_index]
+        for v in r.values:
+            self.w.writerow(base + ["counter", v.name, "" if v.value is None else repr(float(v.value)),
+                                    "" if v.raw is None else v.raw, v.enabled_ns, v.running_ns, v.status,
+                                    v.spec.unit if v.spec else "count", v.message])
+        for n, vv in r.virt.items():
+            self.w.writerow(base + ["virtual", n, "" if vv.value is None else repr(float(vv.value)), "", "",
+                                    "", vv.status, vv.unit, vv.message])
+        for n, val in r.metrics.items():
+            self.w.writerow(base + ["metric", n, "" if val is None else repr(float(val)), "", "", "",
+                                    "ok" if val is not None else "undefined", "", ""])
+        self.out.flush()
+
+    def summary(self) -> None:
+        if not self.mon.totals_only:
+            return
+        self.w.writerow(["set", "kind", "name", "value", "raw", "enabled_ns", "running_ns", "status", "message"])
+        t = self.mon.totals
+        for i, mp in enumerate(self.mon.mappings):
+            d = t.per_set[i] if i < len(t.per_set) else {}
+            st = t.status[i] if i < len(t.status) else {}
+            for _, e in mp:
+                acc = d.get(e.name, [0.0, 0, 0, 0])
+                status, msg = st.get(e.name, ("ok", ""))
+                counted = status == "ok" and acc[3] > 0
+                self.w.writerow([i, "counter", e.name, repr(float(acc[0])) if counted else "",
+                                 acc[1] if counted else "", acc[2], acc[3], status, msg])
+        for n in self.mon.virtual_names:
+            vi = t.virt_info.get(n)
+            val = t.virt.get(n)
+            self.w.writerow(["", "virtual", n, "" if val is None else repr(float(val)), "", "", "",
+                             vi.status if vi else "ok", vi.message if vi else ""])
+        self.out.flush()
+
+
+class JsonWriter(Writer):
+    """JSON lines: a `header` object (mappings, virtual counters, metrics), one `sample` object
+    per row, and a closing `summary` object (totals with enabled/running and status)."""
+
+    def header(self) -> None:
+        m = self.mon
+        hdr = {"type": "header", "format": "corecast-stat", "version": 1, "interval_s": m.interval,
+               "per_cpu": m.per_cpu, "totals_only": m.totals_only, "ebs": m.ebs,
+               "target": {"kind": m.target.kind, "pid": m.target.pid, "argv": m.target.argv},
+               "sets": [[{"label": label, **e.to_dict()} for label, e in mp] for mp in m.mappings],
+               "virtual": [{"name": n, "unit": VIRTUAL_COUNTERS[n][0], "scope": VIRTUAL_COUNTERS[n][1],
+                            "description": VIRTUAL_COUNTERS[n][2],
+                            "unavailable": (m.vsampler.unavailable.get(n) if m.vsampler else None)}
+                           for n in m.virtual_names],
+               "metrics": [{"name": x.name, "expr": x.expr} for x in m.metrics]}
+        self.out.write(json.dumps(hdr) + "\n")
+        self.out.flush()
+
+    def row(self, r: Row) -> None:
+        if self.mon.totals_only:
+            return
+        self.out.write(json.dumps({"type": "sample", **r.to_dict()}) + "\n")
+        self.out.flush()
+
+    def summary(self) -> None:
+        m = self.mon
+        t = m.totals
+        sets = []
+        for i, mp in enumerate(m.mappings):
+            d = t.per_set[i] if i < len(t.per_set) else {}
+            st = t.status[i] if i < len(t.status) else {}
+            ev = []
+            for label, e in mp:
+                acc = d.get(e.name, [0.0, 0, 0, 0])
+                status, msg = st.get(e.name, ("ok", ""))
+                counted = status == "ok" and acc[3] > 0
+                ev.append({"label": label, "name": e.name, "value": acc[0] if counted else None,
+                           "raw": acc[1] if counted else None, "enabled_ns": acc[2], "running_ns": acc[3],
+                           "status": status, "message": msg if not counted or status != "ok" else ""})
+            sets.append(ev)
+        virt = {n: {"value": t.virt.get(n), "unit": VIRTUAL_COUNTERS[n][0],
+                    "status": t.virt_info[n].status if n in t.virt_info else "ok",
+                    "message": t.virt_info[n].message if n in t.virt_info else ""} for n in m.virtual_names}
+        self.out.write(json.dumps({"type": "summary", "rows": t.rows, "sets": sets, "virtual": virt,
+                                   "lost_samples": t.lost_samples, "throttled": t.throttled,
+                                   "exit_status": m.target.exit_status, "notes": m.notes}) + "\n")
+        self.out.flush()
+
+
+WRITERS: dict[str, type[Writer]] = {"table": TableWriter, "csv": CsvWriter, "json": JsonWriter}

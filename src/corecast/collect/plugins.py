@@ -1,0 +1,198 @@
+"""User-defined stall sources: numbers a program reports about itself.
+
+The stall-based method needs every reason a program waits; some only the program knows (an
+STM's aborted-transaction cycles, a server's queueing time). A plugin file names them:
+
+    # stm.toml
+    [category.aborted_tx_cycles]
+    source = "stdout"                     # "stdout", "stderr" or a file path ({cores},
+                                          # {threads}, {rep} are replaced; relative to the
+                                          # directory the program runs in)
+    regex = 'aborted cycles:\\s*([0-9.eE+]+)'   # exactly one group: the number
+    aggregate = "sum"                     # sum | min | max | avg | last  (over all matches)
+    unit = "cycles"
+    kind = "stall"                        # optional: stall (default), counter, time, memory, other
+    description = "cycles spent in aborted transactions"   # optional
+
+Every match of the regex in the source contributes one number; `aggregate` combines them.
+A run where the regex matches nothing gets no value (a missing value, never 0) and a note.
+"""
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import UserError
+
+AGGREGATES = ("sum", "min", "max", "avg", "last")
+PLUGIN_KINDS = ("stall", "counter", "time", "memory", "throughput", "cpu", "other")
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED = {"cores", "repetition", "size"}
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    source: str              # "stdout", "stderr" or a path template
+    regex: re.Pattern
+    aggregate: str
+    unit: str
+    kind: str = "stall"
+    description: str | None = None
+    origin: str = ""         # plugin file it came from
+
+    @property
+    def is_file(self) -> bool:
+        return self.source not in ("stdout", "stderr")
+
+
+def compile_number_regex(text: str, where: str) -> re.Pattern:
+    """A regex with exactly one capturing group (the number)."""
+    try:
+        rx = re.compile(text, re.MULTILINE)
+    except re.error as err:
+        raise UserError(f"{where}: regex {text!r} does not compile ({err})") from None
+    if rx.groups != 1:
+        raise UserError(f"{where}: regex {text!r} must have exactly one group around the number "
+                        f"(it has {rx.groups})")
+    return rx
+
+
+def load_plugin(path: str | Path) -> list[Category]:
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such plugin file") from None
+    except IsADirectoryError:
+        raise UserError(f"{p}: is a directory, not a plugin file") from None
+    except PermissionError:
+        raise UserError(f"{p}: permission denied") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{p}: not valid TOML ({err})") from None
+    cats = doc.get("category")
+    unknown = sorted(set(doc) - {"category"})
+    if unknown:
+        raise UserError(f"{p}: unknown table or key '{unknown[0]}' (a plugin has [category.NAME] tables)")
+    if not isinstance(cats, Mapping) or not cats:
+        raise UserError(f"{p}: no [category.NAME] table")
+    out = []
+    for name, spec in cats.items():
+        where = f"{p}: [category.{name}]"
+        if not NAME_RE.fullmatch(name) or name in RESERVED:
+            raise UserError(f"{where}: '{name}' is not usable as a column name (letters, digits, _)")
+        if not isinstance(spec, Mapping):
+            raise UserError(f"{where}: must be a table")
+        extra = sorted(set(spec) - {"source", "regex", "aggregate", "unit", "kind", "description"})
+        if extra:
+            raise UserError(f"{where}: unknown key '{extra[0]}' (keys: source, regex, aggregate, unit, kind, description)")
+        for key in ("source", "regex", "unit"):
+            if key not in spec:
+                raise UserError(f"{where}: missing '{key}'")
+            if not isinstance(spec[key], str):
+                raise UserError(f"{where}: '{key}' must be a string")
+        source = spec["source"].strip()
+        if not source:
+            raise UserError(f"{where}: 'source' is empty (stdout, stderr or a file path)")
+        agg = spec.get("aggregate", "sum")
+        if agg not in AGGREGATES:
+            raise UserError(f"{where}: aggregate '{agg}' is not one of {', '.join(AGGREGATES)}")
+        kind = spec.get("kind", "stall")
+        if kind not in PLUGIN_KINDS:
+            raise UserError(f"{where}: kind '{kind}' is not one of {', '.join(PLUGIN_KINDS)}")
+        desc = spec.get("description")
+        if desc is not None and not isinstance(desc, str):
+            raise UserError(f"{where}: 'description' must be a string")
+        out.append(Category(name=name, source=source, regex=compile_number_regex(spec["regex"], where),
+                            aggregate=agg, unit=spec["unit"], kind=kind, description=desc, origin=str(p)))
+    return out
+
+
+def load_plugins(paths: list[str | Path]) -> list[Category]:
+    cats: list[Category] = []
+    for path in paths:
+        for c in load_plugin(path):
+            if any(o.name == c.name for o in cats):
+                raise UserError(f"{path}: category '{c.name}' is already defined by another plugin")
+            cats.append(c)
+    return cats
+
+
+def parse_number(text: str) -> float | None:
+    s = text.strip().replace(",", "").replace("_", "")
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def aggregate(values: list[float], how: str) -> float | None:
+    if not values:
+        return None
+    if how == "sum":
+        return float(math.fsum(values))
+    if how == "min":
+        return float(min(values))
+    if how == "max":
+        return float(max(values))
+    if how == "avg":
+        return float(math.fsum(values) / len(values))
+    return float(values[-1])
+
+
+def extract(regex: re.Pattern, text: str, how: str) -> tuple[float | None, int, int]:
+    """(aggregated value, matches, matches whose group was not a number)."""
+    vals: list[float] = []
+    bad = 0
+    n = 0
+    for m in regex.finditer(text):
+        n += 1
+        v = parse_number(m.group(1) or "")
+        if v is None:
+            bad += 1
+        else:
+            vals.append(v)
+    return aggregate(vals, how), n, bad
+
+
+def apply(cats: list[Category], stdout: str, stderr: str, cwd: str | Path,
+          subst: Mapping[str, str]) -> tuple[dict[str, float | None], list[str]]:
+    """Values of every category for one run, and notes on the ones that gave nothing."""
+    values: dict[str, float | None] = {}
+    notes: list[str] = []
+    for c in cats:
+        if c.source == "stdout":
+            text, label = stdout, "stdout"
+        elif c.source == "stderr":
+            text, label = stderr, "stderr"
+        else:
+            path = Path(substitute(c.source, subst))
+            if not path.is_absolute():
+                path = Path(cwd) / path
+            label = str(path)
+            try:
+                text = path.read_text(errors="replace")
+            except OSError as err:
+                values[c.name] = None
+                notes.append(f"{c.name}: cannot read {path} ({err.strerror or err})")
+                continue
+        v, n, bad = extract(c.regex, text, c.aggregate)
+        values[c.name] = v
+        if v is None:
+            why = "no match" if n == 0 else f"{bad} match(es), none a number"
+            notes.append(f"{c.name}: {why} for {c.regex.pattern!r} in {label}")
+    return values, notes
+
+
+_PLACEHOLDER = re.compile(r"\{(cores|threads|rep)\}")
+
+
+def substitute(text: str, subst: Mapping[str, str]) -> str:
+    """Replace {cores}, {threads}, {rep}; any other braces are left as they are."""
+    return _PLACEHOLDER.sub(lambda m: subst.get(m.group(1), m.group(0)), text)

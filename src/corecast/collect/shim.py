@@ -1,0 +1,222 @@
+"""The sync shim: the environment that preloads it, and the reader of its reports.
+
+The shim (`native/shim/shim.c`, built as `libcorecast_shim.so`) is preloaded into the measured
+program with `LD_PRELOAD`. It times only the contended path of pthread mutexes, spin locks,
+rwlocks and semaphores (the non-blocking try is made first; the clock is read only when it
+fails), always times condition and barrier waits, counts failed trylocks and their spinning,
+and records each thread's schedstat when the thread exits. Each process writes one report
+(`$CORECAST_SHIM_REPORT` with `%p` replaced by its pid) when it ends.
+
+`stall_categories()` turns the reports of one run into the stall categories the stall-based
+predictor extrapolates, in cycles summed over all threads of all processes of the run:
+
+    lock_wait_cycles      mutex_lock, mutex_timedlock, spin_lock, rwlock_* (blocking)
+    barrier_wait_cycles   barrier_wait
+    cond_wait_cycles      cond_wait, cond_timedwait, sem_wait, sem_timedwait (waiting to be
+                          signalled: a semaphore wait is a wait for an event)
+    trylock_spin_cycles   mutex_trylock, spin_trylock, rwlock_try*, sem_trywait: from the first
+                          failed attempt on an object to acquiring it (or to the last failure)
+    runqueue_delay_cycles schedstat run-queue delay of every thread (also exited ones)
+
+"Cycles" are the shim clock's ticks: on x86-64 the TSC, i.e. reference cycles at the nominal
+frequency. On other clocks ticks are converted to cycles at the nominal frequency when known.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import UserError
+
+ENV_REPORT = "CORECAST_SHIM_REPORT"
+LIBRARY = "libcorecast_shim.so"
+
+LOCK_PRIMS = ("mutex_lock", "mutex_timedlock", "spin_lock", "rwlock_rdlock", "rwlock_wrlock",
+              "rwlock_timedrdlock", "rwlock_timedwrlock")
+BARRIER_PRIMS = ("barrier_wait",)
+COND_PRIMS = ("cond_wait", "cond_timedwait", "sem_wait", "sem_timedwait")
+TRY_PRIMS = ("mutex_trylock", "spin_trylock", "rwlock_tryrdlock", "rwlock_trywrlock", "sem_trywait")
+ALL_PRIMS = LOCK_PRIMS + BARRIER_PRIMS + COND_PRIMS + TRY_PRIMS
+
+CATEGORIES = {
+    "lock_wait_cycles": LOCK_PRIMS,
+    "barrier_wait_cycles": BARRIER_PRIMS,
+    "cond_wait_cycles": COND_PRIMS,
+    "trylock_spin_cycles": TRY_PRIMS,
+}
+CATEGORY_HELP = {
+    "lock_wait_cycles": "cycles threads waited for contended mutexes, spin locks and rwlocks",
+    "barrier_wait_cycles": "cycles threads waited in pthread barriers",
+    "cond_wait_cycles": "cycles threads waited on condition variables and semaphores",
+    "trylock_spin_cycles": "cycles threads spun on failed trylocks before acquiring",
+    "runqueue_delay_cycles": "cycles threads were runnable but waiting for a CPU (schedstat)",
+}
+
+
+def library_path() -> Path:
+    from ..native import native_path
+    return native_path(LIBRARY)
+
+
+def shim_env(report_dir: str | Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment variables that preload the shim and send its reports to `report_dir`.
+
+    An LD_PRELOAD already in `base` is kept (after the shim).
+    """
+    base = dict(os.environ if base is None else base)
+    lib = str(library_path())
+    pre = base.get("LD_PRELOAD", "").strip()
+    env = {"LD_PRELOAD": f"{lib} {pre}".strip() if lib not in pre.split() else pre,
+           ENV_REPORT: str(Path(report_dir) / "shim.%p")}
+    return env
+
+
+@dataclass
+class PrimStat:
+    calls: int = 0
+    contended: int = 0
+    wait: int = 0       # clock ticks
+    max: int = 0
+
+    def add(self, other: "PrimStat") -> None:
+        self.calls += other.calls
+        self.contended += other.contended
+        self.wait += other.wait
+        self.max = max(self.max, other.max)
+
+
+@dataclass
+class ThreadInfo:
+    tid: int
+    exited: bool
+    run_ns: int
+    delay_ns: int
+    slices: int
+    stats: dict[str, PrimStat] = field(default_factory=dict)
+
+
+@dataclass
+class ProcessReport:
+    pid: int
+    ppid: int
+    clock: str
+    ticks: int
+    ns: int
+    end: str                 # "exit" or "signal N"
+    threads: list[ThreadInfo]
+    path: str = ""
+
+
+@dataclass
+class ShimSummary:
+    """All reports of one run, added up."""
+
+    processes: list[ProcessReport]
+    prims: dict[str, PrimStat]
+    threads: int
+    run_ns: int
+    delay_ns: int
+    ticks_per_s: float | None        # the shim clock's rate, calibrated on the run itself
+    clock: str | None
+    incomplete: list[str] = field(default_factory=list)   # reports that could not be read
+
+    def wait_ticks(self, prims: Iterable[str]) -> int:
+        return sum(self.prims[p].wait for p in prims if p in self.prims)
+
+
+def parse_report(text: str, path: str = "shim report") -> ProcessReport:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("corecast-shim "):
+        raise ValueError(f"{path}: not a corecast shim report")
+    if lines[-1].strip() != "done":
+        raise ValueError(f"{path}: truncated (no 'done' line)")
+    head: dict[str, str] = {}
+    threads: dict[int, ThreadInfo] = {}
+    for ln in lines[1:-1]:
+        parts = ln.split()
+        if not parts:
+            continue
+        if parts[0] == "thread":
+            kv = dict(zip(parts[2::2], parts[3::2]))
+            tid = int(parts[1])
+            threads[tid] = ThreadInfo(tid=tid, exited=kv.get("exited") == "1", run_ns=int(kv.get("run_ns", 0)),
+                                      delay_ns=int(kv.get("delay_ns", 0)), slices=int(kv.get("slices", 0)))
+        elif parts[0] == "stat":
+            tid, prim = int(parts[1]), parts[2]
+            kv = dict(zip(parts[3::2], parts[4::2]))
+            st = PrimStat(int(kv.get("calls", 0)), int(kv.get("contended", 0)), int(kv.get("wait", 0)),
+                          int(kv.get("max", 0)))
+            th = threads.setdefault(tid, ThreadInfo(tid, False, 0, 0, 0))
+            th.stats[prim] = st
+        else:
+            head[parts[0]] = " ".join(parts[1:])
+    try:
+        return ProcessReport(pid=int(head["pid"]), ppid=int(head.get("ppid", 0)), clock=head.get("clock", "tsc"),
+                             ticks=int(head.get("ticks", 0)), ns=int(head.get("ns", 0)),
+                             end=head.get("end", "exit"), threads=list(threads.values()), path=path)
+    except (KeyError, ValueError) as err:
+        raise ValueError(f"{path}: malformed header ({err})") from None
+
+
+def read_reports(report_dir: str | Path) -> ShimSummary:
+    """Read and add up every report a run's processes left in `report_dir`."""
+    procs: list[ProcessReport] = []
+    bad: list[str] = []
+    d = Path(report_dir)
+    for p in sorted(d.glob("shim.*")):
+        if p.name.endswith(".tmp"):
+            bad.append(f"{p.name}: process ended while writing its report")
+            continue
+        try:
+            procs.append(parse_report(p.read_text(errors="replace"), p.name))
+        except (OSError, ValueError) as err:
+            bad.append(str(err))
+    prims: dict[str, PrimStat] = {}
+    nthreads = run_ns = delay_ns = 0
+    ticks = ns = 0
+    clock = None
+    for pr in procs:
+        clock = clock or pr.clock
+        ticks += pr.ticks
+        ns += pr.ns
+        for th in pr.threads:
+            nthreads += 1
+            run_ns += th.run_ns
+            delay_ns += th.delay_ns
+            for name, st in th.stats.items():
+                prims.setdefault(name, PrimStat()).add(st)
+    rate = ticks / ns * 1e9 if ns > 1_000_000 and ticks > 0 else None
+    return ShimSummary(processes=procs, prims=prims, threads=nthreads, run_ns=run_ns, delay_ns=delay_ns,
+                       ticks_per_s=rate, clock=clock, incomplete=bad)
+
+
+def stall_categories(summary: ShimSummary, nominal_hz: float | None = None) -> dict[str, float]:
+    """The shim's stall categories in cycles (see the module docstring)."""
+    if summary.clock == "tsc" or summary.ticks_per_s is None:
+        factor = 1.0                                   # TSC ticks are reference cycles
+        cycles_per_ns = (summary.ticks_per_s or nominal_hz or 1e9) / 1e9
+    else:
+        factor = (nominal_hz / summary.ticks_per_s) if nominal_hz else 1.0
+        cycles_per_ns = (nominal_hz or summary.ticks_per_s) / 1e9
+    out = {name: float(summary.wait_ticks(prims)) * factor for name, prims in CATEGORIES.items()}
+    out["runqueue_delay_cycles"] = float(summary.delay_ns) * cycles_per_ns
+    return out
+
+
+def counters(summary: ShimSummary) -> dict[str, float]:
+    """Counts the shim saw: calls and contended calls of lock-type primitives, failed trylocks."""
+    lock_calls = sum(summary.prims[p].calls for p in LOCK_PRIMS if p in summary.prims)
+    contended = sum(summary.prims[p].contended for p in LOCK_PRIMS if p in summary.prims)
+    try_fail = sum(summary.prims[p].contended for p in TRY_PRIMS if p in summary.prims)
+    return {"lock_acquisitions": float(lock_calls), "lock_contended": float(contended),
+            "trylock_failures": float(try_fail), "threads_seen": float(summary.threads)}
+
+
+def check_available() -> Path:
+    """The shim library, or a UserError saying why it cannot be used."""
+    try:
+        return library_path()
+    except UserError as err:
+        raise UserError(f"{err} (or run without the shim: --no-shim)") from None

@@ -1,0 +1,138 @@
+"""The predicting methods by name, and the conversions between their metrics.
+
+Every method fits a Dataset and returns an object whose `predict(cores, level)` gives a
+`Prediction` of the dataset's *input metric* (`time_s` when the data have times, else
+`throughput`), so methods compare point by point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..dataset import Dataset
+from ..errors import UserError
+from . import estima, timex, usl
+from .base import Prediction
+
+#: Every method `predict` and `evaluate` know, `auto` first.
+METHODS = ("auto", "estima", "timex", "usl")
+
+
+def input_metric(ds: Dataset) -> str:
+    if "time_s" in ds.metrics and np.isfinite(ds.metrics["time_s"]).any():
+        return "time_s"
+    if "throughput" in ds.metrics and np.isfinite(ds.metrics["throughput"]).any():
+        return "throughput"
+    avail = ", ".join(ds.metrics) or "none"
+    raise UserError(f"{ds.label}: needs a 'time_s' or 'throughput' column to predict (metrics: {avail})")
+
+
+def convert(p: Prediction, metric: str) -> Prediction:
+    """The same prediction expressed in `metric` (time_s ↔ throughput, bounds swapped)."""
+    if p.metric == metric:
+        return p
+    with np.errstate(divide="ignore"):
+        return Prediction(cores=p.cores, value=1.0 / p.value, metric=metric,
+                          low=None if p.high is None else 1.0 / p.high,
+                          high=None if p.low is None else 1.0 / p.low,
+                          level=p.level, method=p.method, model=p.model, params=dict(p.params),
+                          warnings=list(p.warnings))
+
+
+@dataclass
+class USLMethod:
+    """The USL fit of the throughput, shown in the input metric."""
+
+    fit: usl.USLFit
+    metric: str
+    source: str
+    freq_ratio: float = 1.0
+    size_ratio: float = 1.0
+    method: str = "usl"
+    warnings: list[str] = field(default_factory=list)
+
+    def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
+        p = self.fit.predict(np.asarray(cores, dtype=float), level)
+        s = self.freq_ratio * self.size_ratio
+        if s != 1.0:
+            p = Prediction(cores=p.cores, value=p.value / s, metric="throughput",
+                           low=None if p.low is None else p.low / s,
+                           high=None if p.high is None else p.high / s, level=p.level,
+                           method=p.method, model=p.model, params=p.params, warnings=p.warnings)
+        p.warnings = list(self.warnings) + list(p.warnings)
+        return convert(p, self.metric)
+
+    def models(self, horizon: float = 0.0) -> dict[str, Any]:
+        f = self.fit
+        return {"throughput" if self.source == "throughput" else self.source: {
+            "kernel": "USL", "formula": "γ n / (1 + α (n − 1) + β n (n − 1))",
+            "params": {"alpha": f.alpha, "beta": f.beta, "gamma": f.gamma},
+            "points": int(f.n)}}
+
+
+def fit_usl(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
+            **_: Any) -> USLMethod:
+    ds1, warns = timex.single_size(ds, size)
+    metric = input_metric(ds1)
+    N, X, source = ds1.throughput()
+    if len(np.unique(N)) < 3:
+        raise UserError(f"{ds.label}: the USL needs measurements at 3 or more distinct core counts "
+                        f"(got {len(np.unique(N))})")
+    if np.any(X <= 0):
+        raise UserError(f"{ds.label}: throughput must be > 0 at every point to fit the USL")
+    timex._check_ratio(freq_ratio, "--freq-ratio")
+    timex._check_ratio(size_ratio, "--size-ratio")
+    return USLMethod(usl.fit(N, X), metric, source, freq_ratio, size_ratio, warnings=warns)
+
+
+def _fit_timex(ds: Dataset, **kw: Any) -> timex.TimexFit:
+    kw.pop("categories", None)
+    kw.pop("work_stall", None)
+    return timex.fit_dataset(ds, **kw)
+
+
+def _fit_estima(ds: Dataset, **kw: Any) -> estima.EstimaFit:
+    return estima.fit_dataset(ds, **kw)
+
+
+def _fit_auto(ds: Dataset, **kw: Any) -> Any:
+    from . import auto
+    return auto.fit_dataset(ds, **kw)
+
+
+FITTERS: dict[str, Callable[..., Any]] = {
+    "auto": _fit_auto,
+    "estima": _fit_estima,
+    "timex": _fit_timex,
+    "usl": fit_usl,
+}
+
+
+def fit(method: str, ds: Dataset, **kw: Any) -> Any:
+    """Fit `method` ("auto", "estima", "timex" or "usl") to a Dataset."""
+    if method not in FITTERS:
+        raise UserError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
+    for nm in kw.get("categories") or ():
+        if nm not in ds.metrics:
+            avail = ", ".join(ds.stall_names) or "none"
+            raise UserError(f"{ds.label}: unknown stall category '{nm}' (stall columns: {avail})")
+    return FITTERS[method](ds, **kw)
+
+
+def has_stalls(ds: Dataset, categories: Sequence[str] | None = None) -> bool:
+    if categories:
+        return True
+    return any(len(np.unique(ds.cores[np.isfinite(ds.metrics[n])])) >= 3 for n in ds.stall_names)
+
+
+def applicable(ds: Dataset, categories: Sequence[str] | None = None) -> list[str]:
+    """The base methods that can run on this dataset (estima only with stall categories)."""
+    out = ["estima"] if has_stalls(ds, categories) else []
+    return out + ["timex", "usl"]
+
+
+def models_of(fitted: Any, horizon: float) -> dict[str, Any]:
+    m = getattr(fitted, "models", None)
+    return m(horizon) if m else {}

@@ -1,0 +1,236 @@
+"""Reports of `corecast predict` and `corecast evaluate`: the JSON document, terminal tables, the
+prediction plot (measured points, each method's prediction and band, a line where the
+measurements end; the stall categories' extrapolations below) and the HTML page."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..dataset import Dataset
+from ..model.base import Prediction
+from ..model.evaluate import Evaluation
+from ..model.predictors import convert, models_of
+from . import html as H
+from . import terminal as T
+
+METHOD_COLORS = {"auto": "#1b6ac9", "estima": "#c0392b", "timex": "#2f8f46", "usl": "#8e44ad"}
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _intish(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else float(v)
+
+
+# ============================================================================ the document
+def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float], level: float) -> dict[str, Any]:
+    """The `--json` document of `corecast predict`."""
+    cores = np.asarray(cores, dtype=float)
+    p: Prediction = fitted.predict(cores, level)
+    metric = p.metric
+    t = convert(p, "time_s")
+    x = convert(p, "throughput")
+    preds = []
+    for i, c in enumerate(cores):
+        preds.append({"cores": _intish(c), "time_s": _num(t.value[i]), "throughput": _num(x.value[i]),
+                      "low": None if p.low is None else _num(p.low[i]),
+                      "high": None if p.high is None else _num(p.high[i])})
+    bn = getattr(fitted, "bottlenecks", None)
+    bottlenecks = [b.to_dict() for b in bn(cores)] if bn else []
+    doc: dict[str, Any] = {
+        "file": label, "method": method, "metric": metric, "level": level,
+        "model": p.model, "predictions": preds,
+        "models": models_of(fitted, float(cores.max())),
+        "bottlenecks": bottlenecks,
+        "warnings": list(dict.fromkeys(p.warnings)),
+    }
+    if method == "auto":
+        doc["chosen"] = list(p.params.get("chosen", []))
+        doc["reason"] = p.params.get("reason")
+    for k in ("size_ratio", "freq_ratio"):
+        if k in p.params:
+            doc[k] = p.params[k]
+    return doc
+
+
+# ============================================================================ terminal
+def render_terminal(doc: dict[str, Any], con: Any) -> None:
+    metric = doc["metric"]
+    con.print(f"[bold]{doc['file']}[/bold]: method {doc['method']}"
+              + (f" → {' + '.join(doc['chosen'])}" if doc.get("chosen") else "")
+              + f"; model: {doc['model']}")
+    if doc.get("reason"):
+        con.print(f"  {doc['reason']}")
+    lvl = int(round(100 * doc["level"]))
+    rows = [[p["cores"], p["time_s"], p["throughput"], p["low"], p["high"]] for p in doc["predictions"]]
+    con.print(T.make_table(f"Predictions ({metric} band at {lvl}%)",
+                           ["cores", "time_s", "throughput", f"low ({metric})", f"high ({metric})"], rows))
+    models = doc.get("models") or {}
+    mrows = []
+    for col, m in models.items():
+        if col == "auto" or not isinstance(m, dict) or "kernel" not in m:
+            continue
+        mrows.append([col, m["kernel"], m.get("points", "-"), m.get("checkpoint_rmse"), m.get("formula", "")])
+    if mrows:
+        con.print(T.make_table("Models", ["series", "kernel", "points", "checkpoint RMSE", "formula"], mrows,
+                               justify=["left", "left", "right", "right", "left"]))
+    if doc.get("bottlenecks"):
+        top = doc["predictions"][-1]["cores"]
+        brow = []
+        for b in doc["bottlenecks"]:
+            brow.append([b["rank"], b["category"], b["model"], b["growth"], b["share_measured"],
+                         b["share_at_largest_target"], b["verdict"]])
+        con.print(T.make_table(f"Bottlenecks (stalls per core, largest measured → {top} cores)",
+                               ["rank", "category", "model", "growth", "share now", f"share at {top}", "verdict"],
+                               brow, justify=["right", "left", "left", "right", "right", "right", "left"]))
+    T.print_notices(con, doc.get("warnings") or [])
+
+
+def render_evaluation(ev: Evaluation, con: Any) -> None:
+    con.print(f"[bold]{ev.label}[/bold]: fitted on cores ≤ {ev.train_max_cores:g} "
+              f"({', '.join(f'{c:g}' for c in ev.train_cores)}), predicting "
+              f"{', '.join(f'{c:g}' for c in ev.test_cores)}; metric {ev.metric}; bands at {100 * ev.level:.0f}%")
+    ok = [m for m in ev.methods if m.ok]
+    headers = ["cores", "measured"] + [m.method for m in ok]
+    rows = []
+    for i, c in enumerate(ev.test_cores):
+        row: list[Any] = [_intish(c), ok[0].points[i].measured if ok else None]
+        for m in ok:
+            p = m.points[i]
+            row.append(f"{T.fmt(p.predicted)} ({p.abs_pct_error:.1f}%{'' if p.inside is not False else ', out'})")
+        rows.append(row)
+    con.print(T.make_table("Predicted (absolute % error)", headers, rows))
+    srows = []
+    for m in ev.methods:
+        if m.ok:
+            srows.append([m.method, m.mape, m.max_error, m.coverage, m.best_found, m.model])
+        else:
+            srows.append([m.method, None, None, None, None, f"could not run: {m.error}"])
+    con.print(T.make_table("Per method", ["method", "MAPE %", "max error %", "coverage", "best cores found",
+                                          "model"], srows,
+                           justify=["left", "right", "right", "right", "right", "left"]))
+
+
+def evaluation_doc(ev: Evaluation) -> dict[str, Any]:
+    return ev.to_dict()
+
+
+# ============================================================================ plot
+def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: float, title: str = "",
+           main: str | None = None) -> Any:
+    """Measured points, each method's prediction with its band and a vertical line where the
+    measurements end; below, every stall category's measured points and extrapolation."""
+    from .plots import pyplot
+
+    plt = pyplot()
+    cores = np.asarray(cores, dtype=float)
+    measured = np.unique(ds.cores)
+    top = float(measured.max())
+    hi = float(max(cores.max(), top))
+    grid = np.unique(np.concatenate([np.linspace(float(measured.min()), hi, 120), cores, measured]))
+    est = fits.get("estima")
+    if est is None and "auto" in fits:
+        est = getattr(fits["auto"], "fits", {}).get("estima")
+    panels = 2 if est is not None else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(8.0, 4.6 * panels), squeeze=False)
+    ax = axes[0, 0]
+    metric = None
+    shown: list[np.ndarray] = []
+    for name, f in fits.items():
+        try:
+            p = f.predict(grid, level)
+        except Exception:       # a method that cannot cover the whole range is left out
+            continue
+        metric = metric or p.metric
+        p = convert(p, metric)
+        col = METHOD_COLORS.get(name, None)
+        lw = 2.4 if name == main else 1.4
+        ax.plot(grid, p.value, color=col, lw=lw, label=f"{name}: {p.model}"[:70])
+        shown.append(p.value[np.isfinite(p.value) & (p.value > 0)])
+        if p.low is not None and p.high is not None:
+            ax.fill_between(grid, p.low, p.high, color=col, alpha=0.12 if name != main else 0.2, lw=0)
+    metric = metric or "time_s"
+    y = ds.column(metric) if metric in ds.metrics else None
+    if y is not None:
+        ok = np.isfinite(y)
+        ax.plot(ds.cores[ok], y[ok], "o", ms=3.5, color="#333", alpha=0.55, label="measured")
+        ag = ds.aggregate(metric)
+        ax.plot(ag.cores, ag.value, "s", ms=5, color="#000", label="measured median")
+        shown.append(y[ok & (y > 0)])
+    vals = np.concatenate(shown) if shown else np.array([])
+    if vals.size:
+        # Log scale, limits from the predictions and measurements (a band that runs off to
+        # infinity, like a USL throughput band reaching 0, does not flatten the plot).
+        ax.set_yscale("log")
+        ax.set_ylim(float(vals.min()) / 1.5, float(vals.max()) * 1.5)
+    ax.axvline(top, color="#555", ls="--", lw=1)
+    ax.text(top, ax.get_ylim()[1], " measurements end", va="top", ha="left", fontsize=8, color="#555")
+    for c in cores:
+        ax.axvline(c, color="#bbb", lw=0.6, ls=":")
+    ax.set_xlabel("cores")
+    ax.set_ylabel("time (s)" if metric == "time_s" else "throughput")
+    ax.set_title(title or "prediction")
+    ax.legend(fontsize=7.5, loc="best")
+    ax.grid(alpha=0.3)
+    if est is not None:
+        ax2 = axes[1, 0]
+        sv = est.solve(hi)
+        for i, (name, sel) in enumerate(sv.stalls.items()):
+            col = plt.cm.tab10(i % 10)
+            v, lo, hi_ = sel.band(grid, level)
+            ax2.plot(grid, v / grid, color=col, lw=1.5, label=f"{name} ({sel.kernel})")
+            ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0)
+            ag = ds.aggregate(name)
+            ax2.plot(ag.cores, ag.value / ag.cores, "o", ms=4, color=col)
+        ax2.axvline(top, color="#555", ls="--", lw=1)
+        ax2.set_xlabel("cores")
+        ax2.set_ylabel("stalled cycles per core")
+        ax2.set_yscale("log")
+        ax2.set_title("stall categories: measured (points) and extrapolated")
+        ax2.legend(fontsize=7.5, loc="best")
+        ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# ============================================================================ HTML
+def render_html(doc: dict[str, Any], fig: Any | None = None, evaluation: Evaluation | None = None) -> str:
+    metric = doc["metric"]
+    lvl = int(round(100 * doc["level"]))
+    blocks = []
+    head = f"method {doc['method']}" + (f" → {' + '.join(doc['chosen'])}" if doc.get("chosen") else "")
+    blocks.append(H.paragraph(f"{head}; model: {doc['model']}", cls="verdict"))
+    if doc.get("reason"):
+        blocks.append(H.paragraph(doc["reason"]))
+    rows = [[p["cores"], T.fmt(p["time_s"]), T.fmt(p["throughput"]), T.fmt(p["low"]), T.fmt(p["high"])]
+            for p in doc["predictions"]]
+    blocks.append(H.section(f"Predictions ({metric} band at {lvl}%)",
+                            H.table(["cores", "time_s", "throughput", f"low ({metric})", f"high ({metric})"], rows)))
+    if fig is not None:
+        blocks.append(H.section("Plot", H.figure(fig)))
+    if doc.get("bottlenecks"):
+        brow = [[b["rank"], b["category"], b["model"], T.fmt(b["growth"]), T.fmt(b["share_measured"]),
+                 T.fmt(b["share_at_largest_target"]), b["verdict"]] for b in doc["bottlenecks"]]
+        blocks.append(H.section("Bottlenecks", H.table(
+            ["rank", "category", "model", "growth per core", "share (measured)", "share (largest target)",
+             "verdict"], brow)))
+    mrows = []
+    for col, m in (doc.get("models") or {}).items():
+        if isinstance(m, dict) and "kernel" in m:
+            mrows.append([col, m["kernel"], m.get("points", "-"), T.fmt(m.get("checkpoint_rmse")), m.get("formula", "")])
+    if mrows:
+        blocks.append(H.section("Models", H.table(["series", "kernel", "points", "checkpoint RMSE", "formula"], mrows)))
+    if evaluation is not None:
+        srows = [[m.method, T.fmt(m.mape), T.fmt(m.max_error), T.fmt(m.coverage), T.fmt(m.best_found)]
+                 for m in evaluation.methods if m.ok]
+        blocks.append(H.section("Evaluation", H.table(["method", "MAPE %", "max %", "coverage", "best found"], srows)))
+    if doc.get("warnings"):
+        blocks.append(H.section("Warnings", H.notice_list(doc["warnings"])))
+    return H.page("corecast prediction", blocks, subtitle=doc["file"])

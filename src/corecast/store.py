@@ -1,0 +1,387 @@
+"""The campaign file: an SQLite database that `corecast measure` appends runs to.
+
+Each run is committed in one transaction as soon as it finishes (WAL journal, full sync), so a
+campaign that is interrupted -- Ctrl-C, a crash, SIGKILL, a power cut after the commit -- loses
+at most the run in progress, and `corecast measure --resume -o FILE` carries on with the runs
+not yet in the file. Every planned run has a *slot* (its position in the campaign's plan);
+the slot is the primary key, so no run can be there twice.
+
+Tables:
+    meta(key, value)         JSON values: format, version, corecast_version, command, config,
+                             machine, topology, created_at, updated_at
+    runs(slot, ...)          one row per finished run: cores, repetition, warm-up flag, CPUs,
+                             argv, status (ok | failed | crashed | timeout | not run), exit
+                             status, signal, message, stdout/stderr tails, times, details (JSON)
+    run_values(slot, name, value)   every number a run produced (NULL: not obtained)
+    columns(name, ...)       what each value is: kind, unit, source, status, description
+    notices(at, text)        things said once during the campaign (e.g. "no hardware PMU")
+
+`load_dataset(path)` gives the campaign as a Dataset (warm-up runs left out). A run that did
+not succeed stays a row -- its `exit_status` says how it ended -- with every metric missing,
+so no model is fitted on a failed run's numbers.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from . import __version__
+from .dataset import ColumnInfo, Dataset, Machine
+from .errors import UserError
+
+FORMAT = "corecast-campaign"
+VERSION = 1
+OK = "ok"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs(
+    slot INTEGER PRIMARY KEY,
+    cores INTEGER NOT NULL,
+    repetition INTEGER NOT NULL,
+    warmup INTEGER NOT NULL DEFAULT 0,
+    cpus TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    status TEXT NOT NULL,
+    exit_status INTEGER,
+    signal INTEGER,
+    message TEXT,
+    stdout_tail TEXT,
+    stderr_tail TEXT,
+    started_at REAL,
+    finished_at REAL,
+    details TEXT
+);
+CREATE TABLE IF NOT EXISTS run_values(
+    slot INTEGER NOT NULL REFERENCES runs(slot),
+    name TEXT NOT NULL,
+    value REAL,
+    PRIMARY KEY(slot, name)
+);
+CREATE TABLE IF NOT EXISTS columns(
+    name TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    unit TEXT,
+    source TEXT,
+    status TEXT NOT NULL,
+    description TEXT
+);
+CREATE TABLE IF NOT EXISTS notices(id INTEGER PRIMARY KEY, at REAL NOT NULL, text TEXT NOT NULL);
+"""
+
+
+@dataclass
+class RunRecord:
+    """One finished run, as the runner hands it to the store."""
+
+    slot: int
+    cores: int
+    repetition: int
+    warmup: bool
+    cpus: list[int]
+    argv: list[str]
+    status: str                       # ok | failed | crashed | timeout | not run
+    exit_status: int | None = None    # exit code, or 128 + signal
+    signal: int | None = None
+    message: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    values: dict[str, float | None] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    con.execute("PRAGMA busy_timeout=30000")
+    return con
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+class Campaign:
+    """An open campaign file, held exclusively by this process while it is open for writing."""
+
+    def __init__(self, path: Path, con: sqlite3.Connection, lock_fd: int | None):
+        self.path = path
+        self._con = con
+        self._lock_fd = lock_fd
+
+    # ------------------------------------------------------------ opening
+    @staticmethod
+    def _lock(path: Path) -> int:
+        fd = os.open(str(path), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UserError(f"{path}: another corecast measure is writing this campaign right now") from None
+        return fd
+
+    @classmethod
+    def create(cls, path: str | Path, *, command: list[str], config: Mapping[str, Any],
+               machine: Machine, topology: Mapping[str, Any] | None = None) -> "Campaign":
+        p = Path(path)
+        if p.exists():
+            raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
+        if p.parent and not p.parent.exists():
+            raise UserError(f"{p}: directory {p.parent} does not exist")
+        try:
+            con = _connect(p)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            con.executescript(SCHEMA)
+        except sqlite3.Error as err:
+            raise UserError(f"{p}: cannot create the campaign file ({err})") from None
+        except OSError as err:
+            raise UserError(f"{p}: cannot create the campaign file ({err.strerror or err})") from None
+        lock = cls._lock(p)
+        self = cls(p, con, lock)
+        now = time.time()
+        with self._tx():
+            for k, v in {"format": FORMAT, "version": VERSION, "corecast_version": __version__,
+                         "command": list(command), "config": dict(config), "machine": machine.to_dict(),
+                         "topology": dict(topology or {}), "created_at": now, "updated_at": now}.items():
+                self._con.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (k, json.dumps(v)))
+        return self
+
+    @classmethod
+    def open(cls, path: str | Path, *, write: bool = True) -> "Campaign":
+        p = Path(path)
+        if not p.exists():
+            raise UserError(f"{p}: no such campaign file")
+        _check_magic(p)
+        lock = cls._lock(p) if write else None
+        try:
+            con = _connect(p)
+            if write:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=FULL")
+            self = cls(p, con, lock)
+            meta = self.meta()
+        except sqlite3.DatabaseError as err:
+            if lock is not None:
+                os.close(lock)
+            raise UserError(f"{p}: not a readable campaign file ({err})") from None
+        if meta.get("format") != FORMAT:
+            self.close()
+            raise UserError(f"{p}: an SQLite file, but not a corecast campaign")
+        if int(meta.get("version", 0)) > VERSION:
+            self.close()
+            raise UserError(f"{p}: campaign format version {meta['version']} is newer than this corecast understands")
+        return self
+
+    def close(self) -> None:
+        try:
+            self._con.close()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> "Campaign":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ transactions
+    class _Tx:
+        def __init__(self, con: sqlite3.Connection):
+            self.con = con
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.con.execute("BEGIN IMMEDIATE")
+            return self.con
+
+        def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+            if et is None:
+                self.con.execute("COMMIT")
+            else:
+                self.con.execute("ROLLBACK")
+
+    def _tx(self) -> "Campaign._Tx":
+        return Campaign._Tx(self._con)
+
+    # ------------------------------------------------------------ reading
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._con.execute("SELECT key, value FROM meta")}
+
+    def done_slots(self) -> set[int]:
+        return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
+
+    def columns(self) -> dict[str, ColumnInfo]:
+        out = {}
+        for name, kind, unit, source, status, desc in self._con.execute(
+                "SELECT name, kind, unit, source, status, description FROM columns ORDER BY position"):
+            out[name] = ColumnInfo(name=name, kind=kind, unit=unit, source=source, status=status, description=desc)
+        return out
+
+    def runs(self) -> list[dict[str, Any]]:
+        cur = self._con.execute("SELECT slot, cores, repetition, warmup, cpus, argv, status, exit_status, signal, "
+                                "message, stdout_tail, stderr_tail, started_at, finished_at, details "
+                                "FROM runs ORDER BY slot")
+        names = [d[0] for d in cur.description]
+        rows = []
+        for rec in cur:
+            r = dict(zip(names, rec))
+            r["warmup"] = bool(r["warmup"])
+            r["cpus"] = json.loads(r["cpus"])
+            r["argv"] = json.loads(r["argv"])
+            r["details"] = json.loads(r["details"] or "{}")
+            rows.append(r)
+        values: dict[int, dict[str, float | None]] = {}
+        for slot, name, value in self._con.execute("SELECT slot, name, value FROM run_values"):
+            values.setdefault(slot, {})[name] = value
+        for r in rows:
+            r["values"] = values.get(r["slot"], {})
+        return rows
+
+    def notices(self) -> list[str]:
+        return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]
+
+    # ------------------------------------------------------------ writing
+    def record_run(self, run: RunRecord, columns: Iterable[ColumnInfo] = ()) -> None:
+        """Store one finished run (and the descriptions of any new columns) atomically."""
+        try:
+            with self._tx() as con:
+                self._upsert_columns(con, columns)
+                con.execute(
+                    "INSERT INTO runs(slot, cores, repetition, warmup, cpus, argv, status, exit_status, signal, "
+                    "message, stdout_tail, stderr_tail, started_at, finished_at, details) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run.slot, run.cores, run.repetition, int(run.warmup), json.dumps(run.cpus), json.dumps(run.argv),
+                     run.status, run.exit_status, run.signal, run.message, run.stdout_tail, run.stderr_tail,
+                     run.started_at, run.finished_at, json.dumps(run.details, default=str)))
+                con.executemany("INSERT INTO run_values(slot, name, value) VALUES (?, ?, ?)",
+                                [(run.slot, k, _num(v)) for k, v in run.values.items()])
+                con.execute("UPDATE meta SET value = ? WHERE key = 'updated_at'", (json.dumps(time.time()),))
+        except sqlite3.IntegrityError:
+            raise UserError(f"{self.path}: run {run.slot} is already in the campaign") from None
+        except sqlite3.Error as err:
+            raise UserError(f"{self.path}: cannot record run {run.slot} ({err})") from None
+
+    def set_columns(self, columns: Iterable[ColumnInfo]) -> None:
+        with self._tx() as con:
+            self._upsert_columns(con, columns)
+
+    def _upsert_columns(self, con: sqlite3.Connection, columns: Iterable[ColumnInfo]) -> None:
+        for c in columns:
+            row = con.execute("SELECT position FROM columns WHERE name = ?", (c.name,)).fetchone()
+            if row is None:
+                pos = con.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM columns").fetchone()[0]
+                con.execute("INSERT INTO columns(name, position, kind, unit, source, status, description) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (c.name, pos, c.kind, c.unit, c.source, c.status, c.description))
+            else:
+                con.execute("UPDATE columns SET kind = ?, unit = ?, source = ?, status = ?, description = ? "
+                            "WHERE name = ?", (c.kind, c.unit, c.source, c.status, c.description, c.name))
+
+    def add_notice(self, text: str) -> None:
+        with self._tx() as con:
+            con.execute("INSERT INTO notices(at, text) VALUES (?, ?)", (time.time(), text))
+
+    def update_meta(self, key: str, value: Any) -> None:
+        with self._tx() as con:
+            con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+
+def _check_magic(p: Path) -> None:
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(16)
+    except IsADirectoryError:
+        raise UserError(f"{p}: is a directory, not a campaign file") from None
+    except PermissionError:
+        raise UserError(f"{p}: permission denied") from None
+    if head != b"SQLite format 3\x00":
+        raise UserError(f"{p}: not a campaign file (not SQLite)")
+
+
+def load_dataset(path: str | Path) -> Dataset:
+    """The campaign as a Dataset: measured runs in plan order, warm-ups left out."""
+    p = Path(path)
+    camp = Campaign.open(p, write=False)
+    try:
+        meta = camp.meta()
+        cols = camp.columns()
+        runs = [r for r in camp.runs() if not r["warmup"]]
+        notices = camp.notices()
+    except sqlite3.DatabaseError as err:
+        raise UserError(f"{p}: not a readable campaign file ({err})") from None
+    finally:
+        camp.close()
+    if not runs:
+        raise UserError(f"{p}: the campaign has no finished runs yet")
+    names = [n for n in cols if n != "exit_status"]
+    metrics: dict[str, list[float]] = {n: [] for n in names}
+    exit_status: list[float] = []
+    failed = []
+    for r in runs:
+        ok = r["status"] == OK
+        for n in names:
+            v = r["values"].get(n) if ok else None
+            metrics[n].append(np.nan if v is None else float(v))
+        exit_status.append(np.nan if r["exit_status"] is None else float(r["exit_status"]))
+        if not ok:
+            failed.append({"cores": r["cores"], "repetition": r["repetition"], "status": r["status"],
+                           "exit_status": r["exit_status"], "message": r["message"],
+                           "stderr_tail": (r["stderr_tail"] or "")[-500:]})
+    metrics["exit_status"] = exit_status
+    columns = {n: cols[n] for n in names}
+    columns["exit_status"] = ColumnInfo(name="exit_status", kind="other", unit="", source="measured: wait4 status",
+                                        status="ok", description="exit code (128 + signal when killed); "
+                                        "runs with a non-zero status have no metric values")
+    # Column status says how many runs gave a number.
+    ok_runs = sum(1 for r in runs if r["status"] == OK)
+    for n in names:
+        c = columns[n]
+        got = int(np.isfinite(np.asarray(metrics[n], dtype=float)).sum())
+        if c.status == "ok" and got == 0:
+            c.status = "unavailable"
+        c.description = (c.description + "; " if c.description else "") + f"{got} of {ok_runs} successful runs"
+    config = meta.get("config") or {}
+    planned = config.get("planned_runs")
+    measured_planned = config.get("measured_runs")
+    notes: dict[str, Any] = {
+        "campaign": {"file": str(p), "runs": len(runs), "successful": ok_runs, "failed": len(runs) - ok_runs,
+                     "planned": measured_planned, "complete": measured_planned is not None and len(runs) >= measured_planned,
+                     "order": config.get("order"), "reps": config.get("reps"), "warmup": config.get("warmup"),
+                     "shim": config.get("shim")},
+    }
+    if planned is None:
+        notes["campaign"].pop("planned")
+    if failed:
+        notes["failed_runs"] = failed
+    if notices:
+        notes["notices"] = notices
+    argv = meta.get("command") or []
+    import shlex
+    ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
+                 repetition=[r["repetition"] for r in runs], columns=columns,
+                 machine=Machine.from_dict(meta.get("machine")), command=shlex.join(argv) if argv else None,
+                 corecast_version=meta.get("corecast_version"), notes=notes, path=str(p))
+    return ds

@@ -1,0 +1,181 @@
+"""The Dataset: readers, writers, validation, aggregation."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corecast import dataset as D
+from corecast.errors import UserError
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_plain_header_is_enough(tmp_path):
+    p = write(tmp_path, "x.csv", "cores,throughput\n1,10\n2,19.5\n4,35\n")
+    ds = D.load(p)
+    assert list(ds.cores) == [1, 2, 4]
+    assert list(ds.column("throughput")) == [10, 19.5, 35]
+    assert ds.columns["throughput"].kind == "throughput"
+    assert ds.repetition is None and ds.size is None
+
+
+def test_other_columns_are_stall_categories(tmp_path):
+    p = write(tmp_path, "x.csv", "cores,time_s,lock_wait_cycles,rss_bytes,llc_stalls\n1,2,10,100,3\n")
+    ds = D.load(p)
+    assert ds.stall_names == ["lock_wait_cycles", "llc_stalls"]
+    assert ds.columns["lock_wait_cycles"].unit == "cycles"
+    assert ds.columns["rss_bytes"].kind == "memory"
+
+
+def test_repetitions_aggregate_to_median_with_spread(tmp_path):
+    p = write(tmp_path, "x.csv", "cores,repetition,time_s\n1,0,10\n1,1,12\n1,2,11\n2,0,6\n2,1,\n2,2,5\n")
+    ds = D.load(p)
+    agg = ds.aggregate("time_s")
+    assert list(agg.cores) == [1, 2]
+    assert list(agg.value) == [11, 5.5]
+    assert list(agg.low) == [10, 5] and list(agg.high) == [12, 6]
+    assert list(agg.count) == [3, 2]          # the empty cell is a missing value
+    assert agg.std[0] == pytest.approx(1.0)
+
+
+def test_time_becomes_throughput(tmp_path):
+    p = write(tmp_path, "x.csv", "cores,time_s\n1,2\n2,1\n4,0.5\n")
+    n, x, how = D.load(p).throughput()
+    assert how == "1/time_s"
+    assert list(x) == [0.5, 1.0, 2.0]
+
+
+def test_zero_time_cannot_become_throughput(tmp_path):
+    p = write(tmp_path, "x.csv", "cores,time_s\n1,2\n2,0\n")
+    with pytest.raises(UserError, match=r"row 2: column 'time_s' must be > 0"):
+        D.load(p).throughput()
+
+
+def test_comments_and_blank_lines_are_skipped(tmp_path):
+    p = write(tmp_path, "x.csv", "# measured on my laptop\n\ncores,throughput\n1,10\n\n# a comment\n2,20\n")
+    assert list(D.load(p).cores) == [1, 2]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", r"x\.csv: empty file"),
+    ("# only a comment\n", r"x\.csv: empty file"),
+    ("cores,throughput\n", r"x\.csv: no data rows"),
+    ("n,throughput\n1,2\n", r"x\.csv:1: no 'cores' column in the header \(columns: n, throughput\)"),
+    ("cores,throughput\n1,2\n2,abc\n", r"x\.csv:3: column 'throughput': 'abc' is not a number"),
+    ("cores,throughput\n1,2\n2,nan\n", r"x\.csv:3: column 'throughput': 'nan' is not a finite number"),
+    ("cores,throughput\n1,2\n2,inf\n", r"x\.csv:3: column 'throughput': 'inf' is not a finite number"),
+    ("cores,throughput\n0,2\n", r"x\.csv:2: column 'cores': cores must be > 0"),
+    ("cores,throughput\n-4,2\n", r"x\.csv:2: column 'cores': cores must be > 0"),
+    ("cores,throughput\n,2\n", r"x\.csv:2: column 'cores': empty"),
+    ("cores,throughput\n1,2,3\n", r"x\.csv:2: 3 fields, the header has 2"),
+    ("cores,throughput,throughput\n1,2,3\n", r"x\.csv:1: column 'throughput' appears twice"),
+    ("# c\ncores,x\n1,2\n\n2,y\n", r"x\.csv:5: column 'x': 'y' is not a number"),
+    ("cores,repetition,x\n1,0.5,2\n", r"x\.csv:2: column 'repetition': repetition must be a whole number"),
+    ("cores,size,x\n1,0,2\n", r"x\.csv:2: column 'size': size must be > 0"),
+])
+def test_bad_csv_names_file_line_and_column(tmp_path, text, message):
+    p = write(tmp_path, "x.csv", text)
+    with pytest.raises(UserError, match=message) as info:
+        D.load(p)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ("{", r"x\.json:1: not valid JSON"),
+    ('{"rows": []}', r"'rows' must be a non-empty list"),
+    ('{"format": "other", "rows": [{"cores": 1}]}', r"format 'other' is not a corecast dataset"),
+    ('{"rows": [{"cores": 1, "x": 2}, {"x": 3}]}', r"rows\[1\] \(row 2\): no 'cores' value"),
+    ('{"rows": [{"cores": 1, "x": "abc"}]}', r"rows\[0\] \(row 1\): column 'x': 'abc' is not a finite number"),
+    ('{"rows": [{"cores": 1, "x": [1]}]}', r"column 'x': \[1\] is not a number"),
+    ('{"rows": [{"cores": 0, "x": 1}]}', r"rows\[0\] \(row 1\): column 'cores': cores must be > 0"),
+    ('{"rows": [{"cores": null, "x": 1}]}', r"column 'cores': null"),
+    ('[{"cores": 1, "x": true}]', r"column 'x': true is not a number"),
+    ('"hello"', r"expected a JSON object or a list of rows"),
+])
+def test_bad_json_names_row_and_column(tmp_path, doc, message):
+    p = write(tmp_path, "x.json", doc)
+    with pytest.raises(UserError, match=message):
+        D.load(p)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        D.load(tmp_path / "absent.csv")
+    with pytest.raises(UserError, match="is a directory"):
+        D.load(tmp_path)
+
+
+def test_unknown_metric_lists_what_there_is(tmp_path):
+    ds = D.load(write(tmp_path, "x.csv", "cores,throughput,lock_s\n1,2,3\n"))
+    with pytest.raises(UserError, match=r"unknown metric 'time' \(metrics in this file: throughput, lock_s\)"):
+        ds.column("time")
+
+
+def test_json_detected_by_content(tmp_path):
+    p = write(tmp_path, "data.txt", '[{"cores": 1, "throughput": 5}, {"cores": 2, "throughput": 9}]')
+    assert list(D.load(p).column("throughput")) == [5, 9]
+
+
+def test_metadata_round_trips_through_csv_and_json(tmp_path):
+    ds = D.Dataset(
+        cores=[1, 1, 2, 2], repetition=[0, 1, 0, 1], size=[100, 100, 100, 100],
+        metrics={"time_s": [2.0, 2.1, 1.1, np.nan], "lock_wait_cycles": [0, 0, 5e6, 6e6]},
+        columns={"lock_wait_cycles": D.ColumnInfo("lock_wait_cycles", kind="stall", unit="cycles",
+                                                  source="shim: pthread_mutex_lock")},
+        machine=D.Machine(cpu_model="Test CPU", sockets=1, cores=2, threads_per_core=1, nominal_freq_hz=2.5e9),
+        command="./bench -t {threads}", corecast_version="0.1.0", notes={"provenance": "unit test"})
+    for name in ("d.csv", "d.json"):
+        p = tmp_path / name
+        ds.save(p)
+        back = D.load(p)
+        assert list(back.cores) == [1, 1, 2, 2]
+        assert list(back.repetition) == [0, 1, 0, 1]
+        assert list(back.size) == [100] * 4
+        t = back.column("time_s")
+        assert list(t[:3]) == [2.0, 2.1, 1.1] and math.isnan(t[3])
+        info = back.columns["lock_wait_cycles"]
+        assert (info.kind, info.unit, info.source) == ("stall", "cycles", "shim: pthread_mutex_lock")
+        assert back.machine.cpu_model == "Test CPU" and back.machine.nominal_freq_hz == 2.5e9
+        assert back.command == "./bench -t {threads}"
+        assert back.notes == {"provenance": "unit test"}
+
+
+def test_json_output_has_no_nan(tmp_path):
+    ds = D.Dataset(cores=[1, 2], metrics={"x": [1.0, np.nan]})
+    doc = json.loads(ds.to_json())
+    assert doc["rows"][1]["x"] is None
+    assert doc["format"] == "corecast-dataset"
+
+
+def test_select_keeps_metadata():
+    ds = D.Dataset(cores=[1, 2, 4], metrics={"x": [1, 2, 3]}, machine=D.Machine(cpu_model="M"))
+    sub = ds.select(ds.cores <= 2)
+    assert list(sub.column("x")) == [1, 2]
+    assert sub.machine.cpu_model == "M"
+
+
+finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 512), finite, st.one_of(st.none(), finite)), min_size=1, max_size=30))
+def test_any_dataset_round_trips_exactly(tmp_path_factory, rows):
+    tmp = tmp_path_factory.mktemp("rt")
+    ds = D.Dataset(cores=[r[0] for r in rows],
+                   metrics={"throughput": [r[1] for r in rows],
+                            "stall_a": [np.nan if r[2] is None else r[2] for r in rows]})
+    for name in ("a.csv", "a.json"):
+        ds.save(tmp / name)
+        back = D.load(tmp / name)
+        assert np.array_equal(back.cores, ds.cores)
+        for k in ds.metrics:
+            assert np.array_equal(back.column(k), ds.column(k), equal_nan=True)

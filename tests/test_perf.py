@@ -1,0 +1,221 @@
+"""The perf_event_open layer, for real, with software events and tracepoints (this machine has
+no hardware PMU: those events must come back 'not supported', never 0)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from corecast.collect import sources
+from corecast.collect.events import resolve, tracefs_dir
+from corecast.collect.perf import (CounterValue, delta_value, launch, open_counters, open_sampler,
+                                   paranoid, probe, scale)
+from corecast.errors import UserError
+
+PROGS = {
+    "sleeper": "#include <unistd.h>\nint main(void){ usleep(300000); return 0; }\n",
+    "spinner": ("#include <time.h>\nint main(void){ struct timespec a,b; clock_gettime(CLOCK_MONOTONIC,&a);"
+                " volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
+                " clock_gettime(CLOCK_MONOTONIC,&b);} while((b.tv_sec-a.tv_sec)*1e9+(b.tv_nsec-a.tv_nsec) < 3e8);"
+                " return 0; }\n"),
+    # blocks N times: each usleep is one voluntary context switch
+    "yielder": ("#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){ int n=atoi(v[1]);"
+                " for(int i=0;i<n;i++) usleep(200); return 0; }\n"),
+    # N threads, each spins S ms, created one after another D ms apart
+    "threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
+                "static int ms;\nstatic void spin(int m){struct timespec a,b; clock_gettime(CLOCK_MONOTONIC,&a);"
+                " volatile unsigned long x=0; do{ for(int i=0;i<10000;i++) x+=i; clock_gettime(CLOCK_MONOTONIC,&b);}"
+                " while((b.tv_sec-a.tv_sec)*1000+(b.tv_nsec-a.tv_nsec)/1000000 < m);}\n"
+                "static void*w(void*a){ spin(ms); return a;}\n"
+                "int main(int c,char**v){ int n=atoi(v[1]); ms=atoi(v[2]); int d=atoi(v[3]);"
+                " pthread_t t[64]; for(int i=0;i<n;i++){ pthread_create(&t[i],0,w,0); usleep(d*1000);}"
+                " for(int i=0;i<n;i++) pthread_join(t[i],0); return 0; }\n"),
+}
+
+
+@pytest.fixture(scope="session")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("progs")
+    out = {}
+    for name, src in PROGS.items():
+        c = d / f"{name}.c"
+        c.write_text(src)
+        exe = d / name
+        subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(c)], check=True)
+        out[name] = str(exe)
+    return out
+
+
+def count(argv, spec):
+    child = launch(argv)
+    with open_counters(resolve(spec), pid=child.pid, enable_on_exec=True) as cs:
+        child.start()
+        child.wait()
+        return {v.name: v for v in cs.read()}, child
+
+
+def test_sleeping_program_has_no_task_clock_spinning_one_does(progs):
+    sleep_v, _ = count([progs["sleeper"]], "task_clock")
+    spin_v, _ = count([progs["spinner"]], "task_clock")
+    assert sleep_v["task_clock"].status == "ok" and spin_v["task_clock"].status == "ok"
+    # sleeps 300 ms: well under 20 ms of CPU; spins 300 ms: most of it on CPU
+    assert sleep_v["task_clock"].value < 20e6
+    assert spin_v["task_clock"].value > 150e6
+    assert spin_v["task_clock"].value > 10 * sleep_v["task_clock"].value
+
+
+@pytest.mark.parametrize("n", [50, 200])
+def test_context_switches_of_a_program_that_blocks_n_times(progs, n):
+    vals, child = count([progs["yielder"], str(n)], "context_switches,sched:sched_switch"
+                        if tracefs_dir() else "context_switches")
+    cs = vals["context_switches"].value
+    assert n <= cs <= n + 15, cs
+    assert child.rusage.ru_nvcsw >= n
+    if "sched:sched_switch" in vals:
+        assert n <= vals["sched:sched_switch"].value <= n + 15
+
+
+def test_counters_readable_after_exit_and_inherited_threads_counted(progs):
+    vals, child = count([progs["threads"], "3", "100", "10"], "task_clock")
+    # three threads spin 100 ms of wall time each: the inherited counter folds their CPU time
+    # in after they exit, and agrees with the kernel's rusage of the whole process
+    cpu_ns = (child.rusage.ru_utime + child.rusage.ru_stime) * 1e9
+    assert vals["task_clock"].value > 50e6
+    assert abs(vals["task_clock"].value - cpu_ns) < 0.2 * cpu_ns + 10e6
+
+
+def test_hardware_event_not_supported_is_none_not_zero(progs):
+    vals, _ = count([progs["sleeper"]], "instr,cycles,task_clock")
+    for name in ("instr", "cycles"):
+        v = vals[name]
+        if v.status == "ok":
+            pytest.skip("this machine has a hardware PMU")
+        assert v.status == "not supported" and v.value is None and v.raw is None
+        assert "PMU" in v.message
+    assert vals["task_clock"].status == "ok"
+
+
+def test_probe_and_attach_errors():
+    res = {s.name: st for s, st, _ in probe(resolve("task_clock,context_switches"))}
+    assert res == {"task_clock": "ok", "context_switches": "ok"}
+    with pytest.raises(UserError, match="does not exist"):
+        open_counters(resolve("task_clock"), pid=2 ** 22 + 12345)
+
+
+def test_command_that_cannot_run():
+    child = launch(["/nonexistent/program"])
+    with pytest.raises(UserError, match="cannot run"):
+        child.start()
+
+
+def test_scaling_arithmetic():
+    assert scale(100, 1000, 500) == 200.0
+    assert scale(100, 1000, 1000) == 100.0
+    assert scale(0, 1000, 0) is None
+    prev = CounterValue("x", 100.0, 100, 1000, 500, "ok")
+    cur = CounterValue("x", 400.0, 300, 3000, 1500, "ok")
+    d = delta_value("x", cur, prev)
+    assert d.raw == 200 and d.enabled_ns == 2000 and d.running_ns == 1000 and d.value == 400.0
+    starved = delta_value("x", CounterValue("x", 400.0, 300, 5000, 1500, "ok"), cur)
+    assert starved.value is None and "not counted" in starved.message
+    idle = delta_value("x", CounterValue("x", 400.0, 300, 3000, 1500, "ok"), cur)
+    assert idle.value == 0.0          # the thread did not run: a true zero
+
+
+def test_overflow_sampling_ring_buffer(progs):
+    """EBS on a software event: a sample every 10 ms of CPU time of a 300 ms spinner."""
+    child = launch([progs["spinner"]])
+    s = open_sampler(resolve("task_clock:ebs=10000000,context_switches,page_faults"), pid=child.pid,
+                     enable_on_exec=True)
+    with s:
+        child.start()
+        child.wait()
+        res = s.drain()
+        final = s.read()
+    assert 15 <= len(res.samples) <= 40, len(res.samples)
+    assert res.lost_records == 0
+    steps = [b.values[0] - a.values[0] for a, b in zip(res.samples, res.samples[1:])]
+    # each sample is one period of the leader later than the previous one
+    assert all(abs(x - 10_000_000) < 2_000_000 for x in steps), steps
+    assert all(smp.tid == child.pid for smp in res.samples)
+    assert final[0].value >= res.samples[-1].values[0]
+
+
+def test_ring_buffer_overflow_counts_lost_records(progs):
+    """A one-page buffer never drained during a 300 ms run with a sample per 20 us: the kernel
+    drops samples and says how many."""
+    child = launch([progs["spinner"]])
+    s = open_sampler(resolve("task_clock:ebs=20000"), pid=child.pid, enable_on_exec=True, pages=1)
+    with s:
+        child.start()
+        child.wait()
+        res = s.drain()
+        lost = s.lost_total()
+    assert lost > 0
+    assert len(res.samples) > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_system_wide_without_permission_is_a_clear_error():
+    if (paranoid() or 0) <= 0:
+        pytest.skip("perf_event_paranoid allows system-wide counting to everyone")
+    code = ("import os\n"
+            "from corecast.collect.events import resolve\nfrom corecast.collect.perf import open_counters\n"
+            "from corecast.errors import UserError\nspecs = resolve('context_switches')\n"
+            "os.setgid(65534); os.setuid(65534)\n"
+            "try:\n    open_counters(specs, pid=-1, cpu=0)\n"
+            "except UserError as e:\n    print('USERERROR', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert "USERERROR" in r.stdout, r.stdout + r.stderr
+    assert "perf_event_paranoid" in r.stdout and "CAP_PERFMON" in r.stdout
+
+
+def test_sources_schedstat_psi_ctxsw(progs):
+    me = sources.thread_schedstat(os.getpid())
+    assert me is not None and me.run_ns > 0
+    p = sources.psi()
+    if isinstance(p, sources.Unavailable):
+        pytest.skip(p.reason)
+    assert p["cpu"].some_us >= 0
+    # a spinning child accumulates run time; a sleeping one does not
+    child = subprocess.Popen([progs["spinner"]])
+    time.sleep(0.15)
+    st = sources.thread_schedstat(child.pid)
+    child.wait()
+    assert st is not None and st.run_ns > 50e6
+    c = sources.context_switches(os.getpid())
+    assert c is not None and c.total >= 0
+
+
+def test_sources_unavailable_reasons(tmp_path):
+    (tmp_path / "class").mkdir()
+    r = sources.rapl_domains(tmp_path)
+    assert isinstance(r, sources.Unavailable) and "powercap" in r.reason
+    why = sources.resctrl_unavailable(tmp_path, tmp_path / "nocpuinfo")
+    assert why and "monitoring" in why
+    assert isinstance(sources.psi(proc=tmp_path), sources.Unavailable)
+
+
+def test_rapl_and_resctrl_from_a_fake_tree(tmp_path):
+    z = tmp_path / "class/powercap/intel-rapl:0"
+    z.mkdir(parents=True)
+    (z / "name").write_text("package-0\n")
+    (z / "max_energy_range_uj").write_text("1000\n")
+    (z / "energy_uj").write_text("900\n")
+    doms = sources.rapl_domains(tmp_path)
+    assert [d.name for d in doms] == ["package-0"]
+    assert sources.read_energy_uj(doms[0]) == 900
+    assert sources.energy_delta_uj(50, 900, 1000) == 151          # wrapped around
+    base = tmp_path / "fs/resctrl"
+    (base / "info/L3_MON").mkdir(parents=True)
+    (base / "mon_groups").mkdir()
+    g = sources.resctrl_group("t", tmp_path)
+    (g.path / "mon_data/mon_L3_00").mkdir(parents=True)
+    (g.path / "mon_data/mon_L3_00/llc_occupancy").write_text("4096\n")
+    (g.path / "mon_data/mon_L3_00/mbm_total_bytes").write_text("123\n")
+    g.domains = sorted((g.path / "mon_data").glob("mon_L3_*"))
+    assert g.read() == {"llc_occupancy": 4096, "mbm_total_bytes": 123, "mbm_local_bytes": None}

@@ -1,0 +1,192 @@
+"""`corecast predict`: interface, JSON names, bands, plots, reports and user errors."""
+import json
+
+import numpy as np
+import pytest
+
+from corecast.model import auto, predictors, synth
+
+CORES = "16,24,32,48,64"
+
+
+@pytest.fixture
+def lock_csv(tmp_path):
+    ds, truth, _ = synth.scaling_dataset("lock_hidden", seed=0)
+    p = tmp_path / "lock.csv"
+    ds.to_csv(p)
+    return p, truth
+
+
+@pytest.fixture
+def plain_csv(tmp_path):
+    # A plain CSV as a user writes it: any other numeric column is a stall category.
+    p = tmp_path / "plain.csv"
+    rows = ["cores,time_s,lock_wait,cache_stall"]
+    for n in range(1, 11):
+        t = 100.0 / n + 0.2 * n
+        rows.append(f"{n},{t:.6g},{0.2 * n * n * 1e9:.6g},{50e9:.6g}")
+    p.write_text("\n".join(rows) + "\n")
+    return p
+
+
+def test_json_interface(cli, lock_csv):
+    path, truth = lock_csv
+    r = cli("predict", path, "--cores", CORES, "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["method"] == "auto"
+    assert {"method", "predictions", "models", "bottlenecks"} <= set(doc)
+    assert [p["cores"] for p in doc["predictions"]] == [16, 24, 32, 48, 64]
+    for p in doc["predictions"]:
+        assert set(p) == {"cores", "time_s", "throughput", "low", "high"}
+        assert p["throughput"] == pytest.approx(1 / p["time_s"])
+        assert p["low"] <= p["time_s"] <= p["high"]        # bounds of the input metric (time_s)
+    assert doc["metric"] == "time_s" and doc["level"] == 0.8
+    assert doc["chosen"] == ["estima"]
+    assert doc["bottlenecks"][0]["category"] == "lock_wait_cycles"
+    assert "scaling_factor" in doc["models"] and "lock_wait_cycles" in doc["models"]
+    m = doc["models"]["lock_wait_cycles"]
+    assert {"kernel", "params", "formula", "checkpoints"} <= set(m)
+
+
+@pytest.mark.parametrize("method", ["estima", "timex", "usl"])
+def test_each_method(cli, lock_csv, method):
+    path, truth = lock_csv
+    r = cli("predict", path, "--cores", CORES, "--method", method, "--json", "--level", "0.9")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["method"] == method and doc["level"] == 0.9
+    t = np.array([p["time_s"] for p in doc["predictions"]])
+    assert np.all(t > 0)
+    if method == "estima":
+        assert t[-1] > t[0]           # the slowdown
+        assert doc["bottlenecks"]
+    else:
+        assert doc["bottlenecks"] == []
+
+
+def test_throughput_only_dataset(cli, data_dir):
+    r = cli("predict", data_dir / "usl" / "specsdm91.csv", "--cores", "250,300", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["metric"] == "throughput"
+    for p in doc["predictions"]:
+        assert p["low"] <= p["throughput"] <= p["high"]     # bounds of throughput now
+        assert p["time_s"] == pytest.approx(1 / p["throughput"])
+    assert "estima" not in doc["chosen"]
+
+
+def test_plain_csv_with_stall_columns(cli, plain_csv):
+    r = cli("predict", plain_csv, "--cores", "20,40", "--method", "estima", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert set(doc["models"]) >= {"lock_wait", "cache_stall", "scaling_factor"}
+    truth = lambda n: 100.0 / n + 0.2 * n
+    t = np.array([p["time_s"] for p in doc["predictions"]])
+    assert np.allclose(t, truth(np.array([20.0, 40.0])), rtol=0.1)
+
+
+def test_terminal_output(cli, lock_csv):
+    path, _ = lock_csv
+    r = cli("predict", path, "--cores", CORES)
+    assert r.code == 0, r.err
+    assert "Predictions" in r.out and "Bottlenecks" in r.out and "lock_wait" in r.out
+
+
+def test_plot_and_report(cli, lock_csv, tmp_path):
+    path, _ = lock_csv
+    png, html = tmp_path / "p.png", tmp_path / "r.html"
+    r = cli("predict", path, "--cores", CORES, "--plot", png, "--report", html)
+    assert r.code == 0, r.err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = html.read_text()
+    assert "<svg" in text and "Bottlenecks" in text and "lock_wait_cycles" in text
+    assert "http://" not in text.split("<svg", 1)[0]
+
+
+def test_plot_panels():
+    from corecast.report import prediction as R
+    ds, _, _ = synth.scaling_dataset("lock", seed=0)
+    fits = {m: predictors.fit(m, ds) for m in ("estima", "timex", "usl")}
+    fig = R.figure(ds, fits, [16, 32, 64], 0.8, main="estima")
+    axes = fig.get_axes()
+    assert len(axes) == 2
+    labels = [l.get_label() for l in axes[0].get_lines()]
+    assert any(l.startswith("estima") for l in labels) and any(l.startswith("usl") for l in labels)
+    assert any(abs(l.get_xdata()[0] - 12) < 1e-9 for l in axes[0].get_lines() if len(l.get_xdata()) == 2)
+    assert len([l for l in axes[1].get_lines() if "_cycles (" in l.get_label()]) == 3
+    ds2 = synth.scaling_dataset("lock", seed=0)[0]
+    fig2 = R.figure(ds2, {"usl": predictors.fit("usl", ds2)}, [16], 0.8)
+    assert len(fig2.get_axes()) == 1
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--cores", "16", "--method", "estima"], "needs stall categories"),
+    (["--cores", "abc"], "not a core count"),
+    (["--cores", "16", "--plot", "x.gif"], "plot format"),
+    (["--cores", "16", "--stalls", "nope"], "unknown stall category"),
+    (["--cores", "16", "--freq-ratio", "-1"], "freq-ratio"),
+    (["--cores", "16", "--kernels", "Rat99"], "unknown kernel"),
+    (["--cores", "16", "--target-size", "5"], "no 'size' or 'rss_bytes'"),
+])
+def test_user_errors(cli, data_dir, args, msg):
+    r = cli("predict", data_dir / "usl" / "raytracer.csv", *args)
+    assert r.code == 2
+    assert msg in r.err
+    assert "Traceback" not in r.err
+
+
+def test_missing_file_and_too_few_points(cli, tmp_path):
+    r = cli("predict", tmp_path / "none.csv", "--cores", "8")
+    assert r.code == 2
+    p = tmp_path / "two.csv"
+    p.write_text("cores,time_s\n1,2\n2,1.1\n")
+    r = cli("predict", p, "--cores", "8")
+    assert r.code == 2 and "3 or more" in r.err
+
+
+# ------------------------------------------------------------------ auto
+def test_auto_prefers_stalls_and_reports_validation():
+    ds, _, _ = synth.scaling_dataset("lock_hidden", seed=1)
+    a = auto.fit_dataset(ds)
+    assert list(a.weights) == ["estima"]
+    assert set(a.scores) == {"estima", "timex", "usl"}
+    p = a.predict([16, 64])
+    assert any("stall method predicts slower" in w for w in p.warnings)
+    # validation is rolling-origin: fitted on smaller counts, scored on larger ones
+    assert all(v.cores > v.origin for v in a.validation)
+    assert {v.origin for v in a.validation} == {8.0, 9.0, 10.0, 11.0}
+
+
+def test_auto_without_stalls_validates_and_combines(data_dir):
+    from corecast.dataset import load
+    ds = load(data_dir / "usl" / "raytracer.csv")
+    a = auto.fit_dataset(ds)
+    assert "estima" not in a.fits
+    assert set(a.scores) == {"timex", "usl"}
+    best = min(a.scores, key=a.scores.get)
+    assert best in a.weights
+    assert sum(a.weights.values()) == pytest.approx(1.0)
+    for k in a.weights:
+        assert a.scores[k] <= auto.COMBINE_WITHIN * a.scores[best] + 1e-12
+    p = a.predict([96, 128])
+    assert p.metric == "throughput" and np.all(p.low <= p.value) and np.all(p.value <= p.high)
+
+
+def test_auto_falls_back_when_stalls_mislead(monkeypatch):
+    # Stall columns unrelated to the time (random noise): the stall method validates worse
+    # than time extrapolation; past the tolerance auto drops it.
+    rng = np.random.default_rng(0)
+    from corecast.dataset import Dataset
+    n = np.arange(1, 13, dtype=float)
+    t = 100 / n + 1
+    junk = np.exp(rng.normal(0, 1.0, len(n))) * 1e9
+    ds = Dataset(cores=n, metrics={"time_s": t, "junk_cycles": junk})
+    a = auto.fit_dataset(ds)
+    assert a.scores["estima"] > auto.ESTIMA_TOLERANCE * min(a.scores["timex"], a.scores["usl"])
+    assert list(a.weights) == (["estima"] if a.scores["estima"] <= auto.ESTIMA_FLOOR else list(a.weights))
+    assert abs(a.predict([24.0]).value[0] / (100 / 24 + 1) - 1) < 0.2
+    monkeypatch.setattr(auto, "ESTIMA_FLOOR", 0.01)
+    b = auto.fit_dataset(ds)
+    assert "estima" not in b.weights and "clearly worse" in b.reason
+    assert abs(b.predict([24.0]).value[0] / (100 / 24 + 1) - 1) < 0.01
