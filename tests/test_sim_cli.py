@@ -121,7 +121,9 @@ def test_capture_real_program_with_marker(cli, tmp_path):
     r = cli("sim", out, "-m", "penryn-l5420", "--json")
     d = r.json()
     assert d["transactions"] == 40                       # REQUESTS in cgprog.c
-    assert d["instructions_per_transaction"] == pytest.approx(d["instructions"] / 40)
+    # handle() runs 64 iterations of about ten instructions; consecutive markers are one
+    # call apart, and the instructions before the first call do not count
+    assert 600 < d["instructions_per_transaction"] < 1200
     assert d["branch"]["conditional"] > 10000
     assert 0.2 < d["issue"]["baseline_cpi"] < 2.0
     assert d["issue"]["placeholder_instructions"] < 0.01 * d["instructions"]

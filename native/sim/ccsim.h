@@ -86,6 +86,7 @@ typedef struct {
 
 typedef struct {
     uint64_t records, instructions, markers;
+    uint64_t first_marker_instr, last_marker_instr; /* instruction counts at the first/last marker */
     uint64_t access[CC_NCLASS], split[CC_NCLASS];
     uint64_t served[CC_NCLASS][5]; /* level that served the access: 1..3, 4 = memory */
     uint64_t stlb_hit[2], tlb_walk[2];

@@ -1276,7 +1276,10 @@ static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
             }
         }
         break;
-    case CC_K_MARKER: s->st.markers++; break;
+    case CC_K_MARKER:
+        if (!s->st.markers++) s->st.first_marker_instr = s->st.instructions;
+        s->st.last_marker_instr = s->st.instructions;
+        break;
     case CC_K_UOP:
         if (c->issue_enabled) {
             uint8_t fl = (uint8_t)(r->addr >> 56);

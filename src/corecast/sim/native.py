@@ -74,6 +74,7 @@ class TlbStats(C.Structure):
 
 class Stats(C.Structure):
     _fields_ = [("records", C.c_uint64), ("instructions", C.c_uint64), ("markers", C.c_uint64),
+                ("first_marker_instr", C.c_uint64), ("last_marker_instr", C.c_uint64),
                 ("access", C.c_uint64 * NCLASS), ("split", C.c_uint64 * NCLASS),
                 ("served", (C.c_uint64 * 5) * NCLASS),
                 ("stlb_hit", C.c_uint64 * 2), ("tlb_walk", C.c_uint64 * 2),

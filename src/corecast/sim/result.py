@@ -181,7 +181,14 @@ class SimResult:
 
         markers = int(st.markers)
         transactions = markers if markers else None
-        ipt = (instr / markers) if markers and instr else None
+        # complete transactions: from one marker to the next; with a single marker, from it
+        # to the end of the trace. Instructions before the first marker are not counted.
+        if markers >= 2:
+            ipt = (int(st.last_marker_instr) - int(st.first_marker_instr)) / (markers - 1)
+        elif markers == 1:
+            ipt = float(instr - int(st.first_marker_instr))
+        else:
+            ipt = None
         per_core = [{"core": c, "instructions": int(st.core_instructions[c])}
                     for c in range(cores)]
         tmeta = {"path": trace_path, "records": int(st.records),
