@@ -64,10 +64,14 @@ typedef struct {
 
 static inline uint64_t *TAGS(const carr *a, uint64_t set) { return (uint64_t *)(a->mem + set * a->stride + a->tag_off); }
 static inline uint16_t *PTAGS(const carr *a, uint64_t set) { return (uint16_t *)(a->mem + set * a->stride); }
-/* 15 bits of the line's tag, never 0 (0 marks a free way): compared 8 ways at a time */
+/* A 15-bit hash of the line, never 0 (0 marks a free way), stored per way and compared 8 ways
+ * at a time before the full tags. The same for every level, so it is computed once. */
+static inline uint16_t line_ptag(uint64_t line) {
+    return (uint16_t)((line * 0x9E3779B97F4A7C15ULL) >> 48) | 1;
+}
 static inline uint16_t ptag(const carr *a, uint64_t line) {
-    uint64_t h = line >> a->set_bits;
-    return (uint16_t)((h ^ (h >> 15) ^ (h >> 30) ^ (h >> 45)) << 1) | 1;
+    (void)a;
+    return line_ptag(line);
 }
 static inline uint8_t *FL(const carr *a, size_t slot) {
     return a->mem + SLOT_SET(slot) * a->stride + a->flag_off + SLOT_WAY(slot);
@@ -132,12 +136,12 @@ static void carr_free(carr *a) {
     memset(a, 0, sizeof *a);
 }
 
-static inline int64_t carr_find(const carr *a, uint64_t line) {
+static inline int64_t carr_find_pt(const carr *a, uint64_t line, uint16_t ptv) {
     uint64_t set = line & a->set_mask;
     const uint64_t *t = TAGS(a, set);
 #if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
     const uint16_t *pt = PTAGS(a, set);
-    const __m128i key = _mm_set1_epi16((short)ptag(a, line));
+    const __m128i key = _mm_set1_epi16((short)ptv);
     for (uint32_t g = 0; g < a->ways; g += 8) {
         unsigned m = (unsigned)_mm_movemask_epi8(
             _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g)), key));
@@ -150,11 +154,14 @@ static inline int64_t carr_find(const carr *a, uint64_t line) {
     }
     return -1;
 #else
+    (void)ptv;
     for (uint32_t w = 0; w < a->ways; w++)
         if (t[w] == line) return (int64_t)SLOT(set, w);
     return -1;
 #endif
 }
+
+static inline int64_t carr_find(const carr *a, uint64_t line) { return carr_find_pt(a, line, line_ptag(line)); }
 
 static inline void carr_prefetch(const carr *a, uint64_t line) {
     /* the tags, flags and replacement word: the first one to three host lines */
@@ -301,8 +308,8 @@ static inline size_t carr_victim(carr *a, uint64_t set) {
 
 /* Install `line` (not present); returns its slot; the evicted line and its flags go to
  * vline and vflags (TAG_INVALID when a free way was used). */
-static inline size_t carr_install(carr *a, uint64_t line, uint8_t flags, uint64_t *vline,
-                                  uint8_t *vflags) {
+static inline size_t carr_install_pt(carr *a, uint64_t line, uint16_t ptv, uint8_t flags,
+                                     uint64_t *vline, uint8_t *vflags) {
     uint64_t set = line & a->set_mask;
     size_t slot = carr_victim(a, set);
     uint64_t *t = TAGS(a, set) + SLOT_WAY(slot);
@@ -319,7 +326,7 @@ static inline size_t carr_install(carr *a, uint64_t line, uint8_t flags, uint64_
     }
     *t = line;
     *f = flags;
-    PTAGS(a, set)[SLOT_WAY(slot)] = ptag(a, line);
+    PTAGS(a, set)[SLOT_WAY(slot)] = ptv;
     if (a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) {
         if (a->nib) {
             uint64_t *P = PLRU(a, set);
@@ -330,6 +337,11 @@ static inline size_t carr_install(carr *a, uint64_t line, uint8_t flags, uint64_
     }
     else if (a->repl == CC_REPL_PLRU) plru_apply(a, PLRU(a, set), SLOT_WAY(slot));
     return slot;
+}
+
+static inline size_t carr_install(carr *a, uint64_t line, uint8_t flags, uint64_t *vline,
+                                  uint8_t *vflags) {
+    return carr_install_pt(a, line, line_ptag(line), flags, vline, vflags);
 }
 
 static inline void carr_invalidate(carr *a, size_t slot, int coherence) {
@@ -897,13 +909,14 @@ static int hier1(cc_sim *s, const cpath *p, int k, uint64_t line, int cls, int a
  * one hits, then fill the levels that missed bottom-up. Returns the serving level. */
 static inline int walk1(cc_sim *s, const cpath *p, uint64_t line, int cls, int64_t *slot0) {
     const int n = p->n;
+    const uint16_t ptv = line_ptag(line);
     const int is_write = cls >= CC_K_STORE;
     int hit = n;
     int64_t hslot = -1;
     for (int k = 0; k < n; k++) {
         cinst *ci = p->lv[k];
         ci->st->access[cls]++;
-        int64_t sl = carr_find(&ci->arr, line);
+        int64_t sl = carr_find_pt(&ci->arr, line, ptv);
         if (sl >= 0) {
             hit = k;
             hslot = sl;
@@ -939,7 +952,7 @@ static inline int walk1(cc_sim *s, const cpath *p, uint64_t line, int cls, int64
         const int writer_here = is_write && !(alloc & ((1u << k) - 1));
         uint64_t vl;
         uint8_t vf;
-        size_t sl = carr_install(&ci->arr, line, (writer_here || carry) ? F_DIRTY : 0, &vl, &vf);
+        size_t sl = carr_install_pt(&ci->arr, line, ptv, (writer_here || carry) ? F_DIRTY : 0, &vl, &vf);
         carry = 0;
         if (k == 0) *slot0 = (int64_t)sl;
         ci->st->fills++;
