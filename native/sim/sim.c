@@ -136,11 +136,13 @@ static void carr_free(carr *a) {
     memset(a, 0, sizeof *a);
 }
 
-static inline int64_t carr_find_pt(const carr *a, uint64_t line, uint16_t ptv) {
-    uint64_t set = line & a->set_mask;
-    const uint64_t *t = TAGS(a, set);
+static inline uint8_t *SB(const carr *a, uint64_t set) { return a->mem + set * a->stride; }
+
+/* The way holding `line` in the set at sb, or -1. */
+static inline int sb_find(const carr *a, const uint8_t *sb, uint64_t line, uint16_t ptv) {
+    const uint64_t *t = (const uint64_t *)(sb + a->tag_off);
 #if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
-    const uint16_t *pt = PTAGS(a, set);
+    const uint16_t *pt = (const uint16_t *)sb;
     const __m128i key = _mm_set1_epi16((short)ptv);
     for (uint32_t g = 0; g < a->ways; g += 8) {
         unsigned m = (unsigned)_mm_movemask_epi8(
@@ -148,7 +150,7 @@ static inline int64_t carr_find_pt(const carr *a, uint64_t line, uint16_t ptv) {
         while (m) {
             unsigned b = (unsigned)__builtin_ctz(m);
             uint32_t w = g + (b >> 1);
-            if (t[w] == line) return (int64_t)SLOT(set, w);
+            if (t[w] == line) return (int)w;
             m &= ~(3u << b);
         }
     }
@@ -156,9 +158,15 @@ static inline int64_t carr_find_pt(const carr *a, uint64_t line, uint16_t ptv) {
 #else
     (void)ptv;
     for (uint32_t w = 0; w < a->ways; w++)
-        if (t[w] == line) return (int64_t)SLOT(set, w);
+        if (t[w] == line) return (int)w;
     return -1;
 #endif
+}
+
+static inline int64_t carr_find_pt(const carr *a, uint64_t line, uint16_t ptv) {
+    uint64_t set = line & a->set_mask;
+    int w = sb_find(a, SB(a, set), line, ptv);
+    return w < 0 ? -1 : (int64_t)SLOT(set, (uint32_t)w);
 }
 
 static inline int64_t carr_find(const carr *a, uint64_t line) { return carr_find_pt(a, line, line_ptag(line)); }
@@ -250,20 +258,22 @@ static inline uint32_t plru_find_victim(const carr *a, uint64_t bits) {
     return node - a->ways;
 }
 
-static inline void carr_touch(carr *a, size_t slot) {
+static inline void sb_touch(carr *a, uint8_t *sb, uint32_t w) {
     switch (a->repl) {
     case CC_REPL_LRU:
         if (a->nib) {
-            uint64_t *P = PLRU(a, SLOT_SET(slot));
-            *P = nib_front(*P, SLOT_WAY(slot));
+            uint64_t *P = (uint64_t *)(sb + a->plru_off);
+            *P = nib_front(*P, w);
         } else {
-            STAMPS(a, SLOT_SET(slot))[SLOT_WAY(slot)] = carr_tick(a);
+            ((uint32_t *)(sb + a->stamp_off))[w] = carr_tick(a);
         }
         break;
-    case CC_REPL_PLRU: plru_apply(a, PLRU(a, SLOT_SET(slot)), SLOT_WAY(slot)); break;
+    case CC_REPL_PLRU: plru_apply(a, (uint64_t *)(sb + a->plru_off), w); break;
     default: break;
     }
 }
+
+static inline void carr_touch(carr *a, size_t slot) { sb_touch(a, SB(a, SLOT_SET(slot)), SLOT_WAY(slot)); }
 
 static inline uint64_t xorshift(uint64_t *s) {
     uint64_t x = *s;
@@ -274,51 +284,49 @@ static inline uint64_t xorshift(uint64_t *s) {
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-static inline size_t carr_victim(carr *a, uint64_t set) {
-    if (*NVALID(a, set) < a->ways) { /* a free way: never used first, then invalidated */
-        const uint64_t *t = TAGS(a, set);
+static inline uint32_t sb_victim(carr *a, const uint8_t *sb) {
+    if (*(const uint32_t *)(sb + a->cnt_off) < a->ways) { /* a free way: never used first, then invalidated */
+        const uint64_t *t = (const uint64_t *)(sb + a->tag_off);
         int64_t coh = -1;
         for (uint32_t w = 0; w < a->ways; w++) {
             if (t[w] & COH_BIT) {
-                if (t[w] == TAG_INVALID) return SLOT(set, w);
+                if (t[w] == TAG_INVALID) return w;
                 if (coh < 0) coh = w;
             }
         }
-        if (coh >= 0) return SLOT(set, coh);
+        if (coh >= 0) return (uint32_t)coh;
     }
     switch (a->repl) {
     case CC_REPL_LRU:
     case CC_REPL_FIFO: {
-        if (a->nib) return SLOT(set, (uint32_t)(*PLRU(a, set) >> (4 * (a->ways - 1))) & 0xF);
-        const uint32_t *st = STAMPS(a, set);
-        uint32_t best = st[0];
-        uint32_t bw = 0;
+        if (a->nib) return (uint32_t)(*(const uint64_t *)(sb + a->plru_off) >> (4 * (a->ways - 1))) & 0xF;
+        const uint32_t *st = (const uint32_t *)(sb + a->stamp_off);
+        uint32_t best = st[0], bw = 0;
         for (uint32_t w = 1; w < a->ways; w++)
             if (st[w] < best) {
                 best = st[w];
                 bw = w;
             }
-        return SLOT(set, bw);
+        return bw;
     }
-    case CC_REPL_RANDOM: return SLOT(set, (uint32_t)(xorshift(&a->rng) % a->ways));
-    case CC_REPL_PLRU: return SLOT(set, plru_find_victim(a, *PLRU(a, set)));
+    case CC_REPL_RANDOM: return (uint32_t)(xorshift(&a->rng) % a->ways);
+    case CC_REPL_PLRU: return plru_find_victim(a, *(const uint64_t *)(sb + a->plru_off));
     }
-    return SLOT(set, 0);
+    return 0;
 }
 
-/* Install `line` (not present); returns its slot; the evicted line and its flags go to
- * vline and vflags (TAG_INVALID when a free way was used). */
-static inline size_t carr_install_pt(carr *a, uint64_t line, uint16_t ptv, uint8_t flags,
-                                     uint64_t *vline, uint8_t *vflags) {
-    uint64_t set = line & a->set_mask;
-    size_t slot = carr_victim(a, set);
-    uint64_t *t = TAGS(a, set) + SLOT_WAY(slot);
-    uint8_t *f = FL(a, slot);
+/* Install `line` (not present) in the set at sb; returns its way; the evicted line and its
+ * flags go to vline and vflags (TAG_INVALID when a free way was used). */
+static inline uint32_t sb_install(carr *a, uint8_t *sb, uint64_t line, uint16_t ptv, uint8_t flags,
+                                  uint64_t *vline, uint8_t *vflags) {
+    uint32_t w = sb_victim(a, sb);
+    uint64_t *t = (uint64_t *)(sb + a->tag_off) + w;
+    uint8_t *f = sb + a->flag_off + w;
     uint64_t old = *t;
     if (old & COH_BIT) { /* free way (never used, or invalidated) */
         *vline = TAG_INVALID;
         *vflags = 0;
-        ++*NVALID(a, set);
+        ++*(uint32_t *)(sb + a->cnt_off);
     } else {
         *vline = old;
         *vflags = *f;
@@ -326,17 +334,24 @@ static inline size_t carr_install_pt(carr *a, uint64_t line, uint16_t ptv, uint8
     }
     *t = line;
     *f = flags;
-    PTAGS(a, set)[SLOT_WAY(slot)] = ptv;
+    ((uint16_t *)sb)[w] = ptv;
     if (a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) {
         if (a->nib) {
-            uint64_t *P = PLRU(a, set);
-            *P = nib_front(*P, SLOT_WAY(slot));
+            uint64_t *P = (uint64_t *)(sb + a->plru_off);
+            *P = nib_front(*P, w);
         } else {
-            STAMPS(a, set)[SLOT_WAY(slot)] = carr_tick(a);
+            ((uint32_t *)(sb + a->stamp_off))[w] = carr_tick(a);
         }
+    } else if (a->repl == CC_REPL_PLRU) {
+        plru_apply(a, (uint64_t *)(sb + a->plru_off), w);
     }
-    else if (a->repl == CC_REPL_PLRU) plru_apply(a, PLRU(a, set), SLOT_WAY(slot));
-    return slot;
+    return w;
+}
+
+static inline size_t carr_install_pt(carr *a, uint64_t line, uint16_t ptv, uint8_t flags,
+                                     uint64_t *vline, uint8_t *vflags) {
+    uint64_t set = line & a->set_mask;
+    return SLOT(set, sb_install(a, SB(a, set), line, ptv, flags, vline, vflags));
 }
 
 static inline size_t carr_install(carr *a, uint64_t line, uint8_t flags, uint64_t *vline,
@@ -408,6 +423,7 @@ struct cinst {
     carr arr;
     cc_cache_stats *st; /* this level's counters */
     int pol, wa;        /* policy, write-allocate */
+    int fill_read, fill_write; /* a miss of a read / of a store allocates here */
     int cfg;      /* index into config caches */
     int owner;    /* core number for private caches, 64 + id for shared ones */
     int priv;
@@ -663,6 +679,8 @@ cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen) {
             ci->st = &s->st.cache[i];
             ci->pol = cc->policy;
             ci->wa = cc->write_allocate;
+            ci->fill_read = cc->level == 1 || cc->policy == CC_POL_INCLUSIVE || cc->policy == CC_POL_NINE;
+            ci->fill_write = ci->fill_read && cc->write_allocate;
             ci->priv = share == 1;
             ci->owner = share == 1 ? j : 64 + i * 64 + j;
         }
@@ -911,50 +929,47 @@ static inline int walk1(cc_sim *s, const cpath *p, uint64_t line, int cls, int64
     const int n = p->n;
     const uint16_t ptv = line_ptag(line);
     const int is_write = cls >= CC_K_STORE;
-    int hit = n;
-    int64_t hslot = -1;
+    uint8_t *sb[3];
+    int hit = n, hw = -1;
+    unsigned alloc = 0; /* the missed levels that allocate */
     for (int k = 0; k < n; k++) {
         cinst *ci = p->lv[k];
+        carr *a = &ci->arr;
         ci->st->access[cls]++;
-        int64_t sl = carr_find_pt(&ci->arr, line, ptv);
-        if (sl >= 0) {
+        sb[k] = SB(a, line & a->set_mask);
+        int w = sb_find(a, sb[k], line, ptv);
+        if (w >= 0) {
             hit = k;
-            hslot = sl;
+            hw = w;
             break;
         }
         ci->st->miss[cls]++;
-    }
-    /* which missed levels allocate; whether a level above a given one allocates */
-    unsigned alloc = 0;
-    for (int k = 0; k < hit; k++) {
-        const cinst *ci = p->lv[k];
-        if ((k == 0 || ci->pol == CC_POL_INCLUSIVE || ci->pol == CC_POL_NINE) &&
-            (cls != CC_K_STORE || ci->wa))
-            alloc |= 1u << k;
+        if (cls == CC_K_STORE ? ci->fill_write : ci->fill_read) alloc |= 1u << k;
     }
     int carry = 0; /* dirty data moving up from an exclusive hit */
     if (hit < n) {
         cinst *ci = p->lv[hit];
         carr *a = &ci->arr;
-        carr_touch(a, (size_t)hslot);
-        if (hit == 0) *slot0 = hslot;
-        const int above_alloc = alloc != 0;
-        if (hit > 0 && ci->pol == CC_POL_EXCLUSIVE && above_alloc) {
-            carry = *FL(a, (size_t)hslot) & F_DIRTY;
-            carr_invalidate(a, (size_t)hslot, 0);
-        } else if (is_write && !above_alloc) {
-            *FL(a, (size_t)hslot) |= F_DIRTY;
+        sb_touch(a, sb[hit], (uint32_t)hw);
+        if (hit == 0) *slot0 = (int64_t)SLOT(line & a->set_mask, (uint32_t)hw);
+        uint8_t *f = sb[hit] + a->flag_off + hw;
+        if (hit > 0 && ci->pol == CC_POL_EXCLUSIVE && alloc) {
+            carry = *f & F_DIRTY;
+            carr_invalidate(a, SLOT(line & a->set_mask, (uint32_t)hw), 0);
+        } else if (is_write && !alloc) {
+            *f |= F_DIRTY;
         }
     }
     for (int k = hit - 1; k >= 0; k--) {
         if (!(alloc >> k & 1)) continue;
         cinst *ci = p->lv[k];
+        carr *a = &ci->arr;
         const int writer_here = is_write && !(alloc & ((1u << k) - 1));
         uint64_t vl;
         uint8_t vf;
-        size_t sl = carr_install_pt(&ci->arr, line, ptv, (writer_here || carry) ? F_DIRTY : 0, &vl, &vf);
+        uint32_t w = sb_install(a, sb[k], line, ptv, (writer_here || carry) ? F_DIRTY : 0, &vl, &vf);
         carry = 0;
-        if (k == 0) *slot0 = (int64_t)sl;
+        if (k == 0) *slot0 = (int64_t)SLOT(line & a->set_mask, w);
         ci->st->fills++;
         if (vl != TAG_INVALID) {
             if ((vf & F_DIRTY) || (p->evict_work >> k & 1)) evicted(s, p, k, vl, vf);

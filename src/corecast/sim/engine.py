@@ -153,6 +153,9 @@ class Simulator:
 def choose_split(split: str, trace: Trace, cores: int) -> str:
     if split not in ("auto", "threads", "transactions", "chunks"):
         raise UserError(f"--split {split}: choose auto, threads, transactions or chunks")
+    if split == "transactions" and cores > 1 and not _has_kind(trace, N.KIND_MARKER):
+        raise UserError("--split transactions: the trace has no marker records (capture with "
+                        "--marker FUNCTION, or use --split chunks)")
     if split != "auto":
         return split
     if cores == 1:
@@ -213,6 +216,9 @@ def simulate(trace: Trace | np.ndarray | str | Path, machine: MachineDescription
     try:
         for part in trace.chunks(chunk):
             sim.feed(np.ascontiguousarray(part))
+        if opts.warmup_instructions and not sim.stats().warm:
+            raise UserError(f"--warmup {opts.warmup_instructions}: the trace has only "
+                            f"{int(sim.stats().instructions):,} instructions")
         return sim.result(trace.meta, trace.path)
     finally:
         sim.close()
