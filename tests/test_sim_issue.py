@@ -1,7 +1,6 @@
 """The issue-rate model on hand-made dependency chains, and the x86 decoder that feeds it."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from corecast.sim import synth

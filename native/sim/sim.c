@@ -221,16 +221,6 @@ static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w) {
     *bits = b;
 }
 
-static inline uint32_t plru_victim(uint64_t bits, uint32_t ways) {
-    uint32_t node = 1, lo = 0, span = ways;
-    while (span > 1) {
-        span >>= 1;
-        if ((bits >> node) & 1) {
-            node = 2 * node + 1;
-            lo += span;
-        } else {
-            node = 2 * node;
-        }
     }
     return lo;
 }

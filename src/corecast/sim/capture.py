@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,7 +238,6 @@ def _add_markers(ann: x86.Annotation, marker_pcs: list[int]) -> x86.Annotation:
         return x86.Annotation(ann.pcs, ann.lens, br, ann.uop_start, ann.uop_count, ann.uops,
                               ann.objects)
     from .synth import pack_uop
-    n0 = len(pcs)
     placeholder = pack_uop([], [], N.UNIT_ALU, first=False, placeholder=True)
     uops = np.concatenate([ann.uops, np.full(len(extra), placeholder, dtype=np.uint64)])
     return x86.Annotation(

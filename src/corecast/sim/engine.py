@@ -11,10 +11,9 @@ arrays of `RECORD_DTYPE`; the C core walks each batch without calling back into 
 from __future__ import annotations
 
 import ctypes as C
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import csv
 import ctypes as C
-import io
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 import numpy as np
 

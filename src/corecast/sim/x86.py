@@ -293,8 +293,6 @@ def decode(mnemonic_and_operands: str, length: int) -> Decoded:
     if base in ("cltd", "cqto", "cdq", "cqo", "cwd", "cwtd"):
         return Decoded(length, 0, [pack_uop([0], [2], U.UNIT_ALU)], mn)
 
-    srcs_reg: list[int] = []
-    dst_reg: list[int] = []
     reads_dst = True
     writes_dst = True
     writes_flags = True
