@@ -221,10 +221,6 @@ static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w) {
     *bits = b;
 }
 
-    }
-    return lo;
-}
-
 /* Move way w to the front (most recent) of a permutation of 4-bit way numbers. The lowest
  * nibble equal to w is found with the zero-nibble trick (exact for the lowest match). */
 static inline uint64_t nib_front(uint64_t P, uint32_t w) {
