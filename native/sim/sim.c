@@ -441,7 +441,16 @@ typedef struct {
 } issue_t;
 
 typedef struct {
+    const uint8_t *mem;
+    uint64_t set_mask;
+    size_t stride;
+    int lines; /* host cache lines to prefetch per set */
+} pfdesc;
+
+typedef struct {
     cpath path[2];
+    pfdesc pf[2][2]; /* the large levels of each side, prefetched ahead */
+    int npf[2];
     carr *tlb[2][2];
     int tlbcfg[2][2];
     int ntlb[2];
@@ -771,9 +780,21 @@ cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen) {
         for (int core = 0; core < s->ncores; core++)
             if (iss_init(&s->core[core].iss, c)) FAIL("out of memory");
     s->chunk_left = c->chunk_instructions;
-    for (int i = 0; i < c->ncaches; i++)
-        for (int j = 0; j < s->ninst[i]; j++)
-            if (s->inst[i][j].arr.big && c->caches[i].level > 1) s->pf_levels = 1;
+    for (int core = 0; core < s->ncores; core++)
+        for (int side = 0; side < 2; side++) {
+            core_t *co = &s->core[core];
+            const cpath *p = &co->path[side];
+            for (int k = 1; k < p->n && co->npf[side] < 2; k++) {
+                const carr *a = &p->lv[k]->arr;
+                if (!a->big) continue;
+                pfdesc *d = &co->pf[side][co->npf[side]++];
+                d->mem = a->mem;
+                d->set_mask = a->set_mask;
+                d->stride = a->stride;
+                d->lines = a->stamp_off > 128 ? 3 : a->stamp_off > 64 ? 2 : 1;
+                s->pf_levels = 1;
+            }
+        }
     s->st.warm = c->warmup_instructions == 0;
     return s;
 }
@@ -1321,11 +1342,16 @@ int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
             /* prefetch the sets of the deeper, larger levels a few records ahead */
             const cc_rec *q = &recs[i + PF_DIST];
             if (q->kind <= CC_K_MODIFY) {
-                int qc = ncores == 1 ? 0 : by_thread ? q->tid % ncores : s->cur_vt;
-                const cpath *qp = &s->core[qc].path[q->kind == CC_K_FETCH ? 0 : 1];
-                uint64_t line = q->addr >> s->line_shift;
-                for (int k = 1; k < qp->n; k++)
-                    if (qp->lv[k]->arr.big) carr_prefetch(&qp->lv[k]->arr, line);
+                const core_t *qo = &s->core[ncores == 1 ? 0 : by_thread ? q->tid % ncores : s->cur_vt];
+                const int side = q->kind != CC_K_FETCH;
+                const uint64_t line = q->addr >> s->line_shift;
+                for (int k = 0; k < qo->npf[side]; k++) {
+                    const pfdesc *d = &qo->pf[side][k];
+                    const uint8_t *b = d->mem + (line & d->set_mask) * d->stride;
+                    __builtin_prefetch(b);
+                    if (d->lines > 1) __builtin_prefetch(b + 64);
+                    if (d->lines > 2) __builtin_prefetch(b + 128);
+                }
             }
         }
         if (ncores == 1) {
