@@ -1,0 +1,376 @@
+"""`corecast sim`: trace-driven cache, TLB, branch and issue simulation."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from . import _Parser
+
+COMMAND = "sim"
+HELP = "simulate a memory trace on a machine description: MPKI, TLB, branch, coherence, CPI"
+DESCRIPTION = """\
+Simulate a trace on a machine's caches, TLBs, branch predictor and issue logic.
+
+  corecast sim TRACE --machine M [--cores N] [--json]    simulate a trace
+  corecast sim capture -o TRACE [--marker SYM] -- CMD   record CMD with valgrind lackey
+  corecast sim convert INPUT -o TRACE [--from lackey|din|csv]
+  corecast sim gen KIND -o TRACE [...]                   synthetic traces (stream, random,
+                                                         pingpong, transactions)
+  corecast sim machines [NAME]                           bundled machine descriptions
+
+Run `corecast sim capture -h` (and so on) for each action's options. TRACE is a corecast
+trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
+"""
+
+ACTIONS = ("capture", "convert", "gen", "machines")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", metavar="TRACE", help="trace file (or an action: "
+                        + ", ".join(ACTIONS) + ")")
+    parser.add_argument("--machine", "-m", metavar="M",
+                        help="bundled machine name or TOML file (see `corecast sim machines`)")
+    parser.add_argument("--cores", type=int, default=1, metavar="N",
+                        help="simulated cores (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
+    parser.add_argument("--split", default="auto",
+                        choices=["auto", "threads", "transactions", "chunks"],
+                        help="how the trace is spread over cores (default auto: threads if "
+                             "there are several, else transactions if marked, else chunks)")
+    parser.add_argument("--chunk", type=int, default=100_000, metavar="INSTR",
+                        help="instructions per chunk with --split chunks (default 100000)")
+    parser.add_argument("--warmup", type=int, default=0, metavar="INSTR",
+                        help="instructions simulated before counting starts")
+    parser.add_argument("--stack", metavar="LO-HI",
+                        help="stack address range (hex) to hash per core when splitting; "
+                             "default: guessed from the trace")
+    parser.add_argument("--no-stack-hash", action="store_true",
+                        help="do not give each core its own copy of the stack when splitting")
+    parser.add_argument("--straddle", choices=["line", "access"], default="line",
+                        help="a line-straddling miss sends the missing line (line, default) or "
+                             "the whole access (access, as cachegrind) to the next level")
+    parser.add_argument("--no-tlb", action="store_true", help="leave the TLBs out")
+    parser.add_argument("--seed", type=int, default=1, help="seed of random replacement")
+
+    subs = _sub_parsers(parser.prog)
+    orig = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
+        args = list(sys.argv[1:] if args is None else args)
+        if args and args[0] in subs:
+            ns, extra = subs[args[0]].parse_known_args(args[1:], namespace)
+            ns.action = args[0]
+            for key, value in parser._defaults.items():  # e.g. the command's run function
+                if not hasattr(ns, key):
+                    setattr(ns, key, value)
+            return ns, extra
+        return orig(args, namespace)
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
+    fmt = argparse.RawDescriptionHelpFormatter
+    cap = _Parser(prog=f"{prog} capture", formatter_class=fmt,
+                  description="Record a program's instruction and memory trace with valgrind "
+                              "lackey, add branch outcomes and register dependencies from its "
+                              "disassembly (objdump), and write a corecast trace.")
+    cap.add_argument("-o", "--output", required=True, metavar="TRACE", help="trace file to write")
+    cap.add_argument("--marker", action="append", default=[], metavar="SYM|0xADDR",
+                     help="a function or address whose execution starts a transaction "
+                          "(repeatable)")
+    cap.add_argument("--no-annotate", action="store_true",
+                     help="skip the disassembly pass (no branch or uop records)")
+    cap.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]",
+                     help="the program to run")
+
+    conv = _Parser(prog=f"{prog} convert", formatter_class=fmt,
+                   description="Convert lackey --trace-mem text, Dinero din text or CSV "
+                               "(tid,kind,addr,size[,taken,target]) into a corecast trace.")
+    conv.add_argument("input", metavar="INPUT")
+    conv.add_argument("-o", "--output", required=True, metavar="TRACE")
+    conv.add_argument("--from", dest="fmt", default="auto", choices=["auto", "lackey", "din", "csv"])
+    conv.add_argument("--marker", action="append", default=[], metavar="0xADDR",
+                      help="instruction address that starts a transaction (lackey input)")
+    conv.add_argument("--to-csv", action="store_true",
+                      help="write CSV instead (INPUT may then be a corecast trace)")
+
+    gen = _Parser(prog=f"{prog} gen", formatter_class=fmt,
+                  description="Write a synthetic trace with known behaviour.")
+    gen.add_argument("kind", choices=["stream", "random", "pingpong", "transactions", "chains"])
+    gen.add_argument("-o", "--output", required=True, metavar="TRACE")
+    gen.add_argument("-n", type=int, default=100_000, help="accesses, rounds or transactions")
+    gen.add_argument("--stride", type=int, default=8, help="stream: bytes between accesses")
+    gen.add_argument("--working-set", default="1MiB", help="random: bytes touched")
+    gen.add_argument("--write-fraction", type=float, default=0.0, help="random: share of stores")
+    gen.add_argument("--threads", type=int, default=2, help="pingpong: threads")
+    gen.add_argument("--pattern", choices=["write", "read"], default="write",
+                     help="pingpong: the other threads write or read the line")
+    gen.add_argument("--false-sharing", action="store_true",
+                     help="pingpong: each thread its own word of the line")
+    gen.add_argument("--width", type=int, default=1, help="chains: independent chains")
+    gen.add_argument("--seed", type=int, default=1)
+
+    mach = _Parser(prog=f"{prog} machines", formatter_class=fmt,
+                   description="List the bundled machine descriptions, or show one.")
+    mach.add_argument("name", nargs="?", help="machine name or TOML file to show")
+    mach.add_argument("--json", action="store_true")
+    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach}
+
+
+# ----------------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "action", None)
+    if action == "capture":
+        return _capture(args)
+    if action == "convert":
+        return _convert(args)
+    if action == "gen":
+        return _gen(args)
+    if action == "machines":
+        return _machines(args)
+    return _simulate(args)
+
+
+def _parse_stack(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        lo, hi = (int(x, 16) for x in text.split("-", 1))
+    except ValueError:
+        raise UserError(f"--stack {text}: give LO-HI in hex, e.g. 7ffd0000-7fff0000") from None
+    if hi <= lo:
+        raise UserError(f"--stack {text}: HI must be above LO")
+    return lo, hi
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from ..sim.engine import SimOptions, simulate
+    from ..sim.machine import load_machine
+    from ..sim.trace import load
+
+    if not args.machine:
+        raise UserError("--machine is required (a bundled name such as penryn-l5420, or a TOML "
+                        "file; `corecast sim machines` lists them)")
+    if args.cores < 1:
+        raise UserError(f"--cores {args.cores}: must be at least 1")
+    machine = load_machine(args.machine)
+    trace = load(args.trace)
+    opts = SimOptions(split=args.split, chunk_instructions=args.chunk,
+                      stack=_parse_stack(args.stack),
+                      stack_hash=False if args.no_stack_hash else None,
+                      warmup_instructions=args.warmup, seed=args.seed,
+                      straddle_all=args.straddle == "access", tlb=not args.no_tlb)
+    res = simulate(trace, machine, args.cores, opts)
+    if args.output:
+        try:
+            Path(args.output).write_text(res.to_json() + "\n")
+        except OSError as err:
+            raise UserError(f"{args.output}: cannot write: {err.strerror}") from None
+    if args.json:
+        print(res.to_json())
+    else:
+        _render(res, machine)
+    return 0
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}"
+    return f"{x:,}"
+
+
+def _render(res: Any, machine: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    d = res.to_dict()
+    con.print(f"[bold]{machine.summary()}[/bold]")
+    tr = d["trace"]
+    line = (f"trace {tr.get('path') or '-'}: {d['instructions']:,} instructions on "
+            f"{d['cores']} core{'s' if d['cores'] > 1 else ''}")
+    if d["cores"] > 1:
+        line += f" (split by {d['split']})"
+    if d["warmup_instructions"]:
+        line += f", after {d['warmup_instructions']:,} warm-up instructions"
+    con.print(line)
+    if d["transactions"]:
+        con.print(f"transactions: {d['transactions']:,}, instructions per transaction "
+                  f"{_fmt(d['instructions_per_transaction'], 1)}")
+    acc = d["accesses"]
+    con.print(f"accesses: {acc['load']:,} loads, {acc['store']:,} stores, {acc['modify']:,} "
+              f"read-modify-writes, {acc['split_loads'] + acc['split_stores']:,} straddle a line")
+
+    t = Table(title="caches (MPKI: misses per 1,000 instructions)", title_justify="left")
+    for col in ("cache", "accesses", "misses", "MPKI", "load MPKI", "store MPKI",
+                "fetch MPKI", "miss ratio", "writebacks"):
+        t.add_column(col, justify="left" if col == "cache" else "right")
+    if d["cores"] > 1:
+        t.add_column("coherence misses", justify="right")
+    for c in d["caches"]:
+        row = [f"{c['name']} ({c['instances']}x)" if c["instances"] > 1 else c["name"],
+               _fmt(sum(c["accesses"].values())), _fmt(c["misses_total"]), _fmt(c["mpki"]),
+               _fmt(c["load_mpki"]), _fmt(c["store_mpki"]), _fmt(c["fetch_mpki"]),
+               _fmt(c["miss_ratio"], 4), _fmt(c["writebacks"])]
+        if d["cores"] > 1:
+            row.append(_fmt(c["coherence_misses"]))
+        t.add_row(*row)
+    con.print(t)
+    if d["tlbs"]:
+        t = Table(title="TLBs", title_justify="left")
+        for col in ("TLB", "entries", "accesses", "misses", "MPKI", "miss ratio"):
+            t.add_column(col, justify="left" if col == "TLB" else "right")
+        for x in d["tlbs"]:
+            t.add_row(x["name"], _fmt(x["entries"]), _fmt(x["accesses"]), _fmt(x["misses"]),
+                      _fmt(x["mpki"]), _fmt(x["miss_ratio"], 4))
+        con.print(t)
+    b = d["branch"]
+    if b:
+        con.print(f"branches: {b['branches']:,} ({b['conditional']:,} conditional), "
+                  f"{b['predictor']} mispredicts {b['mispredicts']:,} = {_fmt(b['mpki'])} MPKI, "
+                  f"accuracy {_fmt(b['accuracy'] * 100 if b['accuracy'] is not None else None, 2)}%")
+    if d["cores"] > 1:
+        c = d["coherence"]
+        con.print(f"coherence: {c['invalidations']:,} invalidations, {c['coherence_misses']:,} "
+                  f"coherence misses, {c['upgrades']:,} upgrades, {c['interventions']:,} "
+                  "interventions (a modified copy supplied the data)")
+    iss = d["issue"]
+    if iss:
+        con.print(f"issue model: {iss['uops']:,} uops, {iss['cycles']:,} cycles, baseline CPI "
+                  f"[bold]{_fmt(iss['baseline_cpi'], 3)}[/bold] (scheduler {iss['scheduler_size']}, "
+                  f"width {iss['issue_width']})")
+        if iss.get("note"):
+            con.print(f"  note: {iss['note']}")
+    ev = d["events_per_kilo_instruction"]
+    if ev:
+        t = Table(title="events per 1,000 instructions (for the CPI stack)", title_justify="left")
+        t.add_column("event")
+        t.add_column("per 1K instr", justify="right")
+        t.add_column("penalty (cycles)", justify="right")
+        for k, v in ev.items():
+            pen = machine.penalties.get(k)
+            t.add_row(k, _fmt(v, 3), _fmt(pen, 1) if pen is not None else "not given")
+        con.print(t)
+    for k, why in d["unavailable"].items():
+        con.print(f"[yellow]{k}: unavailable: {why}[/yellow]")
+
+
+def _capture(args: argparse.Namespace) -> int:
+    from ..sim.capture import capture
+
+    cmd = list(args.program)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate)
+    err = sys.stderr
+    print(f"wrote {info.path}: {info.records:,} records, {info.instructions:,} instructions, "
+          f"{info.threads} thread{'s' if info.threads > 1 else ''}"
+          + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
+             and info.annotated_fraction is not None else "")
+          + f" ({info.seconds:.1f} s)", file=err)
+    for name, addr in info.markers.items():
+        if addr is not None:
+            print(f"marker {name} at {addr:#x}", file=err)
+    for w in info.warnings:
+        print(f"warning: {w}", file=err)
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from ..sim.trace import convert, load, write_csv
+
+    if args.to_csv:
+        tr = load(args.input)
+        write_csv(tr.records, args.output)
+        print(f"wrote {args.output}: {len(tr.records):,} records", file=sys.stderr)
+        return 0
+    markers = []
+    for m in args.marker:
+        try:
+            markers.append(int(m, 16))
+        except ValueError:
+            raise UserError(f"--marker {m}: give an instruction address in hex") from None
+    path, info = convert(args.input, args.output, args.fmt, markers=markers)
+    msg = f"wrote {path} from {info['format']} text"
+    if info.get("bad_lines"):
+        msg += (f"; {info['bad_lines']:,} lines were not trace lines (first at line "
+                f"{info['first_bad_line']})")
+    print(msg, file=sys.stderr)
+    return 0
+
+
+def _gen(args: argparse.Namespace) -> int:
+    from ..sim import synth
+    from ..sim.machine import _Reader
+    from ..sim.trace import Trace, write_trace
+
+    if args.n < 1:
+        raise UserError(f"-n {args.n}: must be at least 1")
+    ws = _Reader({"working_set": args.working_set}, "--working-set", "").size("working_set")
+    if args.kind == "stream":
+        recs = synth.stream(args.n, stride=args.stride)
+    elif args.kind == "random":
+        recs = synth.random_accesses(args.n, ws, write_fraction=args.write_fraction,
+                                     seed=args.seed)
+    elif args.kind == "pingpong":
+        if args.threads < 2:
+            raise UserError("--threads: ping-pong needs at least 2 threads")
+        recs = synth.pingpong(args.n, args.threads, args.pattern,
+                              false_sharing=args.false_sharing)
+    elif args.kind == "transactions":
+        recs = synth.transactions(args.n, seed=args.seed)
+    else:
+        recs = synth.chains(args.n, width=max(1, args.width))
+    meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
+    if args.kind == "transactions":
+        meta["stack"] = [synth.STACK_TOP - (1 << 20), synth.STACK_TOP]
+    write_trace(args.output, Trace(recs, meta))
+    print(f"wrote {args.output}: {len(recs):,} records", file=sys.stderr)
+    return 0
+
+
+def _machines(args: argparse.Namespace) -> int:
+    from ..sim.machine import bundled, load_machine
+
+    if not args.name:
+        rows = [load_machine(n) for n in bundled()]
+        if args.json:
+            print(json.dumps([{"name": m.name, "description": m.description} for m in rows],
+                             indent=2))
+        else:
+            for m in rows:
+                print(f"{m.name:16s} {m.description}")
+        return 0
+    m = load_machine(args.name)
+    if args.json:
+        print(json.dumps(m.to_dict(), indent=2))
+        return 0
+    print(m.summary())
+    if m.description:
+        print(m.description)
+    print(f"cores: {m.cores}; pipeline: fetch depth {m.pipeline.fetch_depth}, scheduler "
+          f"{m.pipeline.scheduler_size}, drain IPC {m.pipeline.drain_ipc}, issue width "
+          f"{m.pipeline.issue_width}, units {m.pipeline.units}")
+    for c in sorted(m.caches, key=lambda c: (c.level, c.kind)):
+        share = "private" if c.shared == 1 else ("shared by all cores" if c.shared == 0
+                                                  else f"shared by {c.shared} cores")
+        print(f"  {c.name}: {c.size // 1024} KiB, {c.ways}-way, {c.sets} sets, "
+              f"{c.line_size} B lines, {c.replacement}, {c.policy}, "
+              f"{'write-allocate' if c.write_allocate else 'no write-allocate'}, {share}")
+    for t in m.tlbs:
+        print(f"  {t.name}: {t.entries} entries, {t.ways}-way, {t.page_size // 1024} KiB pages")
+    if m.branch:
+        print(f"  branch: {m.branch.kind}, {m.branch.history_bits} history bits, "
+              f"{m.branch.table_size} counters")
+    for k, v in m.penalties.items():
+        print(f"  penalty {k}: {v:g} cycles ({m.penalty_sources.get(k, 'given')})")
+    return 0

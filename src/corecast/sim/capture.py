@@ -1,0 +1,250 @@
+"""Record a real program's trace with valgrind lackey.
+
+`capture(["./app", "arg"], "app.cctrace")` runs
+
+    valgrind --tool=lackey --trace-mem=yes --trace-sched=yes -v -v --log-fd=N ./app arg
+
+and parses lackey's text as it streams out of the pipe (natively, no temporary text file).
+`--trace-sched` says which thread runs; `-v -v` says where each object's code was loaded.
+Afterwards, when objdump is available, every instruction that ran is disassembled and the
+trace gains branch records (outcome from the next instruction's address) and uop records
+with register dependencies (see corecast.sim.x86). Markers -- symbols or addresses whose
+execution starts a transaction -- become marker records.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import UserError
+from . import native as N
+from .trace import LackeyParser, TraceWriter, read_trace
+from . import x86
+
+
+@dataclass
+class CaptureInfo:
+    path: Path
+    records: int
+    instructions: int
+    threads: int
+    exit_status: int
+    annotated: bool
+    annotated_fraction: float | None
+    markers: dict[str, int | None] = field(default_factory=dict)
+    objects: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def valgrind_path() -> str:
+    v = shutil.which("valgrind")
+    if not v:
+        raise UserError("valgrind is not installed (apt-get install valgrind); `corecast sim "
+                        "capture` records traces with its lackey tool")
+    return v
+
+
+def _resolve_program(cmd: Sequence[str]) -> None:
+    if not cmd:
+        raise UserError("no program given: corecast sim capture -o TRACE -- PROGRAM [ARGS]")
+    prog = cmd[0]
+    if os.sep in prog:
+        if not os.path.exists(prog):
+            raise UserError(f"{prog}: no such program")
+        if not os.access(prog, os.X_OK):
+            raise UserError(f"{prog}: not executable")
+    elif shutil.which(prog) is None:
+        raise UserError(f"{prog}: command not found")
+
+
+def _symbol_address(path: str, name: str) -> int | None:
+    """File address of symbol `name` in `path` (static table first, then dynamic)."""
+    for args in (["nm", "--defined-only"], ["nm", "-D", "--defined-only"]):
+        try:
+            res = subprocess.run([*args, path], capture_output=True, text=True, errors="replace")
+        except OSError:
+            return None
+        for line in res.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2].split("@")[0] == name and parts[1] in "TtWwiI":
+                try:
+                    return int(parts[0], 16)
+                except ValueError:
+                    continue
+    return None
+
+
+def resolve_markers(markers: Sequence[str], objects: list[x86.LoadedObject]) -> dict[str, int | None]:
+    """Run-time addresses of markers given as hex addresses or symbol names."""
+    out: dict[str, int | None] = {}
+    for m in markers:
+        if re.fullmatch(r"0x[0-9a-fA-F]+", m):
+            out[m] = int(m, 16)
+            continue
+        addr = None
+        for obj in objects:
+            a = _symbol_address(obj.path, m)
+            if a is not None:
+                addr = a + obj.bias
+                break
+        out[m] = addr
+    return out
+
+
+def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
+            annotate: bool = True, chunk_bytes: int = 8 << 20,
+            progress: Callable[[int], None] | None = None,
+            env: dict[str, str] | None = None) -> CaptureInfo:
+    """Run `cmd` under valgrind lackey and write its trace to `out` (`env`: the program's
+    environment, default corecast's own)."""
+    vg = valgrind_path()
+    _resolve_program(cmd)
+    out = Path(out)
+    t0 = time.monotonic()
+    hex_markers = [int(m, 16) for m in markers if re.fullmatch(r"0x[0-9a-fA-F]+", m)]
+    use_objdump = annotate and x86.objdump_available()
+    warnings: list[str] = []
+    if annotate and not use_objdump:
+        warnings.append("objdump not found (apt-get install binutils): the trace has no branch "
+                        "or uop records, so branch MPKI and baseline CPI will be unavailable")
+    # Symbols can only be resolved after the run (load addresses); hex markers can go in now
+    # when there is no annotation pass to place them.
+    parser = LackeyParser(markers=hex_markers if not use_objdump else ())
+    raw_path = out.with_name(out.name + ".raw") if use_objdump else out
+    writer = TraceWriter(raw_path, {"source": "lackey", "command": list(cmd)})
+    rfd, wfd = os.pipe()
+    args = [vg, "--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "-v", "-v",
+            f"--log-fd={wfd}", *cmd]
+    try:
+        proc = subprocess.Popen(args, pass_fds=(wfd,), env=env)
+    except OSError as err:
+        os.close(rfd)
+        os.close(wfd)
+        writer.close()
+        raise UserError(f"cannot run valgrind: {err.strerror}") from None
+    os.close(wfd)
+    total = 0
+    try:
+        with os.fdopen(rfd, "rb", buffering=0) as fh:
+            while True:
+                data = fh.read(chunk_bytes)
+                if not data:
+                    break
+                recs = parser.feed(data)
+                writer.write(recs)
+                total += len(recs)
+                if progress:
+                    progress(total)
+            writer.write(parser.feed(b"", final=True))
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.wait()
+        writer.close({"interrupted": True})
+        raise
+    status = proc.wait()
+    st = parser.stats()
+    if st.trace_lines == 0:
+        writer.close()
+        _unlink(raw_path)
+        tail = "; ".join(line for line in st.messages[-5:] if "==" in line)[:300]
+        raise UserError(f"valgrind produced no trace for {' '.join(cmd)} (exit status "
+                        f"{status}){': ' + tail if tail else ''}")
+    if status != 0:
+        warnings.append(f"the program exited with status {status}; the trace covers what ran")
+    meta: dict[str, Any] = {"exit_status": status, "lackey_lines": st.lines,
+                            "bad_lines": st.bad_lines}
+    if st.threads > 1:
+        meta["threads"] = st.threads
+    objects = x86.objects_from_valgrind_log(st.messages)
+    meta["objects"] = [{"path": o.path, "bias": hex(o.bias)} for o in objects]
+    marker_addrs = resolve_markers(markers, objects) if markers else {}
+    for name, addr in marker_addrs.items():
+        if addr is None:
+            warnings.append(f"marker {name!r} was not found in any object the program loaded")
+    meta["markers"] = {k: (hex(v) if v is not None else None) for k, v in marker_addrs.items()}
+    writer.close(meta)
+    info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[0]),
+                       threads=max(1, st.threads), exit_status=status, annotated=False,
+                       annotated_fraction=None, markers=marker_addrs,
+                       objects=[o.path for o in objects], warnings=warnings)
+    if use_objdump:
+        try:
+            _annotate_file(raw_path, out, objects,
+                           [a for a in marker_addrs.values() if a is not None], info)
+        finally:
+            _unlink(raw_path)
+    info.seconds = time.monotonic() - t0
+    return info
+
+
+def _unlink(p: Path) -> None:
+    try:
+        p.unlink()
+    except OSError:
+        pass
+
+
+def _annotate_file(raw: Path, out: Path, objects: list[x86.LoadedObject],
+                   marker_pcs: list[int], info: CaptureInfo) -> None:
+    tr = read_trace(raw)
+    pcs = []
+    for chunk in tr.chunks(1 << 22):
+        f = chunk["addr"][chunk["kind"] == N.KIND_FETCH]
+        pcs.append(np.unique(f))
+    seen = np.unique(np.concatenate(pcs)) if pcs else np.zeros(0, np.uint64)
+    ann = x86.build_annotation(objects, seen)
+    ann = _add_markers(ann, marker_pcs)
+    annot = x86.Annotator(ann)
+    meta = dict(tr.meta)
+    w = TraceWriter(out, meta)
+    chunks = list(range(0, len(tr.records), 1 << 20))
+    for i, start in enumerate(chunks):
+        part = np.ascontiguousarray(tr.records[start:start + (1 << 20)])
+        w.write(annot.run(part, final=(i == len(chunks) - 1)))
+    found, missing = annot.counts()
+    frac = found / (found + missing) if found + missing else None
+    meta.update({"annotated": True, "annotated_objects": ann.objects,
+                 "annotated_fraction": frac})
+    w.close(meta)
+    info.annotated = True
+    info.annotated_fraction = frac
+    info.records = w.count
+    del tr
+    if frac is not None and frac < 0.9:
+        info.warnings.append(f"only {frac:.0%} of the executed instructions could be decoded "
+                             "(code without a file, e.g. JIT output, counts as independent uops)")
+
+
+def _add_markers(ann: x86.Annotation, marker_pcs: list[int]) -> x86.Annotation:
+    if not marker_pcs:
+        return ann
+    pcs = ann.pcs.tolist()
+    index = {pc: i for i, pc in enumerate(pcs)}
+    extra = [pc for pc in marker_pcs if pc not in index]
+    br = ann.brflags.copy()
+    for pc in marker_pcs:
+        if pc in index:
+            br[index[pc]] |= 0x80
+    if not extra:
+        return x86.Annotation(ann.pcs, ann.lens, br, ann.uop_start, ann.uop_count, ann.uops,
+                              ann.objects)
+    from .synth import pack_uop
+    placeholder = pack_uop([], [], N.UNIT_ALU, first=False, placeholder=True)
+    uops = np.concatenate([ann.uops, np.full(len(extra), placeholder, dtype=np.uint64)])
+    return x86.Annotation(
+        np.concatenate([ann.pcs, np.array(extra, dtype=np.uint64)]),
+        np.concatenate([ann.lens, np.ones(len(extra), np.uint8)]),
+        np.concatenate([br, np.full(len(extra), 0x80, np.uint8)]),
+        np.concatenate([ann.uop_start, np.arange(len(ann.uops), len(ann.uops) + len(extra),
+                                                  dtype=np.uint32)]),
+        np.concatenate([ann.uop_count, np.ones(len(extra), np.uint8)]),
+        uops, ann.objects)

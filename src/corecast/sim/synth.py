@@ -1,0 +1,178 @@
+"""Synthetic traces with known answers: streams, random working sets, shared-write ping-pong
+between threads, transactions with private stacks, and uop dependency chains.
+
+Every generator returns a numpy array of `RECORD_DTYPE`; `Trace(records)` wraps it. Unless
+`fetch=False`, each data access is preceded by the fetch of the instruction that makes it
+(4-byte instructions in a small loop), so per-1K-instruction figures are defined.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from . import native as N
+from .native import RECORD_DTYPE
+
+CODE_BASE = 0x400000
+HEAP_BASE = 0x10000000
+STACK_TOP = 0x7FFF0000
+
+
+def _interleave_fetch(data: np.ndarray, loop: int = 4, pc: int = CODE_BASE,
+                      tid: np.ndarray | int = 0) -> np.ndarray:
+    """Put an instruction fetch before every data record."""
+    n = len(data)
+    out = np.zeros(2 * n, dtype=RECORD_DTYPE)
+    out["kind"][0::2] = N.KIND_FETCH
+    out["size"][0::2] = 4
+    out["addr"][0::2] = pc + 4 * (np.arange(n, dtype=np.uint64) % np.uint64(loop))
+    out["tid"][0::2] = data["tid"]
+    out[1::2] = data
+    return out
+
+
+def stream(n: int, stride: int = 8, size: int = 8, base: int = HEAP_BASE, kind: str = "load",
+           tid: int = 0, fetch: bool = True) -> np.ndarray:
+    """`n` accesses walking forward `stride` bytes at a time."""
+    d = np.zeros(n, dtype=RECORD_DTYPE)
+    d["addr"] = np.uint64(base) + np.arange(n, dtype=np.uint64) * np.uint64(stride)
+    d["kind"] = {"load": N.KIND_LOAD, "store": N.KIND_STORE, "modify": N.KIND_MODIFY}[kind]
+    d["size"] = size
+    d["tid"] = tid
+    return _interleave_fetch(d) if fetch else d
+
+
+def random_accesses(n: int, working_set: int, size: int = 8, base: int = HEAP_BASE,
+                    write_fraction: float = 0.0, seed: int = 1, tid: int = 0,
+                    fetch: bool = True) -> np.ndarray:
+    """`n` accesses at uniformly random `size`-aligned addresses in `working_set` bytes."""
+    rng = np.random.default_rng(seed)
+    d = np.zeros(n, dtype=RECORD_DTYPE)
+    slots = max(1, working_set // size)
+    d["addr"] = np.uint64(base) + rng.integers(0, slots, n, dtype=np.uint64) * np.uint64(size)
+    kinds = np.full(n, N.KIND_LOAD, dtype=np.uint8)
+    if write_fraction > 0:
+        kinds[rng.random(n) < write_fraction] = N.KIND_STORE
+    d["kind"] = kinds
+    d["size"] = size
+    d["tid"] = tid
+    return _interleave_fetch(d) if fetch else d
+
+
+def pingpong(rounds: int, threads: int = 2, pattern: str = "write", addr: int = HEAP_BASE,
+             false_sharing: bool = False, fetch: bool = True) -> np.ndarray:
+    """Threads take turns on one cache line: in each round thread 0 writes, then every other
+    thread `pattern`s ("write" or "read") -- the line a shared counter or flag.
+
+    With `false_sharing` each thread uses its own 8-byte word of the same line."""
+    if pattern not in ("write", "read"):
+        raise ValueError("pattern is 'write' or 'read'")
+    recs = []
+    for _ in range(rounds):
+        for t in range(threads):
+            a = addr + (8 * t if false_sharing else 0)
+            k = N.KIND_STORE if (t == 0 or pattern == "write") else N.KIND_LOAD
+            recs.append((a, t, k))
+    d = np.zeros(len(recs), dtype=RECORD_DTYPE)
+    arr = np.array(recs, dtype=np.uint64)
+    d["addr"] = arr[:, 0]
+    d["tid"] = arr[:, 1]
+    d["kind"] = arr[:, 2]
+    d["size"] = 8
+    return _interleave_fetch(d) if fetch else d
+
+
+def transactions(count: int, per_tx: int = 200, stack_bytes: int = 2048,
+                 shared_bytes: int = 4096, private_bytes: int = 1 << 16,
+                 stack_top: int = STACK_TOP, seed: int = 1, marker: int = 1) -> np.ndarray:
+    """One thread serving `count` transactions, each starting with a marker record: pushes and
+    pops on its stack (the same stack addresses in every transaction), reads of a shared
+    read-only table, and writes to a per-transaction private buffer -- the shape of a
+    memcached request. Split across cores by transaction, the stack is the only thing the
+    transactions share for writing, so stack hashing removes every coherence event."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        m = np.zeros(1, dtype=RECORD_DTYPE)
+        m["kind"] = N.KIND_MARKER
+        m["addr"] = marker
+        out.append(m)
+        d = np.zeros(per_tx, dtype=RECORD_DTYPE)
+        which = rng.integers(0, 3, per_tx)
+        addr = np.empty(per_tx, dtype=np.uint64)
+        kind = np.empty(per_tx, dtype=np.uint8)
+        sp = stack_top - 8 * rng.integers(1, stack_bytes // 8, per_tx).astype(np.uint64)
+        addr[which == 0] = sp[which == 0]
+        kind[which == 0] = N.KIND_STORE
+        sh = HEAP_BASE + 8 * rng.integers(0, shared_bytes // 8, per_tx).astype(np.uint64)
+        addr[which == 1] = sh[which == 1]
+        kind[which == 1] = N.KIND_LOAD
+        pv = (HEAP_BASE + 0x1000000 + k * private_bytes +
+              8 * rng.integers(0, private_bytes // 8, per_tx).astype(np.uint64))
+        addr[which == 2] = pv[which == 2]
+        kind[which == 2] = N.KIND_STORE
+        d["addr"] = addr
+        d["kind"] = kind
+        d["size"] = 8
+        out.append(_interleave_fetch(d))
+    return np.concatenate(out)
+
+
+# ----------------------------------------------------------------------------------------
+# uops for the issue-rate model
+
+def pack_uop(srcs: Sequence[int] = (), dsts: Sequence[int] = (), unit: int = N.UNIT_ALU,
+             first: bool = True, placeholder: bool = False) -> int:
+    """The `addr` word of a uop record: up to 4 source and 2 destination registers (0-254)."""
+    if len(srcs) > 4 or len(dsts) > 2:
+        raise ValueError("a uop has at most 4 sources and 2 destinations")
+    w = 0
+    regs = list(srcs) + [N.REG_NONE] * (4 - len(srcs))
+    for i, r in enumerate(regs):
+        if not 0 <= r <= 255:
+            raise ValueError(f"register {r} out of range")
+        w |= (r & 0xFF) << (8 * i)
+    regs = list(dsts) + [N.REG_NONE] * (2 - len(dsts))
+    for i, r in enumerate(regs):
+        w |= (r & 0xFF) << (8 * (4 + i))
+    w |= (unit & 0xFF) << 48
+    flags = (N.UOP_FIRST if first else 0) | (N.UOP_PLACEHOLDER if placeholder else 0)
+    return w | (flags << 56)
+
+
+def unpack_uop(word: int) -> tuple[list[int], list[int], int, int]:
+    srcs = [(word >> (8 * i)) & 0xFF for i in range(4)]
+    dsts = [(word >> (8 * (4 + i))) & 0xFF for i in range(2)]
+    return ([r for r in srcs if r != N.REG_NONE], [r for r in dsts if r != N.REG_NONE],
+            (word >> 48) & 0xFF, (word >> 56) & 0xFF)
+
+
+def program(instructions: Iterable[Sequence[tuple[Sequence[int], Sequence[int], int]]],
+            pc: int = CODE_BASE, tid: int = 0) -> np.ndarray:
+    """A trace of instructions given as lists of uops `(srcs, dsts, unit)`: each instruction
+    becomes a fetch record followed by its uop records."""
+    rows: list[tuple[int, int, int]] = []
+    for i, uops in enumerate(instructions):
+        rows.append((pc + 4 * i, N.KIND_FETCH, 4))
+        for j, (srcs, dsts, unit) in enumerate(uops):
+            rows.append((pack_uop(srcs, dsts, unit, first=(j == 0)), N.KIND_UOP, 0))
+    d = np.zeros(len(rows), dtype=RECORD_DTYPE)
+    if rows:
+        d["addr"] = np.array([r[0] for r in rows], dtype=np.uint64)
+        d["kind"] = [r[1] for r in rows]
+        d["size"] = [r[2] for r in rows]
+        d["tid"] = tid
+    return d
+
+
+def chains(n: int, width: int = 1, unit: int = N.UNIT_ALU) -> np.ndarray:
+    """`n` single-uop instructions forming `width` independent dependency chains, interleaved:
+    instruction i reads and writes register i mod width. One chain runs at 1 instruction per
+    cycle; `width` chains at up to `width` per cycle."""
+    return program([[([i % width], [i % width], unit)] for i in range(n)])
+
+
+def independent(n: int, unit: int = N.UNIT_ALU) -> np.ndarray:
+    """`n` instructions with no register dependencies."""
+    return program([[((), (i % 200,), unit)] for i in range(n)])

@@ -1,0 +1,507 @@
+"""Traces: corecast's compact binary format, readers, writers and converters.
+
+File layout (little-endian)::
+
+    offset 0   8 bytes   magic b"CCTRACE1"
+    offset 8   uint32    data offset (where records start; a multiple of 16)
+    offset 12  uint32    length of the JSON metadata
+    offset 16  JSON      metadata (format, version, source, command, threads, has_branches,
+                         has_uops, markers, stack range, notes), space-padded
+    data offset ...      records, 16 bytes each, until the end of the file
+
+A record (`RECORD_DTYPE`): `addr` u64, `aux` u32, `tid` u16, `kind` u8, `size` u8.
+
+| kind | addr | size | aux |
+| --- | --- | --- | --- |
+| 0 fetch | instruction address | instruction length | - |
+| 1 load, 2 store, 3 modify | data address | bytes | - |
+| 4 branch | branch address | flags: 1 taken, 2 conditional, 4 indirect, 8 call, 16 return | target - address (int32; 0 if it does not fit) |
+| 5 marker | marker id (a transaction starts) | - | - |
+| 6 uop | packed: bytes 0-3 source registers, 4-5 destination registers (0xff none), 6 unit (0 alu, 1 load, 2 store, 3 branch, 4 fp), 7 flags (1 first uop of its instruction, 2 placeholder) | - | - |
+
+Branch and uop records of an instruction follow its fetch record; a branch record comes right
+before the fetch of the instruction that followed the branch (only then is the outcome known).
+
+Converters: valgrind lackey `--trace-mem=yes` text (parsed natively), Dinero "din" text, and
+CSV (`tid,kind,addr,size[,taken,target]`).
+"""
+from __future__ import annotations
+
+import csv
+import ctypes as C
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import UserError
+from . import native as N
+from .native import RECORD_DTYPE
+
+MAGIC = b"CCTRACE1"
+FORMAT = "corecast-trace"
+VERSION = 1
+HEADER_RESERVE = 4096
+KIND_NAMES = ("fetch", "load", "store", "modify", "branch", "marker", "uop")
+_KIND_BY_NAME = {n: i for i, n in enumerate(KIND_NAMES)}
+_KIND_BY_NAME.update({"i": 0, "l": 1, "s": 2, "m": 3, "b": 4, "ifetch": 0, "read": 1,
+                      "write": 2, "instr": 0, "instruction": 0})
+
+
+@dataclass
+class Trace:
+    """A trace: records (a numpy array, memory-mapped when read from a file) and metadata."""
+
+    records: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def chunks(self, size: int = 1 << 20) -> Iterator[np.ndarray]:
+        for i in range(0, len(self.records), size):
+            yield self.records[i:i + size]
+
+    @property
+    def instructions(self) -> int:
+        return int(np.count_nonzero(self.records["kind"] == N.KIND_FETCH))
+
+    def summary(self) -> dict[str, Any]:
+        kinds = np.bincount(self.records["kind"], minlength=len(KIND_NAMES))
+        tids = np.unique(self.records["tid"]) if len(self.records) else np.array([], int)
+        return {"records": len(self.records),
+                **{KIND_NAMES[i]: int(kinds[i]) for i in range(len(KIND_NAMES))},
+                "threads": int(len(tids))}
+
+
+def make_records(n: int) -> np.ndarray:
+    return np.zeros(n, dtype=RECORD_DTYPE)
+
+
+# ----------------------------------------------------------------------------------------
+# binary files
+
+class TraceWriter:
+    """Write a trace file incrementally: `w.write(records)`, then `w.close(meta)`."""
+
+    def __init__(self, path: str | Path, meta: dict[str, Any] | None = None):
+        self.path = Path(path)
+        self.meta = dict(meta or {})
+        self.count = 0
+        self.kinds = np.zeros(len(KIND_NAMES), dtype=np.int64)
+        self.tids: set[int] = set()
+        try:
+            self._fh: IO[bytes] | None = open(self.path, "wb")
+        except OSError as err:
+            raise UserError(f"{self.path}: cannot write: {err.strerror}") from None
+        self._fh.write(b"\0" * HEADER_RESERVE)
+
+    def write(self, records: np.ndarray) -> None:
+        if self._fh is None:
+            raise ValueError("writer closed")
+        records = N.as_records(records)
+        if not len(records):
+            return
+        self._fh.write(records.tobytes())
+        self.count += len(records)
+        self.kinds += np.bincount(records["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
+        self.tids.update(np.unique(records["tid"]).tolist())
+
+    def close(self, meta: dict[str, Any] | None = None) -> Path:
+        if self._fh is None:
+            return self.path
+        if meta:
+            self.meta.update(meta)
+        m = _standard_meta(self.meta)
+        m.setdefault("threads", len(self.tids))
+        m["has_branches"] = bool(self.kinds[N.KIND_BRANCH])
+        m["has_uops"] = bool(self.kinds[N.KIND_UOP])
+        m["records"] = self.count
+        header = _header(m, HEADER_RESERVE)
+        if header is None:  # metadata too large for the reserved space: rewrite the file
+            self._fh.close()
+            self._fh = None
+            data = np.fromfile(self.path, dtype=RECORD_DTYPE, offset=HEADER_RESERVE)
+            write_trace(self.path, Trace(data, m))
+            return self.path
+        self._fh.seek(0)
+        self._fh.write(header)
+        self._fh.close()
+        self._fh = None
+        return self.path
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _standard_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    m = {"format": FORMAT, "version": VERSION}
+    m.update({k: v for k, v in meta.items() if k not in ("format", "version")})
+    return m
+
+
+def _header(meta: dict[str, Any], size: int | None) -> bytes | None:
+    blob = json.dumps(meta, sort_keys=True, default=str).encode()
+    need = 16 + len(blob)
+    if size is None:
+        size = max(HEADER_RESERVE, (need + 15) // 16 * 16)
+    if need > size:
+        return None
+    head = MAGIC + np.uint32(size).tobytes() + np.uint32(len(blob)).tobytes() + blob
+    return head + b" " * (size - len(head))
+
+
+def write_trace(path: str | Path, trace: Trace) -> Path:
+    """Write a whole trace to `path`."""
+    recs = N.as_records(trace.records)
+    meta = _standard_meta(trace.meta)
+    kinds = np.bincount(recs["kind"], minlength=len(KIND_NAMES))
+    meta.setdefault("threads", int(len(np.unique(recs["tid"]))) if len(recs) else 0)
+    meta["has_branches"] = bool(kinds[N.KIND_BRANCH])
+    meta["has_uops"] = bool(kinds[N.KIND_UOP])
+    meta["records"] = int(len(recs))
+    header = _header(meta, None)
+    assert header is not None
+    path = Path(path)
+    try:
+        with open(path, "wb") as fh:
+            fh.write(header)
+            fh.write(recs.tobytes())
+    except OSError as err:
+        raise UserError(f"{path}: cannot write: {err.strerror}") from None
+    return path
+
+
+def is_trace_file(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == MAGIC
+    except OSError:
+        return False
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Open a corecast trace file (records memory-mapped)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+            if len(head) < 16 or head[:8] != MAGIC:
+                raise UserError(f"{path}: not a corecast trace (no CCTRACE1 header); convert "
+                                "lackey, din or CSV text with `corecast sim convert`")
+            offset = int(np.frombuffer(head, "<u4", 1, 8)[0])
+            jlen = int(np.frombuffer(head, "<u4", 1, 12)[0])
+            if offset < 16 + jlen or offset % 16 or offset > size:
+                raise UserError(f"{path}: damaged trace header")
+            blob = fh.read(jlen)
+    except OSError as err:
+        raise UserError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        meta = json.loads(blob)
+    except ValueError:
+        raise UserError(f"{path}: damaged trace metadata") from None
+    if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
+        raise UserError(f"{path}: trace format {meta.get('format')} version "
+                        f"{meta.get('version')} is not one this corecast reads")
+    nbytes = size - offset
+    if nbytes % RECORD_DTYPE.itemsize:
+        raise UserError(f"{path}: truncated trace ({nbytes % RECORD_DTYPE.itemsize} stray bytes "
+                        "at the end)")
+    n = nbytes // RECORD_DTYPE.itemsize
+    if n == 0:
+        recs = np.zeros(0, dtype=RECORD_DTYPE)
+    else:
+        recs = np.memmap(path, dtype=RECORD_DTYPE, mode="r", offset=offset, shape=(n,))
+    return Trace(recs, meta, str(path))
+
+
+# ----------------------------------------------------------------------------------------
+# lackey text
+
+@dataclass
+class LackeyStats:
+    lines: int = 0
+    trace_lines: int = 0
+    bad_lines: int = 0
+    first_bad_line: int = 0
+    messages: list[str] = field(default_factory=list)
+    threads: int = 1
+
+
+class LackeyParser:
+    """Incremental parser of lackey text: feed bytes, get record arrays.
+
+    `markers`: instruction addresses whose execution starts a transaction (a marker record
+    is put before their fetch). Thread switches come from `--trace-sched=yes` lines."""
+
+    def __init__(self, markers: Sequence[int] = (), keep_messages: int = 4 << 20):
+        self._L = N.lib()
+        self.st = N.LackeyState()
+        self._markers = np.array(sorted(set(int(m) for m in markers)), dtype=np.uint64)
+        if len(self._markers):
+            self.st.markers = self._markers.ctypes.data_as(C.POINTER(C.c_uint64))
+            self.st.nmarkers = len(self._markers)
+        self._msg = C.create_string_buffer(keep_messages)
+        self.st.msg = C.cast(self._msg, C.c_char_p)
+        self.st.msg_cap = keep_messages
+        self._rest = b""
+
+    def feed(self, data: bytes, final: bool = False) -> np.ndarray:
+        buf = self._rest + data if self._rest else data
+        raw = np.frombuffer(buf, dtype=np.uint8) if buf else np.zeros(1, np.uint8)
+        out_parts = []
+        pos = 0
+        nout = C.c_size_t()
+        while True:
+            remaining = len(buf) - pos
+            # a trace line is at least 7 bytes ("I  0,1\n") and may bring a marker record
+            cap = remaining // 3 + 16
+            out = np.empty(cap, dtype=RECORD_DTYPE)
+            used = self._L.cc_lackey_parse(C.byref(self.st), C.c_void_p(raw.ctypes.data + pos),
+                                           remaining, 1 if final else 0, out.ctypes.data, cap,
+                                           C.byref(nout))
+            if nout.value:
+                out_parts.append(out[:nout.value])
+            pos += used
+            if used == 0 or pos >= len(buf) or nout.value + 2 <= cap:
+                break
+        self._rest = buf[pos:]
+        if not out_parts:
+            return np.zeros(0, dtype=RECORD_DTYPE)
+        return out_parts[0] if len(out_parts) == 1 else np.concatenate(out_parts)
+
+    def stats(self) -> LackeyStats:
+        text = self._msg.raw[:self.st.msg_len].decode("utf-8", "replace")
+        return LackeyStats(lines=self.st.lines, trace_lines=self.st.trace_lines,
+                           bad_lines=self.st.bad_lines, first_bad_line=self.st.first_bad_line,
+                           messages=text.splitlines(), threads=self.st.max_tid + 1)
+
+
+def convert_lackey(src: str | Path | IO[bytes], out: str | Path, *,
+                   markers: Sequence[int] = (), meta: dict[str, Any] | None = None,
+                   chunk_bytes: int = 16 << 20) -> tuple[Path, LackeyStats]:
+    """Convert lackey text (a file path or binary stream) into a trace file."""
+    parser = LackeyParser(markers)
+    name = str(src) if isinstance(src, (str, Path)) else getattr(src, "name", "<stream>")
+    fh: IO[bytes]
+    own = isinstance(src, (str, Path))
+    try:
+        fh = open(src, "rb") if own else src  # type: ignore[arg-type]
+    except OSError as err:
+        raise UserError(f"{src}: cannot read: {err.strerror}") from None
+    w = TraceWriter(out, meta)
+    try:
+        while True:
+            data = fh.read(chunk_bytes)
+            if not data:
+                w.write(parser.feed(b"", final=True))
+                break
+            w.write(parser.feed(data))
+    finally:
+        if own:
+            fh.close()
+    st = parser.stats()
+    if st.trace_lines == 0:
+        w.close()
+        raise UserError(f"{name}: no lackey trace lines found ({st.lines} lines read; expected "
+                        "lines like 'I  04016b0,3' from valgrind --tool=lackey --trace-mem=yes)")
+    info = {"source": "lackey", "lackey_lines": st.lines, "bad_lines": st.bad_lines,
+            "markers": [hex(m) for m in sorted(set(markers))]}
+    if st.threads > 1:
+        info["threads"] = st.threads
+    w.close({**info, **(meta or {})})
+    return Path(out), st
+
+
+def parse_lackey_text(text: str | bytes, markers: Sequence[int] = ()) -> np.ndarray:
+    """Parse a whole lackey text (for small inputs and tests)."""
+    p = LackeyParser(markers)
+    data = text.encode() if isinstance(text, str) else text
+    return p.feed(data, final=True)
+
+
+# ----------------------------------------------------------------------------------------
+# other text formats
+
+def _open_text(path: str | Path) -> IO[str]:
+    try:
+        return open(path, "r", encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UserError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def read_din(path: str | Path, default_size: int = 4) -> np.ndarray:
+    """Dinero III/IV "din" text: `label address [size]` per line; label 0 read, 1 write,
+    2 instruction fetch (3 escape and 4 flush lines are skipped)."""
+    kinds = {0: N.KIND_LOAD, 1: N.KIND_STORE, 2: N.KIND_FETCH}
+    addrs: list[int] = []
+    ks: list[int] = []
+    sizes: list[int] = []
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts or parts[0].startswith("#"):
+                continue
+            try:
+                label = int(parts[0])
+                addr = int(parts[1], 16)
+                size = int(parts[2]) if len(parts) > 2 else default_size
+            except (ValueError, IndexError):
+                raise UserError(f"{path}:{lineno}: not a din line (label hex-address [size]): "
+                                f"{line.strip()[:60]!r}") from None
+            if label in (3, 4):
+                continue
+            if label not in kinds:
+                raise UserError(f"{path}:{lineno}: unknown din label {label} (0 read, 1 write, "
+                                "2 fetch)")
+            if not 0 < size < 256:
+                raise UserError(f"{path}:{lineno}: size {size} out of range 1..255")
+            addrs.append(addr)
+            ks.append(kinds[label])
+            sizes.append(size)
+    recs = make_records(len(addrs))
+    recs["addr"] = np.array(addrs, dtype=np.uint64)
+    recs["kind"] = ks
+    recs["size"] = sizes
+    return recs
+
+
+def read_csv(path: str | Path) -> np.ndarray:
+    """CSV with a header naming `kind,addr` and optionally `tid,size,taken,target`. `kind` is
+    fetch, load, store, modify, branch or marker; addresses may be decimal or 0x-hex."""
+    rows_addr: list[int] = []
+    rows = []
+    with _open_text(path) as fh:
+        reader = csv.DictReader(line for line in fh if not line.startswith("#"))
+        fields_ = reader.fieldnames or []
+        for need in ("kind", "addr"):
+            if need not in fields_:
+                raise UserError(f"{path}: column '{need}' missing (header: "
+                                f"{', '.join(fields_) or 'none'})")
+        for i, row in enumerate(reader, 2):
+            try:
+                kind = _KIND_BY_NAME[row["kind"].strip().lower()]
+            except KeyError:
+                raise UserError(f"{path}:{i}: column 'kind': unknown kind {row['kind']!r}") from None
+            try:
+                addr = int(row["addr"], 0)
+                tid = int(row.get("tid") or 0)
+                size = int(row.get("size") or (4 if kind != N.KIND_MARKER else 0))
+                taken = int(row.get("taken") or 0)
+                target = int(row.get("target") or "0", 0)
+            except ValueError as err:
+                raise UserError(f"{path}:{i}: {err}") from None
+            if not 0 <= size < 256:
+                raise UserError(f"{path}:{i}: column 'size': {size} out of range 0..255")
+            aux = 0
+            if kind == N.KIND_BRANCH:
+                flags = N.BR_COND | (N.BR_TAKEN if taken else 0)
+                size = flags
+                d = target - addr if target else 0
+                aux = d & 0xFFFFFFFF if -2**31 <= d < 2**31 else 0
+            rows_addr.append(addr)
+            rows.append((aux, tid, kind, size))
+    recs = make_records(len(rows))
+    if rows:
+        recs["addr"] = np.array(rows_addr, dtype=np.uint64)
+        arr = np.array(rows, dtype=np.int64)
+        recs["aux"] = arr[:, 0]
+        recs["tid"] = arr[:, 1]
+        recs["kind"] = arr[:, 2]
+        recs["size"] = arr[:, 3]
+    return recs
+
+
+def write_csv(records: np.ndarray, out: IO[str] | str | Path, limit: int | None = None) -> None:
+    """Write records as CSV (`tid,kind,addr,size,taken,target`; uops as packed hex)."""
+    own = isinstance(out, (str, Path))
+    fh: IO[str] = open(out, "w") if own else out  # type: ignore[arg-type,assignment]
+    try:
+        fh.write("tid,kind,addr,size,taken,target\n")
+        recs = records if limit is None else records[:limit]
+        for r in recs:
+            kind = int(r["kind"])
+            name = KIND_NAMES[kind] if kind < len(KIND_NAMES) else str(kind)
+            addr = int(r["addr"])
+            if kind == N.KIND_BRANCH:
+                d = int(np.int32(np.uint32(r["aux"])))
+                taken = 1 if int(r["size"]) & N.BR_TAKEN else 0
+                tgt = hex(addr + d) if int(r["aux"]) else ""
+                fh.write(f"{int(r['tid'])},{name},{hex(addr)},0,{taken},{tgt}\n")
+            else:
+                fh.write(f"{int(r['tid'])},{name},{hex(addr)},{int(r['size'])},,\n")
+    finally:
+        if own:
+            fh.close()
+
+
+def convert(src: str | Path, out: str | Path, fmt: str = "auto", *,
+            markers: Sequence[int] = ()) -> tuple[Path, dict[str, Any]]:
+    """Convert a text trace (lackey, din, csv) into a corecast trace file."""
+    src = Path(src)
+    if not src.exists():
+        raise UserError(f"{src}: no such file")
+    if fmt == "auto":
+        fmt = _guess_format(src)
+    if fmt == "lackey":
+        path, st = convert_lackey(src, out, markers=markers,
+                                  meta={"converted_from": str(src)})
+        info: dict[str, Any] = {"format": "lackey", "lines": st.lines,
+                                "trace_lines": st.trace_lines, "bad_lines": st.bad_lines,
+                                "first_bad_line": st.first_bad_line, "threads": st.threads}
+        return path, info
+    if fmt == "din":
+        recs = read_din(src)
+    elif fmt == "csv":
+        recs = read_csv(src)
+    else:
+        raise UserError(f"unknown trace format '{fmt}' (lackey, din, csv)")
+    if len(markers):
+        raise UserError("--marker works with lackey text only; put marker rows in the CSV")
+    write_trace(out, Trace(recs, {"source": fmt, "converted_from": str(src)}))
+    return Path(out), {"format": fmt, "records": int(len(recs))}
+
+
+def _guess_format(path: Path) -> str:
+    with open(path, "rb") as fh:
+        head = fh.read(4096).decode("utf-8", "replace")
+    lines = [ln for ln in head.splitlines() if ln.strip()]
+    if any(ln.startswith(("I  ", " L ", " S ", " M ", "==", "--")) for ln in lines[:20]):
+        return "lackey"
+    if lines and "kind" in lines[0] and "," in lines[0]:
+        return "csv"
+    if lines and all(ln.split()[0] in ("0", "1", "2", "3", "4") for ln in lines[:20]
+                     if not ln.startswith("#")):
+        return "din"
+    raise UserError(f"{path}: cannot tell the trace format; give --from lackey|din|csv")
+
+
+def load(path: str | Path) -> Trace:
+    """A trace from a corecast trace file, or converted in memory from lackey/din/csv text."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such trace file")
+    if is_trace_file(path):
+        return read_trace(path)
+    fmt = _guess_format(path)
+    if fmt == "lackey":
+        with open(path, "rb") as fh:
+            p = LackeyParser()
+            parts = []
+            while True:
+                data = fh.read(16 << 20)
+                if not data:
+                    parts.append(p.feed(b"", final=True))
+                    break
+                parts.append(p.feed(data))
+        recs = np.concatenate(parts) if parts else make_records(0)
+        return Trace(recs, {"source": "lackey", "threads": p.stats().threads}, str(path))
+    recs = read_din(path) if fmt == "din" else read_csv(path)
+    return Trace(recs, {"source": fmt}, str(path))

@@ -1,0 +1,161 @@
+"""Trace files, the lackey parser, din and CSV converters."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corecast.errors import UserError
+from corecast.sim import synth
+from corecast.sim.native import (KIND_FETCH, KIND_LOAD, KIND_MARKER, KIND_MODIFY, KIND_STORE,
+                                 RECORD_DTYPE)
+from corecast.sim.trace import (LackeyParser, Trace, TraceWriter, convert, load,
+                                parse_lackey_text, read_csv, read_din, read_trace, write_csv,
+                                write_trace)
+
+LACKEY = """==123== Lackey, an example Valgrind tool
+==123== Command: ./a.out
+--123--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+I  04016b0,3
+ S 1ffefffd58,8
+I  04016b3,5
+ L 04222cac,4
+ M 0421f0d8,4
+--123--   SCHED[2]:  acquired lock (VG_(client_syscall)[async])
+I  0401000,2
+ L 7ff000010,16
+==123== 
+"""
+
+
+def test_record_layout():
+    assert RECORD_DTYPE.itemsize == 16
+
+
+def test_parse_lackey_lines_threads_and_messages():
+    p = LackeyParser()
+    recs = p.feed(LACKEY.encode(), final=True)
+    assert recs["kind"].tolist() == [KIND_FETCH, KIND_STORE, KIND_FETCH, KIND_LOAD,
+                                     KIND_MODIFY, KIND_FETCH, KIND_LOAD]
+    assert recs["addr"].tolist() == [0x4016B0, 0x1FFEFFFD58, 0x4016B3, 0x4222CAC, 0x421F0D8,
+                                     0x401000, 0x7FF000010]
+    assert recs["size"].tolist() == [3, 8, 5, 4, 4, 2, 16]
+    assert recs["tid"].tolist() == [0, 0, 0, 0, 0, 1, 1]
+    st = p.stats()
+    assert st.trace_lines == 7 and st.bad_lines == 0 and st.threads == 2
+    assert any("Command: ./a.out" in m for m in st.messages)
+    assert not any("SCHED" in m for m in st.messages)
+
+
+def test_parse_lackey_markers():
+    recs = parse_lackey_text(LACKEY, markers=[0x4016B3])
+    kinds = recs["kind"].tolist()
+    i = kinds.index(KIND_MARKER)
+    assert recs["addr"][i] == 0x4016B3 and kinds[i + 1] == KIND_FETCH
+    assert recs["addr"][i + 1] == 0x4016B3
+
+
+def test_parse_lackey_in_pieces_matches_whole():
+    text = ("".join(f"I  {0x400000 + 4 * i:08x},4\n L {0x10000 + 8 * i:08x},8\n"
+                    for i in range(5000))).encode()
+    whole = parse_lackey_text(text)
+    p = LackeyParser()
+    parts = [p.feed(text[i:i + 997]) for i in range(0, len(text), 997)]
+    parts.append(p.feed(b"", final=True))
+    pieces = np.concatenate(parts)
+    assert len(whole) == 10000
+    assert np.array_equal(whole, pieces)
+
+
+def test_parse_lackey_bad_lines_counted():
+    p = LackeyParser()
+    recs = p.feed(b"I  0400000,4\nhello world\n L zz,8\n S 1000,\n L 2000,8\n", final=True)
+    assert len(recs) == 2
+    st = p.stats()
+    assert st.bad_lines == 3 and st.first_bad_line == 2
+
+
+def test_parse_lackey_final_line_without_newline():
+    assert len(parse_lackey_text("I  0400000,4\n L 1000,8")) == 2
+
+
+def test_trace_file_roundtrip(tmp_path):
+    recs = synth.pingpong(10, 3)
+    p = write_trace(tmp_path / "t.cctrace", Trace(recs, {"source": "test", "note": "x"}))
+    tr = read_trace(p)
+    assert np.array_equal(np.asarray(tr.records), recs)
+    assert tr.meta["source"] == "test" and tr.meta["threads"] == 3
+    assert tr.meta["has_branches"] is False and tr.meta["records"] == len(recs)
+    assert tr.summary()["store"] == 30
+
+
+def test_writer_incremental_and_large_meta(tmp_path):
+    recs = synth.stream(1000)
+    with TraceWriter(tmp_path / "w.cctrace", {"source": "w"}) as w:
+        w.write(recs[:500])
+        w.write(recs[500:])
+    tr = read_trace(tmp_path / "w.cctrace")
+    assert np.array_equal(np.asarray(tr.records), recs)
+    big = TraceWriter(tmp_path / "b.cctrace")
+    big.write(recs)
+    big.close({"objects": ["/x" * 50] * 200})       # more than the reserved header
+    tr = read_trace(tmp_path / "b.cctrace")
+    assert len(tr.meta["objects"]) == 200 and np.array_equal(np.asarray(tr.records), recs)
+
+
+def test_bad_trace_files(tmp_path):
+    p = tmp_path / "junk.cctrace"
+    p.write_bytes(b"hello")
+    with pytest.raises(UserError, match="not a corecast trace"):
+        read_trace(p)
+    good = write_trace(tmp_path / "g.cctrace", Trace(synth.stream(10)))
+    data = good.read_bytes()
+    (tmp_path / "trunc.cctrace").write_bytes(data[:-5])
+    with pytest.raises(UserError, match="truncated"):
+        read_trace(tmp_path / "trunc.cctrace")
+    with pytest.raises(UserError, match="no such trace"):
+        load(tmp_path / "missing")
+
+
+def test_din(tmp_path):
+    p = tmp_path / "t.din"
+    p.write_text("2 400000\n0 1000 8\n1 2000\n3 0\n")
+    recs = read_din(p)
+    assert recs["kind"].tolist() == [KIND_FETCH, KIND_LOAD, KIND_STORE]
+    assert recs["size"].tolist() == [4, 8, 4]
+    (tmp_path / "bad.din").write_text("0 1000\n7 1000\n")
+    with pytest.raises(UserError, match=r"bad\.din:2: unknown din label 7"):
+        read_din(tmp_path / "bad.din")
+
+
+def test_csv_roundtrip(tmp_path):
+    recs = np.concatenate([synth.pingpong(3, 2), parse_lackey_text(LACKEY)])
+    write_csv(recs, tmp_path / "t.csv")
+    back = read_csv(tmp_path / "t.csv")
+    for f in ("addr", "tid", "kind", "size"):
+        assert back[f].tolist() == recs[f].tolist()
+    (tmp_path / "bad.csv").write_text("kind,addr\nfetch,0x10\njump,0x20\n")
+    with pytest.raises(UserError, match=r"bad\.csv:3: column 'kind'"):
+        read_csv(tmp_path / "bad.csv")
+    (tmp_path / "nokind.csv").write_text("addr\n1\n")
+    with pytest.raises(UserError, match="column 'kind' missing"):
+        read_csv(tmp_path / "nokind.csv")
+
+
+def test_convert_detects_format(tmp_path):
+    (tmp_path / "a.lackey").write_text(LACKEY)
+    path, info = convert(tmp_path / "a.lackey", tmp_path / "a.cctrace")
+    assert info["format"] == "lackey" and info["threads"] == 2
+    tr = read_trace(path)
+    assert len(tr) == 7 and tr.meta["threads"] == 2
+    (tmp_path / "x.txt").write_text("what is this\n")
+    with pytest.raises(UserError, match="cannot tell the trace format"):
+        convert(tmp_path / "x.txt", tmp_path / "x.cctrace")
+    (tmp_path / "empty.lackey").write_text("==1== nothing\n")
+    with pytest.raises(UserError, match="no lackey trace lines"):
+        convert(tmp_path / "empty.lackey", tmp_path / "e.cctrace", "lackey")
+
+
+def test_load_text_directly(tmp_path):
+    (tmp_path / "a.lackey").write_text(LACKEY)
+    tr = load(tmp_path / "a.lackey")
+    assert len(tr) == 7 and tr.meta["source"] == "lackey"
