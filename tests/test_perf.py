@@ -17,11 +17,12 @@ from corecast.errors import UserError
 
 PROGS = {
     "sleeper": "#include <unistd.h>\nint main(void){ usleep(300000); return 0; }\n",
-    # spins until it has used 300 ms of CPU time, however loaded the machine is
-    "spinner": ("#include <time.h>\nint main(void){ struct timespec b;"
+    # spins until it has used 300 ms of CPU time since main(), however loaded the machine is
+    # (CPU time the forked child spent before exec does not count)
+    "spinner": ("#include <time.h>\nint main(void){ struct timespec a,b; clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&a);"
                 " volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
-                " clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&b);} while(b.tv_sec*1e9+b.tv_nsec < 3e8);"
-                " return 0; }\n"),
+                " clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&b);}"
+                " while((b.tv_sec-a.tv_sec)*1e9+(b.tv_nsec-a.tv_nsec) < 3e8); return 0; }\n"),
     # spins until it has used argv[1] ms of CPU time
     "spin_ms": ("#include <stdlib.h>\n#include <time.h>\nint main(int c,char**v){ double lim=atof(v[1])*1e6;"
                 " struct timespec b; volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
@@ -67,10 +68,9 @@ def test_sleeping_program_has_no_task_clock_spinning_one_does(progs):
     sleep_v, _ = count([progs["sleeper"]], "task_clock")
     spin_v, _ = count([progs["spinner"]], "task_clock")
     assert sleep_v["task_clock"].status == "ok" and spin_v["task_clock"].status == "ok"
-    # sleeps 300 ms: well under 20 ms of CPU; spins for 300 ms of CPU time, part of which the
-    # forked child may spend before exec, where enable_on_exec does not count yet
+    # sleeps 300 ms: well under 20 ms of CPU; spins for 300 ms of CPU time after exec
     assert sleep_v["task_clock"].value < 20e6
-    assert 200e6 < spin_v["task_clock"].value < 400e6
+    assert 300e6 <= spin_v["task_clock"].value < 400e6
     assert spin_v["task_clock"].value > 10 * sleep_v["task_clock"].value
 
 
@@ -79,10 +79,13 @@ def test_context_switches_of_a_program_that_blocks_n_times(progs, n):
     vals, child = count([progs["yielder"], str(n)], "context_switches,sched:sched_switch"
                         if tracefs_dir() else "context_switches")
     cs = vals["context_switches"].value
-    assert n <= cs <= n + 15, cs
-    assert child.rusage.ru_nvcsw >= n
+    # Each sleep normally switches the task out once; on a loaded VM the timer can fire before
+    # schedule() runs, and then that sleep costs no switch, so allow a few percent fewer.
+    low = n - max(2, n // 50)
+    assert low <= cs <= n + 15, cs
+    assert child.rusage.ru_nvcsw >= low
     if "sched:sched_switch" in vals:
-        assert n <= vals["sched:sched_switch"].value <= n + 15
+        assert low <= vals["sched:sched_switch"].value <= n + 15
 
 
 def test_counters_readable_after_exit_and_inherited_threads_counted(progs):
