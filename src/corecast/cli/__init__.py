@@ -13,12 +13,14 @@ ends in one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import os
 import pkgutil
 import sys
 import traceback
-from types import ModuleType
+from dataclasses import dataclass
+from pathlib import Path
 
 from .. import __version__
 from ..errors import UserError
@@ -34,26 +36,58 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message}\n")
 
 
-def _command_modules() -> list[ModuleType]:
-    mods = []
+@dataclass
+class _Command:
+    name: str
+    help: str
+    module: str
+
+
+def _commands() -> list[_Command]:
+    """Every command module's COMMAND and HELP, read from its source without importing it, so
+    that `corecast CMD` loads only what CMD needs (numpy/scipy/matplotlib cost a second)."""
+    out = []
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(mod, "COMMAND") and hasattr(mod, "run"):
-            mods.append(mod)
-    return sorted(mods, key=lambda m: m.COMMAND)
+        path = Path(__path__[0]) / f"{info.name}.py"
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            tree = None
+        consts: dict[str, str] = {}
+        for node in tree.body if tree else []:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if node.targets[0].id in ("COMMAND", "HELP") and isinstance(node.value, ast.Constant):
+                    consts[node.targets[0].id] = str(node.value.value)
+        if "COMMAND" not in consts:
+            # Not readable statically (a package, or a computed name): import it to find out.
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+            if not (hasattr(mod, "COMMAND") and hasattr(mod, "run")):
+                continue
+            consts = {"COMMAND": mod.COMMAND, "HELP": getattr(mod, "HELP", "")}
+        out.append(_Command(consts["COMMAND"], consts.get("HELP", ""), f"{__name__}.{info.name}"))
+    return sorted(out, key=lambda c: c.name)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser. Only the command named in `argv` is imported and given its options;
+    with argv None every command is (used by tests and documentation)."""
     parser = _Parser(
         prog="corecast",
         description="Measure a multithreaded program on a few cores, predict how it scales on "
                     "many, and explain what stops it.")
     parser.add_argument("--version", action="version", version=f"corecast {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in _command_modules():
-        p = sub.add_parser(mod.COMMAND, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+    wanted = None
+    if argv is not None:
+        wanted = next((a for a in argv if not a.startswith("-")), None)
+    for cmd in _commands():
+        if argv is not None and cmd.name != wanted:
+            sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+            continue
+        mod = importlib.import_module(cmd.module)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=getattr(mod, "DESCRIPTION", cmd.help),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
@@ -61,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
