@@ -97,7 +97,7 @@ def run(args) -> int:
     data = ds_mod.load(args.file)
     opts = options(args, data)
     label = str(args.file)
-    fitted = predictors.fit(args.method, data, **opts)
+    fitted = predictors.fit(args.method, data, calibrate=True, **opts)
     doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level)
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
@@ -109,7 +109,7 @@ def run(args) -> int:
         for m in predictors.applicable(data, opts.get("categories")):
             if m != args.method:
                 try:
-                    fits[m] = predictors.fit(m, data, **opts)
+                    fits[m] = predictors.fit(m, data, calibrate=True, **opts)
                 except UserError:
                     pass
         fig = R.figure(data, fits, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
