@@ -26,7 +26,6 @@ on the other real datasets' splits and scored on the held-out one.
 """
 from __future__ import annotations
 
-import glob
 import math
 import os
 import sys
