@@ -1,20 +1,31 @@
 """corecast's predictors against Extra-P (PyPI `extrap`) on the same train/test splits.
 
-For every dataset (the project's USL reference data in data/usl/, and synthetic programs with
-known laws from corecast.model.synth) and every split "fit on the first k core counts, predict
-the rest", each method is fitted on the training rows and predicts the held-out core counts
-in the dataset's input metric (time_s, else throughput). Extra-P models the same metric with
-its default single-parameter modeler (PMNF hypotheses, all repetitions given). Prints the
-MAPE per split and method, the median MAPE per method, and by how much corecast's `auto`
-beats Extra-P's median error. Extra-P's hypotheses (n^i log^j n with i >= 0) model growing
-costs, so it is given the throughput (1/time where the data have times), its favourable side.
+Datasets, in two groups reported apart (the headline is on the real ones):
+
+- real: published measurements (data/usl/ raytracer, specsdm91, clients_without_n1;
+  data/cisco/; data/postgres91/; data/wavetrisk/, four series; see each README);
+- synthetic: data/usl/synthetic.csv (generated from the USL) and programs with known laws
+  from corecast.model.synth (with stall categories).
+
+For every dataset and every split "fit on the first k core counts, predict the rest" (k from
+half to all but one, at least 4), each method is fitted on the training rows and predicts the
+held-out core counts in the dataset's input metric (time_s, else throughput). Extra-P models
+the same metric with its default single-parameter modeler (PMNF hypotheses, all repetitions
+given); its hypotheses (n^i log^j n, i >= 0) model growing costs, so it is given the throughput
+(1/time where the data have times), its favourable side.
+
+Prints the MAPE per split and method; per group the median and mean MAPE over splits, the
+median of the per-dataset medians (every dataset weighing the same), the measured coverage of
+the 80% bands, and by how much corecast's `auto` beats Extra-P's median error. Last, a
+leave-one-dataset-out check of `auto`'s one tuning constant (SHRINK, the share of the
+combination weights taken from the validation errors): for each real dataset, SHRINK is chosen
+on the other real datasets' splits and scored on the held-out one.
 
     .venv/bin/pip install -e '.[bench]'     # installs extrap
     .venv/bin/python bench/predict_vs_extrap.py
 """
 from __future__ import annotations
 
-import glob
 import math
 import os
 import sys
@@ -28,12 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
 
 from corecast.dataset import Dataset, load  # noqa: E402
-from corecast.model import predictors, synth  # noqa: E402
+from corecast.model import auto, predictors, synth  # noqa: E402
 from corecast.model.base import Prediction  # noqa: E402
 from corecast.model.evaluate import evaluate_predictor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-METHODS = ["auto", "estima", "timex", "usl"]
+METHODS = ["auto", "estima", "timex", "usl", "amdahl", "power", "pmnf"]
+REAL = ["usl/raytracer", "usl/specsdm91", "usl/clients_without_n1", "cisco/cisco", "postgres91/postgres91",
+        "wavetrisk/niagara_2560", "wavetrisk/niagara_640", "wavetrisk/bbserv_2560", "wavetrisk/bbserv_640"]
+SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 class ExtraPFit:
@@ -78,14 +92,14 @@ class ExtraPFit:
                           metric=self.metric, method="extrap", model=self.model)
 
 
-def datasets() -> list[tuple[str, Dataset]]:
-    out = []
-    for f in sorted(glob.glob(str(ROOT / "data" / "usl" / "*.csv"))):
-        out.append((f"usl/{Path(f).stem}", load(f)))
+def datasets() -> list[tuple[str, str, Dataset]]:
+    """(group, name, dataset)."""
+    out = [("real", name, load(str(ROOT / "data" / f"{name}.csv"))) for name in REAL]
+    out.append(("synthetic", "usl/synthetic", load(str(ROOT / "data" / "usl" / "synthetic.csv"))))
     for law in synth.LAWS:
         for seed in (0, 1):
             ds, _, _ = synth.scaling_dataset(law, seed=seed, cores=list(range(1, 13)) + [16, 20, 24, 32, 48])
-            out.append((f"synth/{law}#{seed}", ds))
+            out.append(("synthetic", f"synth/{law}#{seed}", ds))
     return out
 
 
@@ -96,6 +110,30 @@ def splits(ds: Dataset) -> list[float]:
     return [float(c[k - 1]) for k in ks]
 
 
+class _Shrunk:
+    """A fitted `auto` whose combination weights are recomputed with another SHRINK."""
+
+    def __init__(self, a: auto.AutoFit, shrink: float):
+        self.a = a
+        self.shrink = shrink
+
+    def predict(self, cores, level: float = 0.8) -> Prediction:
+        a = self.a
+        saved = a.weights
+        if "estima" not in saved or len(saved) > 1:
+            finite = {k: v for k, v in a.scores.items() if math.isfinite(v) and k != "estima"}
+            if finite:
+                a.weights = auto._combine(finite, self.shrink)[0]
+        try:
+            return a.predict(cores, level)
+        finally:
+            a.weights = saved
+
+
+def _fmt(v: float, w: int = 8, d: int = 1) -> str:
+    return f"{v:{w}.{d}f}" if math.isfinite(v) else f"{'-':>{w}s}"
+
+
 def main() -> int:
     _machine.header("predict_vs_extrap: corecast methods and Extra-P, MAPE % on held-out core counts")
     try:
@@ -104,48 +142,95 @@ def main() -> int:
         print("extrap is not installed: pip install -e '.[bench]'")
         return 1
     cols = ["extrap"] + METHODS
-    print(f"{'dataset':24s} {'fit on ≤':>8s} {'test':>5s} " + " ".join(f"{c:>8s}" for c in cols))
-    table: dict[str, list[float]] = {c: [] for c in cols}
-    paired: list[tuple[float, float]] = []
-    inside: dict[str, list[bool]] = {}
-    for name, ds in datasets():
+    print(f"{'dataset':26s} {'fit on ≤':>8s} {'test':>5s} " + " ".join(f"{c:>8s}" for c in cols))
+    rows: list[tuple[str, str, float, dict[str, float]]] = []
+    inside: dict[tuple[str, str], list[bool]] = {}
+    shrunk: dict[tuple[str, float], list[float]] = {}      # (dataset, shrink) -> MAPEs
+    for group, name, ds in datasets():
         for K in splits(ds):
-            row = {}
+            row: dict[str, float] = {}
             fits = {"extrap": ExtraPFit}
             for m in METHODS:
-                fits[m] = (lambda d, m=m: predictors.fit(m, d))
+                fits[m] = (lambda d, m=m: predictors.fit(m, d, calibrate=True))
+            fitted_auto: list[auto.AutoFit] = []
             for m, fn in fits.items():
+                if m == "auto":
+                    fn = (lambda d: fitted_auto.append(predictors.fit("auto", d)) or fitted_auto[-1])
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     ev = evaluate_predictor(ds, K, m, fn)
                 row[m] = ev.mape if ev.ok else math.nan
-                if ev.ok and math.isfinite(ev.coverage):
-                    inside.setdefault(m, []).extend(bool(p.inside) for p in ev.points if p.inside is not None)
+                if ev.ok:
+                    inside.setdefault((group, m), []).extend(bool(p.inside) for p in ev.points
+                                                             if p.inside is not None)
+            if group == "real" and fitted_auto:
+                for lam in SHRINKS:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        ev = evaluate_predictor(ds, K, "auto", lambda d, a=fitted_auto[-1], lam=lam: _Shrunk(a, lam))
+                    shrunk.setdefault((name, lam), []).append(ev.mape if ev.ok else math.nan)
             ntest = int((np.unique(ds.cores) > K).sum())
-            print(f"{name:24s} {K:8g} {ntest:5d} " + " ".join(
-                f"{row[c]:8.1f}" if math.isfinite(row[c]) else f"{'-':>8s}" for c in cols))
-            for c in cols:
-                if math.isfinite(row[c]):
-                    table[c].append(row[c])
-            if math.isfinite(row["extrap"]) and math.isfinite(row["auto"]):
-                paired.append((row["extrap"], row["auto"]))
-    print()
-    print(f"{'median MAPE %':40s} " + " ".join(
-        f"{np.median(table[c]):8.1f}" if table[c] else f"{'-':>8s}" for c in cols))
-    print(f"{'mean MAPE %':40s} " + " ".join(
-        f"{np.mean(table[c]):8.1f}" if table[c] else f"{'-':>8s}" for c in cols))
-    print(f"{'splits':40s} " + " ".join(f"{len(table[c]):8d}" for c in cols))
-    print(f"{'80% band coverage (measured)':40s} " + " ".join(
-        f"{np.mean(inside[c]):8.2f}" if inside.get(c) else f"{'-':>8s}" for c in cols))
-    ex = np.array([p[0] for p in paired])
-    au = np.array([p[1] for p in paired])
-    med_x, med_a = float(np.median(ex)), float(np.median(au))
-    wins = int(np.sum(au < ex))
-    print()
-    print(f"on the {len(paired)} splits both ran: Extra-P median MAPE {med_x:.2f}%, corecast auto {med_a:.2f}%: "
-          f"auto's median error is {med_x / med_a:.2f}x smaller ({med_x - med_a:.2f} points); "
-          f"auto is more accurate on {wins} of {len(paired)} splits")
-    return 0 if med_a < med_x else 2
+            print(f"{name:26s} {K:8g} {ntest:5d} " + " ".join(_fmt(row[c]) for c in cols))
+            rows.append((group, name, K, row))
+
+    status = 0
+    for group in ("real", "synthetic"):
+        grows = [r for r in rows if r[0] == group]
+        names = list(dict.fromkeys(r[1] for r in grows))
+        print()
+        print(f"== {group} datasets: {len(names)} datasets, {len(grows)} splits ==")
+        vals = {c: [r[3][c] for r in grows if math.isfinite(r[3][c])] for c in cols}
+        print(f"{'':40s} " + " ".join(f"{c:>8s}" for c in cols))
+        print(f"{'median MAPE % (over splits)':40s} " + " ".join(
+            _fmt(float(np.median(vals[c])) if vals[c] else math.nan) for c in cols))
+        print(f"{'mean MAPE %':40s} " + " ".join(_fmt(float(np.mean(vals[c])) if vals[c] else math.nan) for c in cols))
+        per_ds = {c: [float(np.median([r[3][c] for r in grows if r[1] == nm and math.isfinite(r[3][c])]))
+                      for nm in names if any(r[1] == nm and math.isfinite(r[3][c]) for r in grows)] for c in cols}
+        print(f"{'median of per-dataset medians %':40s} " + " ".join(
+            _fmt(float(np.median(per_ds[c])) if per_ds[c] else math.nan) for c in cols))
+        print(f"{'splits':40s} " + " ".join(f"{len(vals[c]):8d}" for c in cols))
+        print(f"{'80% band coverage (measured)':40s} " + " ".join(
+            _fmt(float(np.mean(inside[(group, c)])), 8, 2) if inside.get((group, c)) else f"{'-':>8s}" for c in cols))
+        print(f"{'  points with a band':40s} " + " ".join(f"{len(inside.get((group, c), [])):8d}" for c in cols))
+        print("per-dataset median MAPE %:")
+        for nm in names:
+            print(f"  {nm:38s} " + " ".join(
+                _fmt(float(np.median(v)) if (v := [r[3][c] for r in grows if r[1] == nm and math.isfinite(r[3][c])])
+                     else math.nan) for c in cols))
+        paired = [(r[3]["extrap"], r[3]["auto"]) for r in grows
+                  if math.isfinite(r[3]["extrap"]) and math.isfinite(r[3]["auto"])]
+        ex = np.array([p[0] for p in paired])
+        au = np.array([p[1] for p in paired])
+        med_x, med_a = float(np.median(ex)), float(np.median(au))
+        wins = int(np.sum(au < ex))
+        print(f"{group}: on the {len(paired)} splits both ran: Extra-P median MAPE {med_x:.2f}%, corecast auto "
+              f"{med_a:.2f}%: auto's median error is {med_x / med_a:.2f}x smaller ({med_x - med_a:.2f} points); "
+              f"auto is more accurate on {wins} of {len(paired)} splits")
+        if group == "real" and not med_a < med_x:
+            status = 2
+
+    if shrunk:
+        names = list(dict.fromkeys(k[0] for k in shrunk))
+        print()
+        print("== auto's SHRINK (share of the weights from validation errors), real datasets ==")
+        for lam in SHRINKS:
+            allv = [v for nm in names for v in shrunk[(nm, lam)] if math.isfinite(v)]
+            print(f"  SHRINK {lam:4.2f}: median MAPE {np.median(allv):6.2f}%  mean {np.mean(allv):6.2f}%"
+                  + ("   (the default)" if lam == auto.SHRINK else ""))
+        held: list[float] = []
+        picks = []
+        for nm in names:
+            others = [o for o in names if o != nm]
+
+            def crit(lam: float) -> float:
+                return float(np.median([v for o in others for v in shrunk[(o, lam)] if math.isfinite(v)]))
+            best = min(SHRINKS, key=crit)
+            picks.append(best)
+            held.extend(v for v in shrunk[(nm, best)] if math.isfinite(v))
+        print(f"  leave-one-dataset-out (SHRINK chosen on the other datasets): median MAPE "
+              f"{np.median(held):.2f}%, mean {np.mean(held):.2f}% over {len(held)} splits; "
+              f"chosen: {', '.join(f'{p:g}' for p in picks)}")
+    return status
 
 
 if __name__ == "__main__":

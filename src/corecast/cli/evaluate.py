@@ -17,7 +17,8 @@ DESCRIPTION = """\
 Fit every method (auto, estima when there are stall categories, timex, usl) on the rows with
 cores <= K, predict the larger measured core counts, and print side by side per method: the
 absolute % error per point, MAPE, max error, the share of measured points inside the band
-(coverage at --level), and whether the core count of best performance was found.
+(coverage at --level; every band is calibrated on the method's own rolling-origin errors
+within the rows fitted on), and whether the core count of best performance was found.
 
 examples:
   corecast evaluate run.csv --train-max-cores 8

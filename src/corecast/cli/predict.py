@@ -25,9 +25,13 @@ methods:
           factor; bottlenecks ranked by growth
   timex   the same kernels and selection on the time series directly
   usl     the Universal Scalability Law
-  auto    (default) validates every applicable method on the measured points (rolling
-          origin) and predicts with the stall method when stalls are present, else the best
-          method or a weighted combination; its band is calibrated on the validation errors
+  auto    (default) validates every applicable method and three scaling laws (Amdahl, a
+          local power law, Extra-P's normal form of the throughput) on the measured points
+          (rolling origin); predicts with the stall method when stalls are present, else a
+          combination of all, weighted by their validation errors shrunk toward equal
+
+every band is calibrated on the method's rolling-origin errors (noise, error growth with the
+distance of extrapolation, and for auto the members' disagreement).
 
 low/high are the bounds of the input metric (time_s, else throughput) at --level.
 
@@ -97,7 +101,7 @@ def run(args) -> int:
     data = ds_mod.load(args.file)
     opts = options(args, data)
     label = str(args.file)
-    fitted = predictors.fit(args.method, data, **opts)
+    fitted = predictors.fit(args.method, data, calibrate=True, **opts)
     doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level)
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
@@ -109,7 +113,7 @@ def run(args) -> int:
         for m in predictors.applicable(data, opts.get("categories")):
             if m != args.method:
                 try:
-                    fits[m] = predictors.fit(m, data, **opts)
+                    fits[m] = predictors.fit(m, data, calibrate=True, **opts)
                 except UserError:
                     pass
         fig = R.figure(data, fits, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
 from .base import Prediction
-from .kernels import DEFAULT_KERNELS, Kernel, LinearKernel
+from .kernels import DEFAULT_KERNELS, Kernel, KernelFit, LinearKernel
 from .select import Candidate, Selection, SelectionError, select
 from .timex import TimeSeries, _check_ratio, need_points, single_size, time_series, to_prediction
 
@@ -84,6 +84,7 @@ class _Solved:
     f_corr: float
     f_points: tuple[np.ndarray, np.ndarray]     # measured (n, f)
     corr_range: np.ndarray
+    chosen_by: str = "correlation"
 
 
 @dataclass
@@ -96,6 +97,7 @@ class EstimaFit:
     size_ratio: float = 1.0
     freq_ratio: float = 1.0
     work_stall: bool = True
+    clock_hz: float | None = None        # anchors WorkStall's b at 1/clock (see `anchor`)
     method: str = "estima"
     warnings: list[str] = field(default_factory=list)
     _cache: dict[float, _Solved] = field(default_factory=dict, repr=False)
@@ -131,8 +133,11 @@ class EstimaFit:
                             "nothing to extrapolate (use --method timex)")
         fn, fv = n[ok], self.series.time[ok] / spc[ok]
         fkernels = tuple(self.kernels) if self.kernels else DEFAULT_KERNELS
+        anchor = self.anchor()
         if self.work_stall:
             fkernels = fkernels + (_work_stall_kernel(stalls, fn, spc[ok]),)
+            if anchor is not None:
+                fkernels = fkernels + (_work_stall_kernel(stalls, fn, spc[ok], anchor),)
         try:
             fsel = select(fn, fv, h, kernels=fkernels, checkpoints=self.checkpoints, positive=True,
                           use=self.use, name="scaling factor", exhaustive=True)
@@ -154,7 +159,18 @@ class EstimaFit:
                      if np.all(c.fit(rng) <= F_RISE * fmax) and np.all(c.fit(rng) >= fmin / F_FALL)]
         cands = plausible or cands
         best, best_r = cands[0], -math.inf
-        if len(rng) >= 3 and np.std(s_rng) > 1e-12 * max(float(np.mean(np.abs(s_rng))), 1e-300):
+        anchored = [c for c in cands if c.name == ANCHORED]
+        chosen_by = "correlation"
+        if anchored:
+            # The physical form with its slope known: preferred whenever it fits the measured
+            # scaling factor about as well as the best kernel (it is among the near-best). The
+            # correlation criterion cannot choose it: a flat f makes the predicted time exactly
+            # proportional to the stalls per core (correlation 1) whatever the stalls do.
+            best = anchored[0]
+            chosen_by = "anchor"
+            t = best.fit(rng) * s_rng
+            best_r = _pearson(t, s_rng) if len(rng) >= 3 else math.nan
+        elif len(rng) >= 3 and np.std(s_rng) > 1e-12 * max(float(np.mean(np.abs(s_rng))), 1e-300):
             for c in cands:
                 t = c.fit(rng) * s_rng
                 r = _pearson(t, s_rng)
@@ -170,9 +186,21 @@ class EstimaFit:
             fsel = Selection(n=fsel.n, y=fsel.y, checkpoints=fsel.checkpoints, n_hi=fsel.n_hi, best=best,
                              final=final, candidates=[best] + [c for c in fsel.candidates if c is not best],
                              rejected=fsel.rejected, positive=True, name=fsel.name, warnings=fsel.warnings)
-        solved = _Solved(h, stalls, fsel, best, best_r, (fn, fv), rng)
+        solved = _Solved(h, stalls, fsel, best, best_r, (fn, fv), rng, chosen_by)
         self._cache[h] = solved
         return solved
+
+    def anchor(self) -> float | None:
+        """WorkStall's b = 1/clock (seconds per stalled cycle per core) when it is known: time in
+        seconds, every stall category in cycles, and the machine's clock frequency given. Time =
+        (work + stalls) / (n · clock) is then time = a/n + s(n)/clock, a the only unknown."""
+        if not (self.work_stall and self.clock_hz and self.clock_hz > 0):
+            return None
+        if self.series.metric != "time_s":
+            return None
+        if not self.categories or any(c.unit != "cycles" for c in self.categories):
+            return None
+        return 1.0 / self.clock_hz
 
     @staticmethod
     def _spc(stalls: dict[str, Selection], n: np.ndarray) -> np.ndarray:
@@ -215,8 +243,12 @@ class EstimaFit:
         sv = self.solve(horizon)
         out: dict[str, Any] = {k: sel.to_dict() for k, sel in sv.stalls.items()}
         f = sv.f.to_dict()
-        f["chosen_by"] = ("highest correlation of predicted time with extrapolated stalls per core "
-                          f"over {sv.corr_range[0]:g}..{sv.corr_range[-1]:g} cores")
+        if sv.chosen_by == "anchor":
+            f["chosen_by"] = ("WorkStall with b = 1/clock (a stalled cycle per core costs a cycle of time), "
+                              "fitting the measured scaling factor among the near-best")
+        else:
+            f["chosen_by"] = ("highest correlation of predicted time with extrapolated stalls per core "
+                              f"over {sv.corr_range[0]:g}..{sv.corr_range[-1]:g} cores")
         f["correlation"] = _num(sv.f_corr)
         out["scaling_factor"] = f
         return out
@@ -267,10 +299,51 @@ class EstimaFit:
         return out
 
 
-def _work_stall_kernel(stalls: dict[str, Selection], n_meas: np.ndarray, spc_meas: np.ndarray) -> LinearKernel:
+ANCHORED = "WorkStall@clock"
+
+
+class _AnchoredWorkStall(Kernel):
+    """f(n) = a / (n·s(n)) + b0 with b0 fixed (1/clock) and a ≥ 0: one free parameter."""
+
+    name = ANCHORED
+    param_names = ("a",)
+
+    def __init__(self, spc: Callable[[np.ndarray], np.ndarray], b0: float):
+        self._spc = spc
+        self.b0 = b0
+        self.expr = f"a / (n·s(n)) + {b0:.4g}  (time = a/n + s(n)/clock; s: stalls per core)"
+
+    def _phi(self, n: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 1.0 / (n * self._spc(n))
+
+    def evaluate(self, theta: np.ndarray, n: np.ndarray, extra: dict | None = None) -> np.ndarray:
+        n = np.asarray(n, dtype=float)
+        return theta[0] * self._phi(np.atleast_1d(n)).reshape(n.shape) + self.b0
+
+    def fit(self, n: np.ndarray, y: np.ndarray) -> KernelFit | None:
+        return self.fit_raw(n, y)
+
+    def fit_raw(self, n: np.ndarray, y: np.ndarray) -> KernelFit | None:
+        phi = self._phi(n)
+        if not np.all(np.isfinite(phi)):
+            return None
+        den = float(phi @ phi)
+        if den <= 0:
+            return None
+        a = max(0.0, float(phi @ (y - self.b0)) / den)
+        r = a * phi + self.b0 - y
+        return KernelFit(self, np.array([a]), n, y, float(r @ r))
+
+    def describe(self, theta: np.ndarray, extra: dict | None = None) -> str:
+        return f"{theta[0]:.4g}/(n·s(n)) + {self.b0:.4g}"
+
+
+def _work_stall_kernel(stalls: dict[str, Selection], n_meas: np.ndarray, spc_meas: np.ndarray,
+                       anchor: float | None = None) -> Kernel:
     """f(n) = a / (n·s(n)) + b, a, b ≥ 0, with s the stalls per core: the scaling factor of
     time = (work + stalls) / (n · clock), i.e. time = a/n + b·s(n). Measured stalls per core at
-    the measured counts, extrapolated ones elsewhere."""
+    the measured counts, extrapolated ones elsewhere. With `anchor`, b is fixed to it (1/clock)."""
     def spc(n: np.ndarray) -> np.ndarray:
         n = np.asarray(n, dtype=float)
         total = np.zeros_like(n)
@@ -279,6 +352,9 @@ def _work_stall_kernel(stalls: dict[str, Selection], n_meas: np.ndarray, spc_mea
         out = total / n
         idx = np.clip(np.searchsorted(n_meas, n), 0, len(n_meas) - 1)
         return np.where(n_meas[idx] == n, spc_meas[idx], out)
+
+    if anchor is not None:
+        return _AnchoredWorkStall(spc, anchor)
 
     def basis(n: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
@@ -371,4 +447,5 @@ def fit_dataset(ds: Dataset, kernels: Sequence[Kernel] | None = None, checkpoint
                         "size, time_s, throughput and known counters); this file has none "
                         "(use --method timex or usl)")
     return EstimaFit(ts, cats, kernels=kernels, checkpoints=checkpoints, use=use, size_ratio=size_ratio,
-                     freq_ratio=freq_ratio, work_stall=work_stall, warnings=cw)
+                     freq_ratio=freq_ratio, work_stall=work_stall, clock_hz=ds1.machine.nominal_freq_hz,
+                     warnings=cw)

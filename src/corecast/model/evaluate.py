@@ -168,6 +168,6 @@ def evaluate(ds: Dataset, train_max_cores: float, methods: Sequence[str] | None 
     out = []
     for m in methods:
         out.append(evaluate_predictor(ds1, train_max_cores, m,
-                                      lambda d, m=m: fit_method(m, d, **kw), level=level))
+                                      lambda d, m=m: fit_method(m, d, calibrate=True, **kw), level=level))
     return Evaluation(ds.label, float(train_max_cores), metric, level, list(map(float, train)),
                       list(map(float, test)), out)

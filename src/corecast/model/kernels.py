@@ -600,6 +600,11 @@ def fit_kernel(k: Kernel, n: Sequence[float] | np.ndarray, y: Sequence[float] | 
         raise ValueError("n and y must be 1-D arrays of the same length (at least 2)")
     if not (np.all(np.isfinite(n)) and np.all(np.isfinite(y))):
         raise ValueError("n and y must be finite")
+    raw = getattr(k, "fit_raw", None)
+    if raw is not None:
+        # A kernel with a fixed offset is not linear in its output scale: fitted as is.
+        with np.errstate(all="ignore"):
+            return raw(n, y)
     scale = float(np.max(np.abs(y)))
     if scale == 0:
         scale = 1.0

@@ -18,6 +18,9 @@ from .base import Prediction
 
 #: Every method `predict` and `evaluate` know, `auto` first.
 METHODS = ("auto", "estima", "timex", "usl")
+#: The scaling laws `auto` combines with the methods above (`corecast.model.laws`); not
+#: offered as --method, but fitted, validated and shown by `auto`.
+MEMBERS = ("amdahl", "power", "pmnf")
 
 
 def input_metric(ds: Dataset) -> str:
@@ -67,7 +70,8 @@ class USLMethod:
     def models(self, horizon: float = 0.0) -> dict[str, Any]:
         f = self.fit
         return {"throughput" if self.source == "throughput" else self.source: {
-            "kernel": "USL", "formula": "γ n / (1 + α (n − 1) + β n (n − 1))",
+            "kernel": "Amdahl" if f.amdahl else "USL",
+            "formula": "γ n / (1 + α (n − 1))" if f.amdahl else "γ n / (1 + α (n − 1) + β n (n − 1))",
             "params": {"alpha": f.alpha, "beta": f.beta, "gamma": f.gamma},
             "points": int(f.n)}}
 
@@ -102,22 +106,35 @@ def _fit_auto(ds: Dataset, **kw: Any) -> Any:
     return auto.fit_dataset(ds, **kw)
 
 
+def _fit_member(name: str) -> Callable[..., Any]:
+    def f(ds: Dataset, **kw: Any) -> Any:
+        from . import laws
+        return {"amdahl": laws.fit_amdahl, "power": laws.fit_power, "pmnf": laws.fit_pmnf}[name](ds, **kw)
+    return f
+
+
 FITTERS: dict[str, Callable[..., Any]] = {
     "auto": _fit_auto,
     "estima": _fit_estima,
     "timex": _fit_timex,
     "usl": fit_usl,
+    **{m: _fit_member(m) for m in MEMBERS},
 }
 
 
-def fit(method: str, ds: Dataset, **kw: Any) -> Any:
-    """Fit `method` ("auto", "estima", "timex" or "usl") to a Dataset."""
+def fit(method: str, ds: Dataset, calibrate: bool = False, **kw: Any) -> Any:
+    """Fit `method` ("auto", "estima", "timex", "usl", or a member law "amdahl", "power",
+    "pmnf") to a Dataset. calibrate: replace the method's own band by one calibrated on its
+    rolling-origin errors (`auto.CalibratedFit`; `auto` always calibrates its band)."""
     if method not in FITTERS:
         raise UserError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
     for nm in kw.get("categories") or ():
         if nm not in ds.metrics:
             avail = ", ".join(ds.stall_names) or "none"
             raise UserError(f"{ds.label}: unknown stall category '{nm}' (stall columns: {avail})")
+    if calibrate and method != "auto":
+        from . import auto
+        return auto.calibrated(method, ds, **kw)
     return FITTERS[method](ds, **kw)
 
 
