@@ -42,7 +42,7 @@ def test_table_output_names_the_verdict_and_warnings(cli):
     r = cli("usl", DATA / "usl" / "clients_without_n1.csv")
     assert r.code == 0
     assert "Verdict:" in r.out and "Amdahl's law" in r.out
-    assert "warning: non-monotone at N = 12" in r.out
+    assert "warning: non-monotone at N = 16" in r.out
     assert "note: no measurement at N = 1" in r.out
 
 

@@ -578,16 +578,30 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
                             "(usually a measurement fault: warm-up, caching, or a bad N = 1 run)")
 
     # Out-of-pattern points: a dip or spike against the trend where the fitted curve is monotone.
+    # Material only: off the line between its neighbours by more than 2% and by more than the
+    # residual standard error (a plateau's small wiggles are not faults). Of adjacent candidates
+    # only the worst is flagged: one bad point makes its neighbours look odd too.
+    noise = f.sigma if math.isfinite(f.sigma) else 0.0
+    cand: dict[int, float] = {}
     for i in range(1, len(points) - 1):
         a, b, c = points[i - 1], points[i], points[i + 1]
-        if (b.throughput - a.throughput) * (c.throughput - b.throughput) < 0:
-            peak_inside = a.cores < f.n_max < c.cores
-            if not peak_inside:
-                kind = "dip" if b.throughput < a.throughput else "spike"
-                b.flags.append("out-of-pattern")
-                warnings.append(f"non-monotone at N = {b.cores:g}: a {kind} ({b.throughput:.4g}) between "
-                                f"N = {a.cores:g} ({a.throughput:.4g}) and N = {c.cores:g} ({c.throughput:.4g}) "
-                                "where the fitted curve is monotone; re-measure it")
+        if (b.throughput - a.throughput) * (c.throughput - b.throughput) >= 0:
+            continue
+        if a.cores < f.n_max < c.cores:
+            continue
+        line = a.throughput + (c.throughput - a.throughput) * (b.cores - a.cores) / (c.cores - a.cores)
+        off = abs(b.throughput - line)
+        if off > 0.02 * b.throughput and off > noise:
+            cand[i] = off
+    for i, off in cand.items():
+        if cand.get(i - 1, -1.0) > off or cand.get(i + 1, -1.0) > off:
+            continue
+        a, b, c = points[i - 1], points[i], points[i + 1]
+        kind = "dip" if b.throughput < a.throughput else "spike"
+        b.flags.append("out-of-pattern")
+        warnings.append(f"non-monotone at N = {b.cores:g}: a {kind} ({b.throughput:.4g}) between "
+                        f"N = {a.cores:g} ({a.throughput:.4g}) and N = {c.cores:g} ({c.throughput:.4g}) "
+                        "where the fitted curve is monotone; re-measure it")
     # Large internally studentised residuals (raw rows).
     if f.dof >= 2 and f.rss > 0:
         _, J = _model_and_jac(f.params[None, :], N[None, :])
