@@ -139,10 +139,10 @@ def test_user_errors(cli, data_dir, args, msg):
 def test_missing_file_and_too_few_points(cli, tmp_path):
     r = cli("predict", tmp_path / "none.csv", "--cores", "8")
     assert r.code == 2
-    p = tmp_path / "two.csv"
-    p.write_text("cores,time_s\n1,2\n2,1.1\n")
+    p = tmp_path / "one.csv"
+    p.write_text("cores,time_s\n2,1.1\n2,1.2\n")
     r = cli("predict", p, "--cores", "8")
-    assert r.code == 2 and "3 or more" in r.err
+    assert r.code == 2 and "2 or more distinct core counts (got 1)" in r.err
 
 
 # ------------------------------------------------------------------ auto

@@ -332,8 +332,12 @@ def fit_dataset(ds: Dataset, methods: Sequence[str] | None = None, **kw: Any) ->
     ds1, warns = single_size(ds, kw.pop("size", None))
     metric = input_metric(ds1)
     ts = time_series(ds1)
+    if len(ts.cores) == 2:
+        # Nothing to validate or combine: the bracket of the two-parameter laws.
+        from . import twopoint
+        return twopoint.fit_dataset(ds, size=kw.pop("size", None) if "size" in kw else None, **kw)
     if len(ts.cores) < 3:
-        raise UserError(f"{ds.label}: prediction needs measurements at 3 or more distinct core counts "
+        raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
     cand = list(methods) if methods else applicable(ds1, kw.get("categories")) + list(MEMBERS)
     fits: dict[str, Any] = {}

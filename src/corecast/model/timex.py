@@ -81,8 +81,9 @@ def time_series(ds: Dataset) -> TimeSeries:
 
 def need_points(ts: TimeSeries, what: str = "prediction") -> None:
     if len(ts.cores) < 3:
+        hint = "; with two, `--method auto` gives a two-point estimate" if len(ts.cores) == 2 else ""
         raise UserError(f"{ts.dataset.label}: {what} needs measurements at 3 or more distinct core counts "
-                        f"(got {len(ts.cores)})")
+                        f"(got {len(ts.cores)}){hint}")
 
 
 def to_prediction(cores: np.ndarray, t: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None,

@@ -138,7 +138,13 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     est = fits.get("estima")
     if est is None and "auto" in fits:
         est = getattr(fits["auto"], "fits", {}).get("estima")
-    panels = 2 if est is not None else 1
+    curves = None
+    if est is None:
+        hook = next((getattr(f, "stall_extrapolations", None) for f in fits.values()
+                     if getattr(f, "stall_extrapolations", None)), None)
+        if hook is not None:
+            curves = hook(grid) or None
+    panels = 2 if (est is not None or curves) else 1
     fig, axes = plt.subplots(panels, 1, figsize=(8.0, 4.6 * panels), squeeze=False)
     ax = axes[0, 0]
     metric = None
@@ -189,6 +195,16 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
             ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0)
             ag = ds.aggregate(name)
             ax2.plot(ag.cores, ag.value / ag.cores, "o", ms=4, color=col)
+    if curves:
+        ax2 = axes[1, 0]
+        for i, (name, model, mid, lo, hi_) in enumerate(curves):
+            col = plt.cm.tab10(i % 10)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ax2.plot(grid, mid / grid, color=col, lw=1.5, label=f"{name} ({model})")
+                ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0)
+            ag = ds.aggregate(name)
+            ax2.plot(ag.cores, ag.value / ag.cores, "o", ms=4, color=col)
+    if est is not None or curves:
         ax2.axvline(top, color="#555", ls="--", lw=1)
         ax2.set_xlabel("cores")
         ax2.set_ylabel("stalled cycles per core")

@@ -1,0 +1,273 @@
+"""Predictions from measurements at only two core counts (a laptop, a 2-vCPU VM).
+
+Two core counts fix two parameters, nothing more: no method can be validated, no kernel with
+three coefficients fitted, and a law that bends (a peak, a retrograde fall) cannot be seen. What
+two points can honestly give is the range of the two-parameter laws that pass through both, and
+that is what this predictor returns: a central prediction and a band that *brackets the laws*
+(it is not a statistical interval at a stated level; every prediction says so).
+
+Time (or 1/throughput) alone:
+    Amdahl   T(n) = a + b/n            serial part a ≥ 0, parallel part b ≥ 0: saturates
+    power    T(n) = c · n^p            keeps scaling at the measured rate
+The central prediction is their geometric mean; the band spans both.
+
+Stall categories in cycles, the machine's clock known, and time in seconds (a campaign from
+`corecast measure`): the stall method's anchored step 2,
+
+    T(n) = W/n + Σ_c S_c(n) / (n · clock)
+
+(work W divided over the cores; a stalled cycle on a core costs a cycle of time), with W from
+the two measured points and each category's total S_c extrapolated between two laws:
+    zero at the smaller count:  k (n − 1)  (each extra core adds a fixed wait: saturates, as
+                                Amdahl) and  k n (n − 1)  (pairwise contention: retrograde, as
+                                the USL's coherency term), through the larger count;
+    non-zero at both:           c n^p  and the straight line through both (kept ≥ 0).
+Bottlenecks are ranked by the growth of each category's stalls per core, as the stall method
+does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..dataset import Dataset
+from ..errors import UserError
+from .base import Prediction
+from .estima import Bottleneck
+from .timex import TimeSeries, single_size, time_series, to_prediction
+
+BAND_NOTE = ("two core counts fix only two-parameter laws: the band spans the laws that pass through both "
+             "points, it is not a statistical interval at the stated level; measure at 3 or more core "
+             "counts for a validated prediction")
+RETRO_NOTE = ("two core counts cannot show coherency costs (throughput that peaks and then falls); "
+              "the band does not exclude them")
+
+
+@dataclass
+class StallLaw:
+    """One stall category: total stalled cycles (over all threads) at the two measured counts
+    and the two laws through them."""
+
+    name: str
+    n: np.ndarray            # the two core counts
+    s: np.ndarray            # median total stalled cycles there
+
+    @property
+    def kind(self) -> str:
+        if self.s[0] <= 0 and self.s[1] <= 0:
+            return "none"
+        if self.s[0] <= 0:
+            return "appears"
+        return "grows"
+
+    #: Largest growth exponent of a category's total stalls believed from two points: pairwise
+    #: contention (every core waiting on every other) grows as n²; a steeper rise between two
+    #: counts is noise or interference (another process competing for the cores).
+    MAX_EXPONENT = 2.0
+
+    @property
+    def raw_exponent(self) -> float:
+        (n1, n2), (s1, s2) = self.n, self.s
+        return math.log(s2 / s1) / math.log(n2 / n1) if s1 > 0 and s2 > 0 else 0.0
+
+    @property
+    def exponent(self) -> float:
+        return min(max(self.raw_exponent, 0.0), self.MAX_EXPONENT)
+
+    def laws(self, n: np.ndarray) -> dict[str, np.ndarray]:
+        n = np.asarray(n, dtype=float)
+        n1, n2 = self.n
+        s1, s2 = self.s
+        if self.kind == "none":
+            return {"zero": np.zeros_like(n)}
+        if self.kind == "appears":
+            # Through (n1, 0) and (n2, s2): linear and pairwise growth in the extra cores.
+            lin = s2 * (n - n1) / (n2 - n1)
+            pair = s2 * (n * (n - n1)) / (n2 * (n2 - n1))
+            return {"k(n−n₁)": np.maximum(lin, 0.0), "k·n(n−n₁)": np.maximum(pair, 0.0)}
+        p = self.exponent
+        # Anchored at the larger count, so a capped exponent still meets the latest measurement.
+        power = s2 * (n / n2) ** p if s2 > 0 else np.full_like(n, s1)
+        line = s1 + (s2 - s1) * (n - n1) / (n2 - n1)
+        return {f"c·n^{p:.2f}": power, "a+b·n": np.maximum(line, 0.0)}
+
+    def bracket(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Central (geometric mean of the laws, arithmetic where one is 0), low, high."""
+        L = list(self.laws(n).values())
+        lo = np.minimum.reduce(L)
+        hi = np.maximum.reduce(L)
+        with np.errstate(invalid="ignore"):
+            mid = np.where((lo > 0) & (hi > 0), np.sqrt(lo * hi), 0.5 * (lo + hi))
+        return mid, lo, hi
+
+    def model(self) -> str:
+        return " … ".join(self.laws(np.array([1.0])).keys())
+
+
+@dataclass
+class TwoPointFit:
+    series: TimeSeries
+    stalls: list[StallLaw]
+    clock_hz: float | None
+    work: float | None                     # W in core-seconds (stall path) or None
+    freq_ratio: float = 1.0
+    size_ratio: float = 1.0
+    method: str = "auto"
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def uses_stalls(self) -> bool:
+        return self.work is not None
+
+    # ---------------------------------------------------------------- time laws
+    def _time_laws(self, n: np.ndarray) -> dict[str, np.ndarray]:
+        (n1, n2), (t1, t2) = self.series.cores, self.series.time
+        b = (t1 - t2) / (1.0 / n1 - 1.0 / n2)
+        a = t1 - b / n1
+        out = {}
+        if b >= 0 and a >= 0:
+            out["Amdahl a + b/n"] = a + b / n
+        elif b >= 0:            # faster than linear between the points: the linear law
+            out["linear b/n"] = t1 * n1 / n
+        p = math.log(t2 / t1) / math.log(n2 / n1)
+        out[f"power c·n^{p:.2f}"] = t1 * (n / n1) ** p
+        return out
+
+    def _stall_time(self, n: np.ndarray, pick: int) -> np.ndarray:
+        """Predicted time from the stall laws; pick 0: central, 1: low, 2: high."""
+        total = np.zeros_like(n)
+        for st in self.stalls:
+            total = total + st.bracket(n)[pick] * self.size_ratio
+        return (self.work / n + total / (n * self.clock_hz)) * self.freq_ratio
+
+    def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
+        n = np.asarray(cores, dtype=float)
+        warns = list(self.warnings)
+        if self.uses_stalls:
+            t = self._stall_time(n, 0)
+            lo = self._stall_time(n, 1)
+            hi = self._stall_time(n, 2)
+            model = "two-point stall model: W/n + Σ stalls/(n·clock)"
+        else:
+            laws = self._time_laws(n)
+            L = np.log(np.stack(list(laws.values())))
+            t = np.exp(L.mean(axis=0)) * self.freq_ratio * self.size_ratio
+            lo = np.exp(L.min(axis=0)) * self.freq_ratio * self.size_ratio
+            hi = np.exp(L.max(axis=0)) * self.freq_ratio * self.size_ratio
+            model = "two-point laws: " + " | ".join(laws)
+        warns += [BAND_NOTE, RETRO_NOTE]
+        params: dict[str, Any] = {"core_counts": [float(c) for c in self.series.cores], "band": "law bracket",
+                                  "chosen": ["two-point"],
+                                  "reason": ("only two core counts measured: nothing to validate; "
+                                             + ("the stall categories' laws turned into time"
+                                                if self.uses_stalls else "Amdahl's law and the power law"))}
+        if self.uses_stalls:
+            params.update(work_core_s=self.work, clock_hz=self.clock_hz)
+        if self.freq_ratio != 1.0:
+            params["freq_ratio"] = self.freq_ratio
+        if self.size_ratio != 1.0:
+            params["size_ratio"] = self.size_ratio
+        return to_prediction(n, t, lo, hi, self.series.metric, level=level, method=self.method, model=model,
+                             params=params, warnings=warns)
+
+    def models(self, horizon: float = 0.0) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.uses_stalls:
+            out[self.series.source] = {"kernel": "two-point stall model",
+                                       "formula": "T(n) = W/n + Σ_c S_c(n) / (n·clock)",
+                                       "params": {"W_core_s": self.work, "clock_hz": self.clock_hz},
+                                       "points": 2}
+            for st in self.stalls:
+                out[st.name] = {"kernel": st.model(), "formula": "bracket of the laws through both points",
+                                "points": 2}
+        else:
+            laws = self._time_laws(np.array([1.0]))
+            out[self.series.source] = {"kernel": " | ".join(laws), "formula": "geometric mean, band = bracket",
+                                       "points": 2}
+        return out
+
+    def stall_extrapolations(self, grid: np.ndarray) -> list[tuple[str, str, np.ndarray, np.ndarray, np.ndarray]]:
+        """(name, model, central, low, high) total stalled cycles over `grid`, for plots."""
+        return [(st.name, st.model(), *st.bracket(grid)) for st in self.stalls if st.kind != "none"]
+
+    def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Bottleneck]:
+        if not self.uses_stalls:
+            return []
+        cores = np.asarray(cores, dtype=float)
+        top = float(self.series.cores[-1])
+        tgt = float(cores.max())
+        spc_top = {st.name: float(st.s[1]) / top for st in self.stalls}
+        spc = {st.name: {float(c): float(st.bracket(np.array([c]))[0][0] * self.size_ratio) / c for c in cores}
+               for st in self.stalls}
+        tot_top = sum(spc_top.values())
+        tot = {float(c): sum(spc[k][float(c)] for k in spc) for c in cores}
+        rows = []
+        for st in self.stalls:
+            if st.kind == "none":
+                continue
+            g = spc[st.name][tgt] / spc_top[st.name] if spc_top[st.name] > 0 else math.inf
+            share_t = spc[st.name][tgt] / tot[tgt] if tot[tgt] > 0 else 0.0
+            verdict = ("grows with cores: a scaling bottleneck" if g > 1.5 else
+                       "roughly flat per core" if g > 0.67 else "shrinks per core")
+            rows.append(Bottleneck(
+                category=st.name, rank=0, model=st.model(), growth=g,
+                share_measured=spc_top[st.name] / tot_top if tot_top > 0 else 0.0, share_target=share_t,
+                per_core_measured=spc_top[st.name], per_core=spc[st.name],
+                share={c: (spc[st.name][c] / tot[c] if tot[c] > 0 else 0.0) for c in spc[st.name]},
+                time_s={c: spc[st.name][c] / self.clock_hz * self.freq_ratio for c in spc[st.name]},
+                verdict=verdict))
+        rows.sort(key=lambda b: (-b.share_target, -b.growth))
+        for i, b in enumerate(rows, 1):
+            b.rank = i
+        return rows
+
+
+def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
+                categories: Sequence[str] | None = None, **_: Any) -> TwoPointFit:
+    """The two-point predictor (see the module's docstring)."""
+    ds1, warns = single_size(ds, size)
+    ts = time_series(ds1)
+    if len(ts.cores) != 2:
+        raise UserError(f"{ds.label}: the two-point predictor needs exactly 2 distinct core counts "
+                        f"(got {len(ts.cores)})")
+    for v, what in ((freq_ratio, "--freq-ratio"), (size_ratio, "--size-ratio")):
+        if not (math.isfinite(v) and v > 0):
+            raise UserError(f"{what} must be a number > 0 (got {v:g})")
+    warns = list(warns) + list(ts.warnings)
+    names = list(categories) if categories else ds1.stall_names
+    clock = ds1.machine.nominal_freq_hz
+    stalls: list[StallLaw] = []
+    for nm in names:
+        ag = ds1.aggregate(nm)
+        if len(ag.cores) != 2 or ds1.columns[nm].unit not in ("cycles", "s"):
+            if len(ag.cores) == 2:
+                warns.append(f"stall category '{nm}' left out: its unit ({ds1.columns[nm].unit or 'none'}) "
+                             "is neither cycles nor seconds")
+            continue
+        v = ag.value * (clock if ds1.columns[nm].unit == "s" and clock else 1.0)
+        if np.any(v < 0):
+            raise UserError(f"{ds.label}: stall category '{nm}' has negative values")
+        st = StallLaw(nm, ag.cores, v)
+        if st.raw_exponent > StallLaw.MAX_EXPONENT:
+            warns.append(f"stall category '{nm}' grows as n^{st.raw_exponent:.1f} between {ag.cores[0]:g} and "
+                         f"{ag.cores[1]:g} cores; extrapolated as n^{StallLaw.MAX_EXPONENT:g} at most (steeper "
+                         "growth from two points is noise or other processes competing for the cores)")
+        stalls.append(st)
+    work = None
+    if stalls and ts.metric == "time_s" and clock and clock > 0:
+        S = sum(st.s for st in stalls)
+        w = ts.cores * ts.time - S / clock
+        if np.all(w > 0):
+            work = float(np.mean(w))
+        else:
+            warns.append("the stall categories exceed the measured time (stalled cycles counted on idle "
+                         "cores?): stalls left out, time laws used")
+    elif stalls:
+        why = ("the machine's clock frequency is unknown" if not clock else
+               "the data give throughput, not the time of a fixed amount of work")
+        warns.append(f"stall categories not turned into time: {why}; time laws used")
+    return TwoPointFit(ts, stalls if work is not None else [], clock, work, freq_ratio, size_ratio,
+                       warnings=warns)

@@ -1,0 +1,98 @@
+"""Predictions from two core counts: the bracket of the two-parameter laws through both points."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from corecast import dataset as D
+from corecast.model import predictors, twopoint
+
+CLOCK = 2.0e9
+
+
+def two_core_dataset(time: list[float], stalls: dict[str, list[float]] | None = None,
+                     clock: float | None = CLOCK, reps: int = 3, noise: float = 0.0) -> D.Dataset:
+    rows = []
+    rng = np.random.default_rng(0)
+    for i, n in enumerate((1, 2)):
+        for r in range(reps):
+            row = {"cores": n, "repetition": r, "time_s": time[i] * (1 + noise * rng.standard_normal())}
+            for k, v in (stalls or {}).items():
+                row[k] = v[i]
+            rows.append(row)
+    cols = {k: D.ColumnInfo(k, kind="stall", unit="cycles") for k in (stalls or {})}
+    return D.Dataset.from_rows(rows, columns=cols, machine=D.Machine(nominal_freq_hz=clock))
+
+
+def test_time_only_brackets_amdahl_and_the_power_law():
+    a, b = 0.2, 0.8                                     # Amdahl: T = a + b/n
+    ds = two_core_dataset([a + b, a + b / 2], reps=1)
+    f = predictors.fit("auto", ds)
+    assert isinstance(f, twopoint.TwoPointFit)
+    p = f.predict([64.0], level=0.8)
+    amdahl = a + b / 64
+    p_exp = np.log((a + b / 2) / (a + b)) / np.log(2)
+    power = (a + b) * 64 ** p_exp
+    assert p.metric == "time_s"
+    assert p.high[0] == pytest.approx(amdahl, rel=1e-9)        # Amdahl saturates: the slower bound
+    assert p.low[0] == pytest.approx(power, rel=1e-9)          # the power law keeps scaling
+    assert p.value[0] == pytest.approx(np.sqrt(amdahl * power), rel=1e-9)
+    assert twopoint.BAND_NOTE in p.warnings and twopoint.RETRO_NOTE in p.warnings
+
+
+def test_stall_model_brackets_linear_and_pairwise_contention():
+    W, k = 1.0, 2.0e7                                   # work (core-s); lock cycles = k·n(n−1)
+    n = np.array([1.0, 2.0])
+    S = k * n * (n - 1)
+    T = W / n + S / (n * CLOCK)
+    ds = two_core_dataset(list(T), {"lock_wait_cycles": list(S)}, reps=1)
+    f = predictors.fit("auto", ds)
+    assert f.uses_stalls and f.work == pytest.approx(W, rel=1e-9)
+    target = np.array([8.0, 64.0])
+    p = f.predict(target)
+    pairwise = W / target + k * target * (target - 1) / (target * CLOCK)
+    linear = W / target + (S[1] * (target - 1)) / (target * CLOCK)
+    assert p.high == pytest.approx(pairwise, rel=1e-9)
+    assert p.low == pytest.approx(linear, rel=1e-9)
+    assert np.all(p.low < p.value) and np.all(p.value < p.high)
+    b = f.bottlenecks(target)
+    assert b[0].category == "lock_wait_cycles" and b[0].growth > 1.5
+    assert "scaling bottleneck" in b[0].verdict
+
+
+def test_steep_growth_is_capped_and_still_meets_the_last_point():
+    ds = two_core_dataset([1.0, 0.6], {"runq_cycles": [1e6, 3.2e7]}, reps=1)   # n^5 from 1 to 2
+    f = predictors.fit("auto", ds)
+    st = f.stalls[0]
+    assert st.raw_exponent == pytest.approx(5.0) and st.exponent == 2.0
+    for law in st.laws(np.array([2.0])).values():
+        assert law[0] == pytest.approx(3.2e7)
+    assert any("grows as n^5.0" in w and "n^2 at most" in w for w in f.warnings)
+
+
+def test_unknown_clock_falls_back_to_time_laws():
+    ds = two_core_dataset([1.0, 0.6], {"lock_wait_cycles": [0, 1e7]}, clock=None, reps=1)
+    f = predictors.fit("auto", ds)
+    assert not f.uses_stalls
+    assert any("clock frequency is unknown" in w for w in f.warnings)
+    assert f.bottlenecks([8]) == []
+
+
+def test_cli_predicts_from_two_core_counts_and_explicit_methods_say_why_not(cli, tmp_path):
+    p = tmp_path / "two.csv"
+    p.write_text("cores,time_s\n1,1.0\n2,0.55\n")
+    r = cli("predict", p, "--cores", "4,16", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["method"] == "auto" and doc["chosen"] == ["two-point"]
+    assert [q["cores"] for q in doc["predictions"]] == [4, 16]
+    for q in doc["predictions"]:
+        assert q["low"] <= q["time_s"] <= q["high"]
+        assert q["throughput"] == pytest.approx(1 / q["time_s"])
+    assert any("not a statistical interval" in w for w in doc["warnings"])
+    r = cli("predict", p, "--cores", "16", "--method", "timex")
+    assert r.code == 2 and "`--method auto` gives a two-point estimate" in r.err
+    r = cli("predict", p, "--cores", "16", "--plot", tmp_path / "two.png")
+    assert r.code == 0 and (tmp_path / "two.png").read_bytes().startswith(b"\x89PNG")
