@@ -164,7 +164,7 @@ def test_amdahl_is_the_nested_model():
     b = usl.analyze(n, usl_data)
     assert b.nested.beta_needed and b.nested.p_value < 0.01
     assert b.verdict_kind == "coherency"
-    assert "peaks at N" in b.verdict
+    assert "throughput peak at N" in b.verdict
 
 
 def test_near_linear_verdict():

@@ -523,10 +523,10 @@ def _verdict(f: USLFit, nested: NestedTest, n_top: float) -> tuple[str, str]:
                           f"(contention {cont:.3g}, coherency {coh:.3g} in the USL denominator)")
     cross = f.alpha / f.beta if f.beta > 0 else math.inf
     if f.beta > 0 and nested.beta_needed and coh > 0:
-        peak = f"throughput peaks at N ≈ {f.n_max:.3g} (X ≈ {f.x_max:.4g}) and falls beyond (retrograde)"
+        peak = f"throughput peak at N ≈ {f.n_max:.3g} (X ≈ {f.x_max:.4g}) and fall beyond (retrograde)"
         if coh >= cont:
             return ("coherency", f"coherency-limited: at N = {n_top:g} crosstalk (β) outweighs "
-                                 f"contention (α); {peak}")
+                                 f"contention (α), and makes {peak}")
         return ("coherency", f"coherency-limited: contention (α) is the larger overhead up to N ≈ {cross:.3g}, "
                              f"but coherency (β) makes {peak}")
     return ("contention", f"contention-limited: serialisation (α = {f.alpha:.3g}) caps throughput at "
