@@ -1,1 +1,0 @@
-"""corecast.meters"""
