@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from .errors import UserError, where
+from .errors import UserError, opened, where
 
 FORMAT_NAME = "corecast-dataset"
 FORMAT_VERSION = 1
@@ -565,14 +565,8 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, "r", encoding="utf-8") as fh:
+        with opened(path, "r", what="file", encoding="utf-8") as fh:
             return fh.read()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a dataset file") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (CSV or JSON expected)") from None
 
@@ -583,15 +577,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 def load(path: str | Path) -> Dataset:
     """Read a Dataset from a CSV, JSON or SQLite campaign file (chosen by content)."""
     p = Path(path)
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(64)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a dataset file") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
+    with opened(p, "rb", what="file") as fh:
+        head = fh.read(64)
     if head.startswith(SQLITE_MAGIC):
         try:
             from . import store

@@ -7,6 +7,9 @@ a traceback for these.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import IO, Any, Iterator
+
 
 class UserError(Exception):
     """A mistake in what the user gave corecast. `str(err)` is the whole message: one line."""
@@ -26,3 +29,21 @@ def where(path: object, line: int | None = None, column: str | None = None) -> s
     if column is not None:
         out += f": column '{column}'"
     return out
+
+
+@contextmanager
+def opened(path: object, mode: str = "r", what: str = "file", **kw: Any) -> Iterator[IO[Any]]:
+    """open() whose failures are UserErrors: `PATH: no such <what>`, `is a directory`,
+    `permission denied`, or the system's reason."""
+    try:
+        fh = open(path, mode, **kw)  # type: ignore[call-overload]
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a {what}") from None
+    except PermissionError:
+        raise UserError(f"{path}: permission denied") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
+    with fh:
+        yield fh

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import __version__
 from .dataset import ColumnInfo, Dataset, Machine
-from .errors import UserError
+from .errors import UserError, opened
 
 FORMAT = "corecast-campaign"
 VERSION = 1
@@ -310,13 +310,8 @@ class Campaign:
 
 
 def _check_magic(p: Path) -> None:
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(16)
-    except IsADirectoryError:
-        raise UserError(f"{p}: is a directory, not a campaign file") from None
-    except PermissionError:
-        raise UserError(f"{p}: permission denied") from None
+    with opened(p, "rb", what="campaign file") as fh:
+        head = fh.read(16)
     if head != b"SQLite format 3\x00":
         raise UserError(f"{p}: not a campaign file (not SQLite)")
 

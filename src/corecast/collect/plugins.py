@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import UserError
+from ..errors import UserError, opened
 
 AGGREGATES = ("sum", "min", "max", "avg", "last")
 PLUGIN_KINDS = ("stall", "counter", "time", "memory", "throughput", "cpu", "other")
@@ -65,14 +65,8 @@ def compile_number_regex(text: str, where: str) -> re.Pattern:
 def load_plugin(path: str | Path) -> list[Category]:
     p = Path(path)
     try:
-        with open(p, "rb") as fh:
+        with opened(p, "rb", what="plugin file") as fh:
             doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such plugin file") from None
-    except IsADirectoryError:
-        raise UserError(f"{p}: is a directory, not a plugin file") from None
-    except PermissionError:
-        raise UserError(f"{p}: permission denied") from None
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{p}: not valid TOML ({err})") from None
     cats = doc.get("category")

@@ -178,19 +178,7 @@ def fit_pmnf(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, si
     return PMNFThroughputFit(ts, f, sd, inv, freq_ratio, size_ratio, warnings=warns)
 
 
-def fit_amdahl(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-               **_: Any) -> Any:
+def fit_amdahl(ds: Dataset, **kw: Any) -> Any:
     """Amdahl's law (the USL with β = 0) of a Dataset's throughput."""
-    from .predictors import USLMethod, input_metric
-    ds1, warns = single_size(ds, size)
-    metric = input_metric(ds1)
-    N, X, source = ds1.throughput()
-    if len(np.unique(N)) < 3:
-        raise UserError(f"{ds.label}: Amdahl's law needs measurements at 3 or more distinct core counts "
-                        f"(got {len(np.unique(N))})")
-    if np.any(X <= 0):
-        raise UserError(f"{ds.label}: throughput must be > 0 at every point to fit Amdahl's law")
-    _check_ratio(freq_ratio, "--freq-ratio")
-    _check_ratio(size_ratio, "--size-ratio")
-    return USLMethod(usl.fit(N, X, amdahl=True), metric, source, freq_ratio, size_ratio, method="amdahl",
-                     warnings=warns)
+    from .predictors import fit_usl
+    return fit_usl(ds, amdahl=True, **kw)

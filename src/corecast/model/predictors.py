@@ -77,18 +77,21 @@ class USLMethod:
 
 
 def fit_usl(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-            **_: Any) -> USLMethod:
+            amdahl: bool = False, **_: Any) -> USLMethod:
+    """The USL (or, with amdahl, Amdahl's law: the USL with β = 0) of a Dataset's throughput."""
+    what = "Amdahl's law" if amdahl else "the USL"
     ds1, warns = timex.single_size(ds, size)
     metric = input_metric(ds1)
     N, X, source = ds1.throughput()
     if len(np.unique(N)) < 3:
-        raise UserError(f"{ds.label}: the USL needs measurements at 3 or more distinct core counts "
+        raise UserError(f"{ds.label}: {what} needs measurements at 3 or more distinct core counts "
                         f"(got {len(np.unique(N))})")
     if np.any(X <= 0):
-        raise UserError(f"{ds.label}: throughput must be > 0 at every point to fit the USL")
+        raise UserError(f"{ds.label}: throughput must be > 0 at every point to fit {what}")
     timex._check_ratio(freq_ratio, "--freq-ratio")
     timex._check_ratio(size_ratio, "--size-ratio")
-    return USLMethod(usl.fit(N, X), metric, source, freq_ratio, size_ratio, warnings=warns)
+    return USLMethod(usl.fit(N, X, amdahl=amdahl), metric, source, freq_ratio, size_ratio,
+                     method="amdahl" if amdahl else "usl", warnings=warns)
 
 
 def _fit_timex(ds: Dataset, **kw: Any) -> timex.TimexFit:

@@ -59,6 +59,23 @@ def _i(key, event, umask, desc, pfm, cmask=0, aggregate=False):
     return StallEvent(key, event, umask, desc, pfm, "INTEL_SDM", cmask=cmask, aggregate=aggregate)
 
 
+# Ice Lake and Golden Cove share these (Golden Cove adds EXE_ACTIVITY.BOUND_ON_LOADS).
+_ICL_FIRST = (
+        _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
+        _i("scoreboard", 0xA2, 0x02, "RESOURCE_STALLS.SCOREBOARD: stalled on serializing operations",
+           "RESOURCE_STALLS:SCOREBOARD"),
+        _i("l1d_miss_stalls", 0xA3, 0x0C, "CYCLE_ACTIVITY.STALLS_L1D_MISS: execution stalls while "
+           "an L1D demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L1D_MISS", cmask=0x0C),
+        _i("l2_miss_stalls", 0xA3, 0x05, "CYCLE_ACTIVITY.STALLS_L2_MISS: execution stalls while an "
+           "L2 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L2_MISS", cmask=0x05),
+        _i("l3_miss_stalls", 0xA3, 0x06, "CYCLE_ACTIVITY.STALLS_L3_MISS: execution stalls while an "
+           "L3 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L3_MISS", cmask=0x06),
+)
+_ICL_STORE_BOUND = (
+        _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
+           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES", cmask=0x02),
+)
+
 CATALOGS: dict[str, tuple[StallEvent, ...]] = {
     "haswell": (
         _i("iq_full", 0x87, 0x04, "ILD_STALL.IQ_FULL: cycles the instruction queue is full",
@@ -82,34 +99,11 @@ CATALOGS: dict[str, tuple[StallEvent, ...]] = {
         _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
            "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES"),
     ),
-    "icelake": (
-        _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
-        _i("scoreboard", 0xA2, 0x02, "RESOURCE_STALLS.SCOREBOARD: stalled on serializing operations",
-           "RESOURCE_STALLS:SCOREBOARD"),
-        _i("l1d_miss_stalls", 0xA3, 0x0C, "CYCLE_ACTIVITY.STALLS_L1D_MISS: execution stalls while "
-           "an L1D demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L1D_MISS", cmask=0x0C),
-        _i("l2_miss_stalls", 0xA3, 0x05, "CYCLE_ACTIVITY.STALLS_L2_MISS: execution stalls while an "
-           "L2 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L2_MISS", cmask=0x05),
-        _i("l3_miss_stalls", 0xA3, 0x06, "CYCLE_ACTIVITY.STALLS_L3_MISS: execution stalls while an "
-           "L3 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L3_MISS", cmask=0x06),
-        _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
-           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES", cmask=0x02),
-    ),
-    "goldencove": (
-        _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
-        _i("scoreboard", 0xA2, 0x02, "RESOURCE_STALLS.SCOREBOARD: stalled on serializing operations",
-           "RESOURCE_STALLS:SCOREBOARD"),
-        _i("l1d_miss_stalls", 0xA3, 0x0C, "CYCLE_ACTIVITY.STALLS_L1D_MISS: execution stalls while "
-           "an L1D demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L1D_MISS", cmask=0x0C),
-        _i("l2_miss_stalls", 0xA3, 0x05, "CYCLE_ACTIVITY.STALLS_L2_MISS: execution stalls while an "
-           "L2 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L2_MISS", cmask=0x05),
-        _i("l3_miss_stalls", 0xA3, 0x06, "CYCLE_ACTIVITY.STALLS_L3_MISS: execution stalls while an "
-           "L3 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L3_MISS", cmask=0x06),
+    "icelake": _ICL_FIRST + _ICL_STORE_BOUND,
+    "goldencove": _ICL_FIRST + (
         _i("load_bound", 0xA6, 0x21, "EXE_ACTIVITY.BOUND_ON_LOADS: execution stalls while the "
            "memory subsystem has an outstanding load", "EXE_ACTIVITY:BOUND_ON_LOADS", cmask=0x05),
-        _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
-           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES", cmask=0x02),
-    ),
+    ) + _ICL_STORE_BOUND,
     "fam10h": tuple(StallEvent(k, ev, 0, d, p, "AMD_BKDG_10H") for k, ev, d, p in (
         ("branch_abort", 0xD2, "Dispatch stall for branch abort to retire", "DISPATCH_STALL_FOR_BRANCH_ABORT"),
         ("rob_full", 0xD5, "Dispatch stall for reorder buffer full", "DISPATCH_STALL_FOR_REORDER_BUFFER_FULL"),
