@@ -21,6 +21,11 @@ sampled every -T seconds or every N events (ebs=N), one row per thread per sampl
   corecast stat -c task_clock:ebs=1000000,page_faults -- ./prog     # a sample per ms of CPU
   corecast stat -S -c context_switches -T 1 -- sleep 3                # per CPU (needs permission)
 
+Threads are followed through the kernel's task records: a thread is picked up when it is
+created, and its `exit` row is the kernel's count of its whole life less what its earlier rows
+reported, so every thread has its rows however short its life (--threads poll: find them in
+/proc instead). Child processes get rows of their own; [Process totals] are the inherited counts.
+
 Several -c sets rotate round-robin, one set live per interval (the `set` column); a value the
 kernel multiplexed is scaled and shown with '~'; '-' means not counted (never 0). Event specs:
 mnemonics (instr, cycles, llc_misses, backend_stalls, task_clock, ...), PMCTrack raw form,
