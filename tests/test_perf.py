@@ -279,3 +279,23 @@ def test_task_tracker_exit_counts_add_up_to_inherited_totals(progs):
         if spec.name == "task_clock":
             assert all(v.value >= 0.49e6 for v in threads)     # each spun 500 us of its own CPU
         assert sum(v.raw for v in threads) + mine[i].raw == pytest.approx(totals[i].raw, rel=0.01)
+
+
+def test_task_tracker_alone_reports_every_worker_not_the_root(progs):
+    """Without any other counter on the program, the kernel would treat the workers' contexts
+    as clones of the main thread's and swap them at context switches, moving the main
+    thread's own counters into a worker that then exits without a READ record. The tracker's
+    non-inherited pin prevents it: every worker has its READ records, the main thread none."""
+    specs = resolve("task_clock")
+    for _ in range(2):
+        child = launch([progs["short_threads"], "100", "300", "0", "0"])
+        tr = open_tracker([specs], [child.pid], sorted(os.sched_getaffinity(0)), enable_on_exec=True)
+        try:
+            child.start()
+            child.wait()
+            d = tr.drain()
+        finally:
+            tr.close()
+        workers = {f.tid for f in d.forks}
+        assert len(workers) == 100
+        assert {r.tid for r in d.reads} == workers
