@@ -3,7 +3,9 @@ against `perf stat -I 10` with the same software events, in one run.
 
 The workload times its own compute loop (clock_gettime around fixed work), so the figure is the
 slowdown the monitor inflicts on the program, not the tools' start-up. Runs are interleaved and
-repeated; medians are compared as ratios.
+repeated; medians are compared as ratios. corecast runs twice: as by default (threads followed
+through the kernel's task records: inherited per-CPU counters and ring buffers besides the
+per-thread ones) and with `--threads poll` (per-thread counters only, threads found in /proc).
 
     .venv/bin/python bench/stat_overhead.py [--reps N] [--iters N]
 """
@@ -41,7 +43,7 @@ EVENTS_PERF = "task-clock,context-switches,page-faults"
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--iters", type=int, default=600_000_000)
     args = ap.parse_args()
     _machine.header("stat overhead: CPU-bound workload alone / under corecast stat -T 0.01 / under perf stat -I 10")
@@ -56,6 +58,8 @@ def main() -> int:
             "alone": prog,
             "corecast stat -T 0.01": [sys.executable, "-m", "corecast", "stat", "-c", EVENTS_CORECAST,
                                       "-T", "0.01", "-o", str(Path(d) / "c.out"), "--", *prog],
+            "  ... --threads poll": [sys.executable, "-m", "corecast", "stat", "-c", EVENTS_CORECAST,
+                                     "-T", "0.01", "--threads", "poll", "-o", str(Path(d) / "p2.out"), "--", *prog],
         }
         if perf:
             variants["perf stat -I 10"] = [perf, "stat", "-I", "10", "-e", EVENTS_PERF, "-o",
@@ -72,12 +76,14 @@ def main() -> int:
                 times[name].append(float(r.stdout.strip().splitlines()[-1]))
         rows = (Path(d) / "c.out").read_text().count(" tick")
     base = statistics.median(times["alone"])
-    print(f"{'variant':<26} {'median s':>10} {'min s':>8} {'ratio to alone':>15}")
+    print(f"{'variant':<26} {'median s':>10} {'min s':>8} {'q1 s':>8} {'q3 s':>8} {'ratio to alone':>15}")
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"{name:<26} {med:>10.4f} {min(ts):>8.4f} {med / base:>15.4f}")
+        q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [med, med, med]
+        print(f"{name:<26} {med:>10.4f} {min(ts):>8.4f} {q[0]:>8.4f} {q[2]:>8.4f} {med / base:>15.4f}")
     cc = statistics.median(times["corecast stat -T 0.01"]) / base
-    print(f"corecast overhead: {100 * (cc - 1):+.2f}% (target: within 1%)")
+    cp = statistics.median(times["  ... --threads poll"]) / base
+    print(f"corecast overhead: {100 * (cc - 1):+.2f}% (target: within 1%); with --threads poll: {100 * (cp - 1):+.2f}%")
     if "perf stat -I 10" in times:
         pp = statistics.median(times["perf stat -I 10"]) / base
         print(f"perf overhead:     {100 * (pp - 1):+.2f}%; corecast/perf ratio {cc / pp:.4f}")

@@ -11,8 +11,8 @@ import pytest
 
 from corecast.collect import sources
 from corecast.collect.events import resolve, tracefs_dir
-from corecast.collect.perf import (CounterValue, delta_value, launch, open_counters, open_sampler,
-                                   paranoid, probe, scale)
+from corecast.collect.perf import (CounterValue, combine_cpus, delta_value, launch, open_counters, open_sampler,
+                                   open_tracker, paranoid, probe, scale)
 from corecast.errors import UserError
 
 PROGS = {
@@ -40,6 +40,15 @@ PROGS = {
                 "int main(int c,char**v){ int n=atoi(v[1]); ms=atoi(v[2]); int d=atoi(v[3]);"
                 " pthread_t t[64]; for(int i=0;i<n;i++){ pthread_create(&t[i],0,w,0); usleep(d*1000);}"
                 " for(int i=0;i<n;i++) pthread_join(t[i],0); return 0; }\n"),
+    # N threads one after another, each spinning U us of its own CPU time; the main thread
+    # sleeps A ms before and B ms after them
+    "short_threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
+                      "static long us;\nstatic void*w(void*a){ struct timespec x,y; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&x);"
+                      " volatile unsigned long k=0; do{ for(int i=0;i<1000;i++) k+=i; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&y);}"
+                      " while((y.tv_sec-x.tv_sec)*1000000L+(y.tv_nsec-x.tv_nsec)/1000 < us); return a;}\n"
+                      "int main(int c,char**v){ int n=atoi(v[1]); us=atol(v[2]); usleep(atoi(v[3])*1000);"
+                      " for(int i=0;i<n;i++){ pthread_t t; pthread_create(&t,0,w,0); pthread_join(t,0);}"
+                      " usleep(atoi(v[4])*1000); return 0; }\n"),
 }
 
 
@@ -237,3 +246,56 @@ def test_rapl_and_resctrl_from_a_fake_tree(tmp_path):
     (g.path / "mon_data/mon_L3_00/mbm_total_bytes").write_text("123\n")
     g.domains = sorted((g.path / "mon_data").glob("mon_L3_*"))
     assert g.read() == {"llc_occupancy": 4096, "mbm_total_bytes": 123, "mbm_local_bytes": None}
+
+
+def test_task_tracker_exit_counts_add_up_to_inherited_totals(progs):
+    """The kernel's task records for a program that creates 50 short threads: a FORK and an
+    EXIT for each, one READ per counter per CPU as each exits, with the thread's own counts;
+    with the main thread's own counter they add up exactly to the inherited totals."""
+    specs = resolve("task_clock,context_switches")
+    child = launch([progs["short_threads"], "50", "500", "0", "0"])
+    own = open_counters(specs, pid=child.pid, inherit=False, enable_on_exec=True)
+    cpus = sorted(os.sched_getaffinity(0))
+    tr = open_tracker([specs], [child.pid], cpus, enable_on_exec=True)
+    try:
+        child.start()
+        child.wait()
+        d = tr.drain()
+        totals = tr.read(0)
+        mine = own.read()
+    finally:
+        tr.close()
+        own.close()
+    assert d.lost_records == 0 and d.unknown == 0
+    workers = {f.tid for f in d.forks}
+    assert len(workers) == 50 and child.pid not in workers
+    assert workers <= {e.tid for e in d.exits}
+    assert len(d.reads) == 50 * tr.expected_reads and tr.expected_reads == 2 * len(cpus)
+    per = {}
+    for r in d.reads:
+        per.setdefault((r.tid, r.index), []).append((r.raw, r.enabled_ns, r.running_ns, r.lost))
+    for i, spec in enumerate(specs):
+        threads = [combine_cpus(spec, per[(t, i)]) for t in workers]
+        if spec.name == "task_clock":
+            assert all(v.value >= 0.49e6 for v in threads)     # each spun 500 us of its own CPU
+        assert sum(v.raw for v in threads) + mine[i].raw == pytest.approx(totals[i].raw, rel=0.01)
+
+
+def test_task_tracker_alone_reports_every_worker_not_the_root(progs):
+    """Without any other counter on the program, the kernel would treat the workers' contexts
+    as clones of the main thread's and swap them at context switches, moving the main
+    thread's own counters into a worker that then exits without a READ record. The tracker's
+    non-inherited pin prevents it: every worker has its READ records, the main thread none."""
+    specs = resolve("task_clock")
+    for _ in range(2):
+        child = launch([progs["short_threads"], "100", "300", "0", "0"])
+        tr = open_tracker([specs], [child.pid], sorted(os.sched_getaffinity(0)), enable_on_exec=True)
+        try:
+            child.start()
+            child.wait()
+            d = tr.drain()
+        finally:
+            tr.close()
+        workers = {f.tid for f in d.forks}
+        assert len(workers) == 100
+        assert {r.tid for r in d.reads} == workers

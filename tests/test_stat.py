@@ -15,7 +15,8 @@ from corecast.collect.events.spec import EventSpec
 from corecast.collect.events import abi
 from corecast.collect.monitor import (CsvWriter, JsonWriter, Monitor, TableWriter, Target, parse_metric,
                                       parse_virtual)
-from corecast.collect.perf import CounterValue, DrainResult, Sample
+from corecast.collect.perf import (CounterValue, DrainResult, Sample, TaskDrain, TaskRecord, ThreadRead,
+                                   TrackerUnavailable, combine_cpus, remainder)
 from corecast.errors import UserError
 
 from test_perf import progs  # noqa: F401  (session fixture: compiled test programs)
@@ -45,6 +46,100 @@ def test_stat_threads_picked_up_and_exit_rows(cli, progs, tmp_path):
                      for v in s["counters"] if v["name"] == "task_clock")
     assert worker_cpu > 50e6
     assert "psi_cpu_some" in samples[-1]["virtual"]
+
+
+def _samples(path):
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    return [x for x in lines if x["type"] == "sample"], lines[-1]
+
+
+def test_stat_200_short_threads_each_get_an_exact_exit_row(cli, progs, tmp_path):
+    """200 threads of about 1 ms each, one after another: every one has its exit row (the
+    kernel reports its creation and its own counts at exit), and the exit rows add up to the
+    process's inherited total. A tick is never due (-T 600): the exit rows are all the rows."""
+    out = tmp_path / "o.json"
+    r = cli("stat", "-c", "task_clock,context_switches", "-T", "600", "--format", "json", "-o", out,
+            "--", progs["short_threads"], "200", "1000", "0", "0")
+    assert r.code == 0, r.err
+    samples, summary = _samples(out)
+    assert summary["threads"] == "kernel" and summary["notes"] == []
+    main = samples[0]["pid"]
+    exits = [s for s in samples if s["sample_type"] == "exit"]
+    tids = [s["tid"] for s in exits]
+    assert len(tids) == len(set(tids)) == 201 and main in tids
+    tc = {s["tid"]: {c["name"]: c for c in s["counters"]}["task_clock"] for s in exits}
+    assert all(v["status"] == "ok" for v in tc.values())
+    assert all(v["value"] >= 0.99e6 for t, v in tc.items() if t != main)     # each spun 1 ms of CPU
+    total = {c["name"]: c for c in summary["process_totals"][0]}["task_clock"]["value"]
+    assert sum(v["value"] for v in tc.values()) == pytest.approx(total, rel=0.01)
+    cs_total = {c["name"]: c for c in summary["process_totals"][0]}["context_switches"]["value"]
+    cs_rows = sum({c["name"]: c for c in s["counters"]}["context_switches"]["value"] for s in exits)
+    assert cs_rows == pytest.approx(cs_total, abs=max(2, 0.01 * cs_total))
+
+
+def test_stat_thread_between_two_ticks_still_appears(cli, progs, tmp_path):
+    """One 2 ms thread, created 100 ms into the run and gone long before the 0.5 s tick: it has
+    its own exit row with its whole count."""
+    out = tmp_path / "o.json"
+    r = cli("stat", "-c", "task_clock", "-T", "0.5", "--format", "json", "-o", out,
+            "--", progs["short_threads"], "1", "2000", "100", "100")
+    assert r.code == 0, r.err
+    samples, summary = _samples(out)
+    main = samples[0]["pid"]
+    worker = [s for s in samples if s["tid"] != main]
+    assert worker and worker[-1]["sample_type"] == "exit"
+    assert sum(s["counters"][0]["value"] for s in worker) >= 1.98e6
+    total = summary["process_totals"][0][0]["value"]
+    assert sum(s["counters"][0]["value"] for s in samples) == pytest.approx(total, rel=0.01)
+
+
+def test_stat_child_processes_have_rows_of_their_own(cli, progs, tmp_path):
+    out = tmp_path / "o.json"
+    r = cli("stat", "-c", "task_clock", "-T", "600", "--format", "json", "-o", out,
+            "--", "sh", "-c", f"{progs['spin_ms']} 30; {progs['spin_ms']} 30; true")
+    assert r.code == 0, r.err
+    samples, summary = _samples(out)
+    main = samples[0]["pid"]
+    children = {s["pid"] for s in samples if s["pid"] != main}
+    assert len(children) >= 2                       # each spinner is a process of its own
+    for pid in children:
+        assert sum(s["counters"][0]["value"] for s in samples if s["pid"] == pid) >= 29e6
+    total = summary["process_totals"][0][0]["value"]
+    assert sum(s["counters"][0]["value"] for s in samples) == pytest.approx(total, rel=0.01)
+
+
+def test_stat_without_task_records_says_so_once_and_polls(cli, progs, tmp_path, monkeypatch):
+    import corecast.collect.monitor as monitor
+
+    def refuse(*a, **k):
+        raise monitor.TrackerUnavailable("test: no ring buffer")
+    monkeypatch.setattr(monitor, "open_tracker", refuse)
+    out = tmp_path / "o.json"
+    r = cli("stat", "-c", "task_clock", "-T", "0.05", "--format", "json", "-o", out,
+            "--", progs["threads"], "2", "150", "30")
+    assert r.code == 0, r.err
+    samples, summary = _samples(out)
+    assert summary["threads"] == "poll" and summary["process_totals"] is None
+    assert [n for n in summary["notes"] if "unavailable (test: no ring buffer)" in n] and len(summary["notes"]) == 1
+    assert len({s["tid"] for s in samples}) == 3       # 150 ms threads are still found by polling
+
+
+def test_stat_attach_follows_new_threads_exactly(cli, progs, tmp_path):
+    p = subprocess.Popen([progs["threads"], "4", "200", "150"])
+    try:
+        time.sleep(0.05)
+        out = tmp_path / "o.json"
+        r = cli("stat", "-c", "task_clock", "-p", p.pid, "-T", "0.05", "--format", "json", "-o", out)
+    finally:
+        p.wait()
+    assert r.code == 0, r.err
+    samples, summary = _samples(out)
+    assert summary["threads"] == "kernel"
+    tids = {s["tid"] for s in samples}
+    assert len(tids) >= 4
+    assert {s["tid"] for s in samples if s["sample_type"] == "exit"} == tids
+    total = summary["process_totals"][0][0]["value"]
+    assert sum(s["counters"][0]["value"] for s in samples) == pytest.approx(total, rel=0.01)
 
 
 def test_stat_sleeper_vs_spinner_table(cli, progs):
@@ -243,31 +338,135 @@ class FakeSampler(FakeHandle):
         return out
 
 
+class FakeTracker:
+    """The kernel's task records for the simulated PMU (perf.TaskTracker's face): inherited
+    counters on every thread, a FORK record when a thread starts (`fork_delay` later, to
+    model a record read late), EXIT and one READ per CPU when it ends (its lifetime count,
+    split unevenly over two CPUs, each part with the thread's whole enabled time as the
+    kernel gives it). Threads in `drop` lose their READ records (a full ring buffer)."""
+
+    def __init__(self, pmu, sets, roots, cpus, live, fork_delay=0.0, drop=()):
+        self.pmu, self.sets, self.roots, self.cpus = pmu, [list(x) for x in sets], list(roots), list(cpus)
+        self.enabled = [s == live for s in range(len(self.sets))]
+        self.failed = [[("not supported", "no PMU") if e.name in pmu.unsupported else None for e in x]
+                       for x in self.sets]
+        self.counts = {}                  # (tid, set, event) -> [raw, enabled_ns]
+        self.fork_delay = fork_delay
+        self.drop = set(drop)
+        self.pending = TaskDrain()
+        self.fds = [-1]
+        self.closed = False
+
+    @property
+    def expected_reads(self):
+        return sum(1 for x in self.failed for f in x if f is None) * len(self.cpus)
+
+    def counting(self, s, i):
+        return self.failed[s][i] is None
+
+    def add_root(self, tid, enable_on_exec=False, live=0):
+        self.roots.append(tid)
+        return True
+
+    def advance(self, now, dt):
+        dt_ns = int(dt * 1e9)
+        for tid, (start, end) in self.pmu.thread_life.items():
+            if not (start <= now < end):
+                continue
+            for s, specs in enumerate(self.sets):
+                if not self.enabled[s]:
+                    continue
+                for i, e in enumerate(specs):
+                    if self.failed[s][i] is None:
+                        c = self.counts.setdefault((tid, s, i), [0.0, 0])
+                        c[0] += self.pmu.rates[e.name] * dt_ns
+                        c[1] += dt_ns
+        t1 = now + dt
+        for tid, (start, end) in self.pmu.thread_life.items():
+            if tid in self.roots:
+                continue
+            if now < start + self.fork_delay <= t1 + 1e-12:
+                self.pending.forks.append(TaskRecord("fork", 1, 1, tid, 1, 0))
+            if now < end <= t1 + 1e-12:
+                self.pending.exits.append(TaskRecord("exit", 1, 1, tid, 1, 0))
+                for s, specs in enumerate(self.sets):
+                    for i, e in enumerate(specs):
+                        if self.failed[s][i] is not None:
+                            continue
+                        if tid in self.drop:
+                            self.pending.lost_records += len(self.cpus)
+                            continue
+                        raw, en = self.counts.get((tid, s, i), [0.0, 0])
+                        part = int(raw) // 3
+                        run0 = en // 3
+                        self.pending.reads.append(ThreadRead(1, tid, s, i, 0, part, en, run0))
+                        self.pending.reads.append(ThreadRead(1, tid, s, i, 1, int(raw) - part, en, en - run0))
+
+    def has_records(self):
+        p = self.pending
+        return bool(p.forks or p.exits or p.reads or p.lost_records)
+
+    def drain(self):
+        out, self.pending = self.pending, TaskDrain()
+        return out
+
+    def read(self, s):
+        out = []
+        for i, e in enumerate(self.sets[s]):
+            if self.failed[s][i] is not None:
+                out.append(CounterValue(e.name, None, None, 0, 0, *self.failed[s][i], spec=e))
+                continue
+            raw = sum(c[0] for (t, ss, ii), c in self.counts.items() if (ss, ii) == (s, i))
+            en = sum(c[1] for (t, ss, ii), c in self.counts.items() if (ss, ii) == (s, i))
+            out.append(CounterValue(e.name, float(int(raw)), int(raw), en, en, "ok", spec=e))
+        return out
+
+    def enable(self, s):
+        self.enabled[s] = True
+
+    def disable(self, s):
+        self.enabled[s] = False
+
+    def close(self):
+        self.closed = True
+
+
 class FakePMU:
     """The backend protocol of `Monitor`, driven by a virtual clock. Threads: {tid: (start_s,
-    end_s)}; the process ends when its main thread (tid 1) ends."""
+    end_s)}; the process ends when its main thread (tid 1) ends. With `tracker` (a dict of
+    FakeTracker options, or True) it gives task records; without, the monitor polls."""
 
-    def __init__(self, rates, threads, k=2, unsupported=()):
+    def __init__(self, rates, threads, k=2, unsupported=(), tracker=None):
         self.rates = rates
         self.thread_life = threads
         self.k = k
         self.unsupported = set(unsupported)
         self.clock = FakeClock()
         self.handles = []
+        self.tracker_opts = {} if tracker is True else tracker
+        self.tracker = None
+        if tracker is None:
+            self.open_tracker = None          # no task records: the monitor's fallback
 
-    def _advance_to(self, t):
+    def _step(self, dt):
+        now = self.clock.t
+        for h in self.handles:
+            start, end = self.thread_life.get(h.tid, (0, 1e9))
+            if not (start <= now < end):
+                continue
+            nhw = sum(1 for o in self.handles if o.tid == h.tid and o.enabled and not o.closed
+                      for s in o.specs if s.kind == "hardware")
+            share = min(1.0, self.k / nhw) if nhw else 1.0
+            h.advance(int(dt * 1e9), share)
+        if self.tracker is not None and not self.tracker.closed:
+            self.tracker.advance(now, dt)
+        self.clock.t += dt
+
+    def _advance_to(self, t, stop_on_record=False):
         while self.clock.t < t - 1e-12:
-            dt = min(t - self.clock.t, 0.001)
-            now = self.clock.t
-            for h in self.handles:
-                start, end = self.thread_life.get(h.tid, (0, 1e9))
-                if not (start <= now < end):
-                    continue
-                nhw = sum(1 for o in self.handles if o.tid == h.tid and o.enabled and not o.closed
-                          for s in o.specs if s.kind == "hardware")
-                share = min(1.0, self.k / nhw) if nhw else 1.0
-                h.advance(int(dt * 1e9), share)
-            self.clock.t += dt
+            self._step(min(t - self.clock.t, 0.001))
+            if stop_on_record and self.tracker is not None and self.tracker.has_records():
+                return
 
     # backend protocol
     def open(self, specs, pid, cpu, inherit, enable_on_exec, enabled):
@@ -275,6 +474,13 @@ class FakePMU:
 
     def open_sampler(self, specs, pid, cpu, enable_on_exec, enabled):
         return FakeSampler(self, pid, specs, enabled or enable_on_exec)
+
+    def open_tracker(self, sets, roots, cpus, enable_on_exec, live):
+        if self.tracker_opts.get("unavailable"):
+            raise TrackerUnavailable(self.tracker_opts["unavailable"])
+        opts = {k: v for k, v in self.tracker_opts.items() if k != "unavailable"}
+        self.tracker = FakeTracker(self, sets, roots, cpus, live, **opts)
+        return self.tracker
 
     def threads(self, pid):
         return [t for t, (s, e) in self.thread_life.items() if s <= self.clock.t < e]
@@ -288,8 +494,8 @@ class FakePMU:
     def now(self):
         return self.clock.t
 
-    def wait(self, seconds, target):
-        self._advance_to(self.clock.t + seconds)
+    def wait(self, seconds, target, fds=()):
+        self._advance_to(self.clock.t + seconds, stop_on_record=bool(fds))
 
 
 class FakeTarget(Target):
@@ -361,11 +567,15 @@ def test_fake_round_robin_sets_only_live_set_counts():
     assert totals[1]["b"][0] == pytest.approx(2 * 0.3e9, rel=0.02)
 
 
-def test_fake_threads_come_and_go_no_lost_rows():
+def test_fake_threads_come_and_go_polling_fallback():
+    """Without task records: threads are found by polling, counted from pickup on, and the
+    fallback is said once."""
     rates = {"a": 1.0}
     # worker 2 lives 0.15-0.35 s; worker 3 appears at 0.25 and outlives nothing; main ends at 0.55
     pmu = FakePMU(rates, {1: (0, 0.55), 2: (0.15, 0.35), 3: (0.25, 0.45)}, k=4)
     mon, rows = run_fake(pmu, [[hw("a")]])
+    assert not mon.exact_threads and mon.threads_followed == "poll"
+    assert len([n for n in mon.notes if "exact per-thread counts unavailable" in n]) == 1
     by = {}
     for r in rows:
         by.setdefault(r.tid, []).append(r)
@@ -432,3 +642,125 @@ def test_virtual_counter_names():
     assert parse_virtual("schedstat,ctxsw") == ["runq_delay", "ctxsw"]
     with pytest.raises(UserError):
         parse_virtual("nope")
+
+
+# ------------------------------------------------------------------------------------------
+# the simulated PMU with the kernel's task records
+
+def test_fake_task_records_threads_come_and_go_exact():
+    rates = {"a": 1.0}
+    life = {1: (0, 0.55), 2: (0.15, 0.35), 3: (0.25, 0.45)}
+    pmu = FakePMU(rates, life, k=4, tracker=True)
+    mon, rows = run_fake(pmu, [[hw("a")]])
+    assert mon.exact_threads and not mon.notes
+    by = {}
+    for r in rows:
+        by.setdefault(r.tid, []).append(r)
+    assert set(by) == {1, 2, 3}
+    for tid, (s, e) in life.items():
+        assert by[tid][-1].sample_type == "exit"
+        assert [r.sample_type for r in by[tid]].count("exit") == 1
+        counted = sum(v.raw for r in by[tid] for v in r.values)
+        assert counted == pytest.approx((e - s) * 1e9, abs=5)       # from creation, not pickup
+    total = mon.inherited[0][0]
+    assert sum(v.raw for r in rows for v in r.values) == pytest.approx(total.raw, abs=5)
+    assert pmu.tracker.closed
+    assert [r.nsample for r in rows] == list(range(1, len(rows) + 1))
+
+
+def test_fake_thread_between_two_ticks_gets_exact_exit_row():
+    """A thread born after one tick and gone before the next: no tick row, one exit row with
+    its whole count (the kernel's READ records split over two CPUs, combined)."""
+    rates = {"a": 2.0, "s": 1.0}
+    life = {1: (0, 0.3), 7: (0.1205, 0.1235)}
+    pmu = FakePMU(rates, life, k=4, tracker=True)
+    mon, rows = run_fake(pmu, [[hw("a"), sw("s")]], interval=0.1)
+    mine = [r for r in rows if r.tid == 7]
+    assert [r.sample_type for r in mine] == ["exit"]
+    (r,) = mine
+    vals = {v.name: v for v in r.values}
+    assert vals["a"].raw == pytest.approx(2.0 * 0.003e9, abs=3)
+    assert vals["s"].raw == pytest.approx(0.003e9, abs=3)
+    assert vals["a"].value == pytest.approx(vals["a"].raw, rel=1e-9)    # not multiplexed: unscaled
+    assert r.time_s == pytest.approx(0.2, abs=1e-6)                    # reported at the next tick
+
+
+def test_fake_late_pickup_counted_in_exit_row_per_set():
+    """Round-robin sets, and a creation record read 80 ms late: the thread's own counters start
+    late, so what set 0 counted before (in an interval where set 0 was live) is reported in an
+    extra exit row for set 0 -- per set, the rows add up to the kernel's totals."""
+    rates = {"a": 1.0, "b": 3.0}
+    life = {1: (0, 0.6), 5: (0.05, 0.42)}
+    pmu = FakePMU(rates, life, k=4, tracker={"fork_delay": 0.08})
+    mon, rows = run_fake(pmu, [[hw("a")], [hw("b")]], interval=0.1)
+    mine = [r for r in rows if r.tid == 5]
+    assert mine[0].time_s == pytest.approx(0.2, abs=1e-6)          # first row after pickup at 0.13
+    exits = [r for r in mine if r.sample_type == "exit"]
+    assert sorted(r.set_index for r in exits) == [0, 1]              # live set (1) + set 0's backlog
+    for s, name in ((0, "a"), (1, "b")):
+        rows_sum = sum(v.raw for r in rows if r.set_index == s for v in r.values)
+        assert rows_sum == pytest.approx(mon.inherited[s][0].raw, abs=10)
+        mine_sum = sum(v.raw for r in mine if r.set_index == s for v in r.values)
+        live = [(0.05, 0.1), (0.2, 0.3), (0.4, 0.42)] if s == 0 else [(0.1, 0.2), (0.3, 0.4)]
+        assert mine_sum == pytest.approx(rates[name] * sum(b - a for a, b in live) * 1e9, abs=10)
+
+
+def test_fake_lost_records_fall_back_to_own_counter_and_say_so():
+    rates = {"a": 1.0}
+    life = {1: (0, 0.4), 2: (0.05, 0.25), 3: (0.06, 0.26)}
+    pmu = FakePMU(rates, life, k=4, tracker={"drop": {3}})
+    mon, rows = run_fake(pmu, [[hw("a")]])
+    by = {}
+    for r in rows:
+        by.setdefault(r.tid, []).append(r)
+    assert by[3][-1].sample_type == "exit"
+    assert "exit record was lost" in by[3][-1].values[0].message
+    assert sum(v.raw for r in by[3] for v in r.values) == pytest.approx(0.2e9, abs=5)   # pickup was immediate
+    assert any("ring buffer overflowed" in n for n in mon.notes)
+    assert any("own counters" in n for n in mon.notes)
+
+
+def test_fake_tracker_unavailable_is_said_once_and_polling_works():
+    pmu = FakePMU({"a": 1.0}, {1: (0, 0.3), 2: (0.1, 0.2)}, k=4, tracker={"unavailable": "no buffer"})
+    mon, rows = run_fake(pmu, [[hw("a")]])
+    notes = [n for n in mon.notes if "exact per-thread counts unavailable (no buffer)" in n]
+    assert len(notes) == 1
+    assert {r.tid for r in rows} == {1, 2}
+
+
+def test_fake_unsupported_event_in_exit_rows_never_zero():
+    pmu = FakePMU({"a": 1.0, "x": 1.0}, {1: (0, 0.3), 4: (0.12, 0.13)}, unsupported={"x"}, tracker=True)
+    mon, rows = run_fake(pmu, [[hw("a"), hw("x")]])
+    (r,) = [r for r in rows if r.tid == 4]
+    x = [v for v in r.values if v.name == "x"][0]
+    assert x.value is None and x.status == "not supported"
+    assert [v for v in r.values if v.name == "a"][0].raw == pytest.approx(0.01e9, abs=3)
+
+
+def test_fake_ebs_with_task_records():
+    """EBS: a worker's samples, then an exit row with what it counted since its last sample,
+    from the kernel's lifetime count."""
+    lead = EventSpec(name="lead", type=abi.PERF_TYPE_RAW, config=1, sample_period=10_000_000)
+    life = {1: (0, 0.2), 2: (0.05, 0.087)}
+    pmu = FakePMU({"lead": 1.0, "other": 0.5}, life, k=4, tracker=True)
+    mon, rows = run_fake(pmu, [[lead, hw("other")]])
+    mine = [r for r in rows if r.tid == 2]
+    assert [r.sample_type for r in mine] == ["ebs"] * 3 + ["exit"]
+    for name, rate in (("lead", 1.0), ("other", 0.5)):
+        assert sum(v.raw for r in mine for v in r.values if v.name == name) == pytest.approx(
+            rate * 0.037e9, abs=5)
+
+
+def test_combine_cpus_and_remainder_arithmetic():
+    h, s_ = hw("h"), sw("s")
+    # a hardware event on two CPUs: enabled is the task's whole time on both; it ran 60% of it
+    v = combine_cpus(h, [(300, 1000, 200, None), (300, 1000, 400, None)])
+    assert v.raw == 600 and v.enabled_ns == 1000 and v.running_ns == 600
+    assert v.value == pytest.approx(1000.0)
+    # a software event always counts while its task runs: the sum is exact, never scaled
+    v = combine_cpus(s_, [(250, 1000, 250, None), (750, 1000, 750, None)])
+    assert v.value == 1000.0 and v.enabled_ns == v.running_ns == 1000
+    rep = CounterValue("s", 400.0, 400, 400, 400, "ok", spec=s_)
+    r = remainder(s_, v, rep)
+    assert r.raw == 600 and r.value == 600.0 and r.enabled_ns == 600
+    assert remainder(s_, v, None).raw == 1000

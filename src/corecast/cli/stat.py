@@ -21,6 +21,11 @@ sampled every -T seconds or every N events (ebs=N), one row per thread per sampl
   corecast stat -c task_clock:ebs=1000000,page_faults -- ./prog     # a sample per ms of CPU
   corecast stat -S -c context_switches -T 1 -- sleep 3                # per CPU (needs permission)
 
+Threads are followed through the kernel's task records: a thread is picked up when it is
+created, and its `exit` row is the kernel's count of its whole life less what its earlier rows
+reported, so every thread has its rows however short its life (--threads poll: find them in
+/proc instead). Child processes get rows of their own; [Process totals] are the inherited counts.
+
 Several -c sets rotate round-robin, one set live per interval (the `set` column); a value the
 kernel multiplexed is scaled and shown with '~'; '-' means not counted (never 0). Event specs:
 mnemonics (instr, cycles, llc_misses, backend_stalls, task_clock, ...), PMCTrack raw form,
@@ -45,6 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "branch_miss_rate, stall_ratio, utilization)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--format", choices=sorted(WRITERS), default="table")
+    p.add_argument("--threads", choices=["kernel", "poll"], default="kernel", dest="thread_tracking",
+                   help="how threads are followed: 'kernel' (default) from the kernel's task records, so "
+                        "every thread has exact rows however short its life; 'poll' finds them in /proc "
+                        "(no inherited counters: with hardware events, leaves the PMU's counters to the "
+                        "per-thread ones)")
     p.add_argument("--duration", type=float, metavar="SECONDS",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
@@ -78,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration <= 0:
         raise UserError("--duration must be positive")
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
-                  totals_only=args.totals, metrics=metrics, max_duration=args.duration)
+                  totals_only=args.totals, metrics=metrics, max_duration=args.duration,
+                  thread_tracking=args.thread_tracking)
     out = open(args.output, "w") if args.output else sys.stdout
     try:
         writer = WRITERS[args.format](out, mon)

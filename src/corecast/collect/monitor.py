@@ -11,6 +11,12 @@ metrics, and the PMCTrack-style table / CSV / JSON-lines writers.
 The counter access goes through a `Backend` (the real one is perf_event_open; tests use a
 simulated PMU), so every path above — scaling, multiplexing, EBS, thread churn, formatting —
 runs the same code with and without hardware counters.
+
+Threads are followed through the kernel's task records (see `perf.TaskTracker`): a new thread
+is picked up when the kernel reports its creation, and a thread's `exit` row is the kernel's
+own count of it from creation to exit, less what its earlier rows reported -- so every thread
+has its rows, however short its life, and they add up to the process's inherited totals. A
+backend without task records falls back to finding threads in /proc.
 """
 from __future__ import annotations
 
@@ -29,8 +35,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
 from ..errors import UserError
 from . import sources
 from .events.spec import EventSpec
-from .perf import (CounterValue, Launched, delta_value, denied_message, launch, open_counters,
-                   open_sampler, paranoid, scale)
+from .perf import (CounterValue, Launched, TrackerUnavailable, combine_cpus, delta_value, denied_message,
+                   launch, open_counters, open_sampler, open_tracker, paranoid, remainder, scale)
 
 MIN_INTERVAL = 0.01
 SAMPLE_TYPES = ("tick", "ebs", "exit")
@@ -55,7 +61,9 @@ class Backend(Protocol):
     def thread_name(self, pid: int, tid: int) -> str: ...
     def online_cpus(self) -> list[int]: ...
     def now(self) -> float: ...
-    def wait(self, seconds: float, target: "Target") -> None: ...
+    def wait(self, seconds: float, target: "Target", fds: Sequence[int] = ()) -> None: ...
+    # optional: a backend with task records (perf.TaskTracker's face) offers
+    # open_tracker(sets, roots, cpus, enable_on_exec, live) -> tracker, raising TrackerUnavailable
 
 
 class PerfBackend:
@@ -67,6 +75,9 @@ class PerfBackend:
 
     def open_sampler(self, specs, pid, cpu, enable_on_exec, enabled):
         return open_sampler(specs, pid=pid, cpu=cpu, enable_on_exec=enable_on_exec, enabled=enabled)
+
+    def open_tracker(self, sets, roots, cpus, enable_on_exec, live):
+        return open_tracker(sets, roots, cpus, enable_on_exec=enable_on_exec, live=live)
 
     def threads(self, pid):
         return sources.list_threads(pid)
@@ -84,18 +95,21 @@ class PerfBackend:
     def now(self):
         return time.monotonic()
 
-    def wait(self, seconds, target):
-        """Sleep up to `seconds`, waking early when a launched target exits."""
+    def wait(self, seconds, target, fds=()):
+        """Sleep up to `seconds`, waking early when the target exits or one of `fds` (ring
+        buffers) has records. True when it slept the whole time with nothing to report (so the
+        target, watched through its pidfd, is still running); None when it cannot tell."""
         if seconds <= 0:
-            return
-        fd = target.pidfd
-        if fd is not None:
+            return None
+        watch = list(fds) + ([target.pidfd] if target.pidfd is not None else [])
+        if watch:
             try:
-                select.select([fd], [], [], seconds)
-                return
+                r, _, _ = select.select(watch, [], [], seconds)
+                return (not r) if target.pidfd is not None else None
             except (OSError, ValueError):
                 pass
         time.sleep(seconds)
+        return None
 
 
 def _parse_cpulist(text: str) -> list[int]:
@@ -370,7 +384,9 @@ class VirtualSampler:
         self._prev_sys = cur
         return out
 
-    def sample_thread(self, tid: int, final: bool = False) -> dict[str, VirtValue]:
+    def sample_thread(self, tid: int, final: bool = False, pid: int | None = None) -> dict[str, VirtValue]:
+        """Thread-scope counters of thread `tid` of process `pid` (default: the target)."""
+        pid = self.pid if pid is None else pid
         out: dict[str, VirtValue] = {}
         st = ctx = None
         for n in self.names:
@@ -382,12 +398,12 @@ class VirtualSampler:
                 continue
             if n in ("runq_delay", "run_time", "timeslices"):
                 if st is None:
-                    st = sources.thread_schedstat(self.pid, tid, self.proc)
+                    st = sources.thread_schedstat(pid, tid, self.proc)
                 cur = None if st is None else {"runq_delay": st.wait_ns, "run_time": st.run_ns,
                                                "timeslices": st.timeslices}[n]
             else:
                 if ctx is None:
-                    ctx = sources.context_switches(self.pid, tid, self.proc)
+                    ctx = sources.context_switches(pid, tid, self.proc)
                 cur = None if ctx is None else {"ctxsw": ctx.total, "ctxsw_vol": ctx.voluntary,
                                                 "ctxsw_invol": ctx.involuntary}[n]
             key = (n, tid)
@@ -589,6 +605,15 @@ class _ThreadState:
     prev_sample: list[int] | None = None
     prev_sample_times: tuple[int, int] = (0, 0)
     last_sample_time: float = 0.0
+    pid: int = -1                        # its process (a child process of the target has its own)
+    root: bool = True                    # counted by counters opened on it, not inherited ones
+    opened: bool = True                  # its own counters are open (False: it was gone first)
+    exited: bool = False                 # the kernel reported its exit
+    reads: dict[tuple[int, int], list[tuple[int, int, int, int | None]]] = field(default_factory=dict)
+    nreads: int = 0
+
+
+THREAD_TRACKING = ("kernel", "poll")
 
 
 class Monitor:
@@ -596,13 +621,15 @@ class Monitor:
                  virtual: Sequence[str] = (), per_cpu: bool = False, totals_only: bool = False,
                  metrics: Sequence[Metric] = (), backend: Backend | None = None,
                  discover_period: float = 0.05, max_duration: float | None = None,
-                 cpus: Sequence[int] | None = None):
+                 cpus: Sequence[int] | None = None, thread_tracking: str = "kernel"):
         if not sets and not virtual:
             raise UserError("no events: give at least one -c SPEC (or -V for virtual counters only)")
         if not sets:
             sets = [[]]
         if interval < MIN_INTERVAL - 1e-12:
             raise UserError(f"-T {interval}: the interval must be at least {MIN_INTERVAL} s")
+        if thread_tracking not in THREAD_TRACKING:
+            raise UserError(f"--threads {thread_tracking}: choose {' or '.join(THREAD_TRACKING)}")
         self.sets = [list(s) for s in sets]
         self.target = target
         self.interval = float(interval)
@@ -614,6 +641,7 @@ class Monitor:
         self.discover_period = discover_period
         self.max_duration = max_duration
         self.cpus = list(cpus) if cpus is not None else None
+        self.thread_tracking = thread_tracking
         ebs = [(i, e) for i, s in enumerate(self.sets) for e in s if e.sample_period]
         if ebs and len(self.sets) > 1:
             raise UserError("event-based sampling (ebs) takes one event set: drop the other -c sets")
@@ -630,47 +658,209 @@ class Monitor:
         self.notes: list[str] = []
         self.t0 = 0.0
         self.vsampler: VirtualSampler | None = None
+        self.tracker: Any = None              # perf.TaskTracker (or a backend's equivalent)
+        self.inherited: list[list[CounterValue]] | None = None   # the process's totals, per set
+        self.lost_task_records = 0
+        self._empty_wakes = 0
+        self._record_gaps = 0                 # threads whose exit counts came from their own counters
+        self.threads_followed = ""            # per-thread mode: "kernel" (task records) or "poll" (/proc)
         self.mappings: list[list[tuple[str, EventSpec]]] = [
             [(e.label if e.pmc is not None else f"pmc{j}", e) for j, e in enumerate(s)] for s in self.sets]
+
+    @property
+    def exact_threads(self) -> bool:
+        """Whether threads were followed through the kernel's task records (exact exit rows)."""
+        return self.threads_followed == "kernel"
 
     # ---------------------------------------------------------------------------------------
     def _open_sets(self, pid: int, cpu: int, inherit: bool, enable_on_exec: bool) -> list[Handle | None]:
         out: list[Handle | None] = []
-        for i, s in enumerate(self.sets):
-            if not s:
-                out.append(None)
-                continue
-            live = i == self.live
-            out.append(self.backend.open(s, pid, cpu, inherit, enable_on_exec and live,
-                                         live and not enable_on_exec))
+        try:
+            for i, s in enumerate(self.sets):
+                if not s:
+                    out.append(None)
+                    continue
+                live = i == self.live
+                out.append(self.backend.open(s, pid, cpu, inherit, enable_on_exec and live,
+                                             live and not enable_on_exec))
+        except UserError:
+            for h in out:
+                if h is not None:
+                    h.close()
+            raise
         return out
 
-    def _add_thread(self, tid: int, enable_on_exec: bool = False) -> _ThreadState | None:
-        pid = self.target.pid
+    def _add_thread(self, tid: int, enable_on_exec: bool = False, pid: int | None = None,
+                    root: bool = True) -> _ThreadState | None:
+        pid = self.target.pid if pid is None else pid
         comm = self.backend.thread_name(pid, tid)
         try:
             if self.ebs:
                 sampler = self.backend.open_sampler(self.sets[0], tid, -1, enable_on_exec, not enable_on_exec)
-                ts = _ThreadState(tid, comm, [], [None], sampler=sampler)
+                ts = _ThreadState(tid, comm, [], [None], sampler=sampler, pid=pid, root=root)
                 ts.last_sample_time = self.backend.now()
             else:
                 ts = _ThreadState(tid, comm, self._open_sets(tid, -1, False, enable_on_exec),
-                                  [None] * len(self.sets))
+                                  [None] * len(self.sets), pid=pid, root=root)
         except UserError:
-            if tid == pid and not self.threads:
+            if tid == self.target.pid and not self.threads:
                 raise
-            return None       # the thread exited between listing and opening
+            if self.tracker is None:
+                return None       # the thread exited between listing and opening
+            # gone before its counters could be opened: the kernel's exit record still counts it
+            ts = _ThreadState(tid, comm, [None] * len(self.sets), [None] * len(self.sets), pid=pid,
+                              root=root, opened=False)
         self.threads[tid] = ts
-        if self.vsampler is not None:
+        if self.vsampler is not None and ts.opened:
             self.vsampler.add_threads([tid])
         return ts
 
     def _discover(self) -> None:
-        if self.target.kind == "system" or self.per_cpu or self.totals_only:
+        if self.target.kind == "system" or self.per_cpu or self.totals_only or self.tracker is not None:
             return
         for tid in self.backend.threads(self.target.pid):
             if tid not in self.threads:
                 self._add_thread(tid)
+
+    # ---------------------------------------------------------------------------------------
+    # the kernel's task records
+
+    def _start_tracker(self, enable_on_exec: bool) -> None:
+        """Follow the target's threads through task records; on failure say why, once, and
+        fall back to /proc."""
+        if self.thread_tracking != "kernel":
+            return
+        opener = getattr(self.backend, "open_tracker", None)
+        if opener is None:
+            self._fallback("this counter backend gives no task records")
+            return
+        try:
+            self.tracker = opener(self.sets, sorted(self.threads), self.backend.online_cpus(),
+                                  enable_on_exec, self.live)
+        except TrackerUnavailable as err:
+            self._fallback(str(err))
+            return
+        self.threads_followed = "kernel"
+        if self.target.kind == "pid":
+            # threads a not-yet-followed thread created while we attached are roots of their own
+            for _ in range(5):
+                self._drain_tracker()
+                new = [t for t in self.backend.threads(self.target.pid) if t not in self.threads]
+                if not new:
+                    break
+                self.backend.wait(0.002, self.target)
+                self._drain_tracker()        # a creation record lags /proc by a moment
+                for t in new:
+                    if t not in self.threads and self._add_thread(t) is not None:
+                        try:
+                            if not self.tracker.add_root(t, False, self.live):
+                                self._close_thread(t)
+                        except TrackerUnavailable as err:
+                            self._stop_tracker(str(err))
+                            return
+
+    def _fallback(self, reason: str) -> None:
+        self.threads_followed = "poll"
+        ms = f"{self.discover_period * 1000:.0f} ms"
+        self.notes.append(f"exact per-thread counts unavailable ({reason}): threads are found in /proc every "
+                          f"{ms} or each tick, so a thread that lives shorter may have no row and each thread "
+                          f"misses what it counted before it was found; -A counts the whole process exactly")
+
+    def _stop_tracker(self, reason: str) -> None:
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
+        for ts in self.threads.values():
+            ts.root = True
+        self._fallback(reason)
+
+    def _ghost(self, tid: int, pid: int) -> _ThreadState:
+        """A thread known only from an exit or count record (its creation record was lost)."""
+        ts = _ThreadState(tid, self.backend.thread_name(pid, tid), [None] * len(self.sets),
+                          [None] * len(self.sets), pid=pid, root=False, opened=False)
+        self.threads[tid] = ts
+        return ts
+
+    def _drain_tracker(self) -> bool:
+        """Take the records written since the last drain: pick up new threads (opening their
+        own counters for the interval rows), note exits and the exiting threads' counts."""
+        res = self.tracker.drain()
+        self.lost_task_records += res.lost_records
+        for rec in res.forks:
+            if rec.tid not in self.threads:
+                self._add_thread(rec.tid, pid=rec.pid, root=False)
+        for rec in res.exits:
+            ts = self.threads.get(rec.tid) or self._ghost(rec.tid, rec.pid)
+            ts.exited = True
+        for r in res.reads:
+            ts = self.threads.get(r.tid) or self._ghost(r.tid, r.pid)
+            ts.reads.setdefault((r.set_index, r.index), []).append(
+                (r.raw, r.enabled_ns, r.running_ns, r.lost))
+            ts.nreads += 1
+        return bool(res.forks or res.exits or res.reads or res.lost_records)
+
+    def _complete(self, ts: _ThreadState) -> bool:
+        return ts.exited and ts.nreads >= self.tracker.expected_reads
+
+    def _exit_values(self, ts: _ThreadState, s: int, specs: Sequence[EventSpec],
+                     reported: dict[str, CounterValue], own: Callable[[], dict[str, CounterValue]] | None
+                     ) -> tuple[list[CounterValue], bool]:
+        """The exit row of a thread for set `s`: per event, the kernel's count of the thread's
+        whole life less what its rows already reported; when that record is missing, the
+        delta of the thread's own counter (`own`, when it has one)."""
+        ncpu = len(self.tracker.cpus)
+        vals: list[CounterValue] = []
+        extra = False
+        own_vals: dict[str, CounterValue] | None = None
+        idx = {e.name: i for i, e in enumerate(self.sets[s])}
+        for spec in specs:
+            i = idx[spec.name]
+            parts = ts.reads.get((s, i))
+            prev = reported.get(spec.name)
+            if self.tracker.counting(s, i) and parts is not None and len(parts) >= ncpu:
+                v = remainder(spec, combine_cpus(spec, parts), prev)
+                extra = extra or bool(v.raw)
+            elif own is not None:
+                if own_vals is None:
+                    own_vals = own()
+                v = own_vals[spec.name]
+                if self.tracker.counting(s, i) and ts.exited:
+                    self._record_gaps += 1
+                    v.message = ((v.message + "; ") if v.message else "") + \
+                        "the kernel's exit record was lost: from the thread's own counter"
+            elif not self.tracker.counting(s, i):
+                st, msg = self.tracker.failed[s][i]
+                v = CounterValue(spec.name, None, None, 0, 0, st, msg, spec=spec)
+            else:
+                self._record_gaps += 1
+                v = CounterValue(spec.name, None, None, 0, 0, "ok",
+                                 "not counted: the kernel's exit record was lost", spec=spec)
+            vals.append(v)
+        return vals, extra
+
+    def _tracked_exit_rows(self, ts: _ThreadState, now: float, interval_ns: int) -> list[Row]:
+        """Exit rows of a thread that is not a root: one for the live set, and one for another
+        set only when that set counted something its rows did not report (a round-robin set
+        that was live while the thread ran before it was picked up)."""
+        out = []
+        for s, specs in enumerate(self.sets):
+            h = ts.handles[s] if s < len(ts.handles) else None
+            prev = ts.prev[s] if s < len(ts.prev) else None
+            reported = {v.name: v for v in prev} if prev else {}
+            own = None
+            if s == self.live and h is not None:
+                def own(h=h, prev=prev):
+                    cur = h.read()
+                    return {c.name: delta_value(c.name, c, p) for c, p in zip(cur, prev or [None] * len(cur))}
+            vals, extra = self._exit_values(ts, s, specs, reported, own)
+            if s != self.live and not extra:
+                continue
+            virt = {}
+            if s == self.live and self.vsampler is not None:
+                virt = self.vsampler.sample_thread(ts.tid, True, ts.pid)
+            out.append(Row(0, now - self.t0, ts.pid, ts.tid, None, ts.comm, "exit", s, vals, virt, {},
+                           interval_ns))
+        return out
 
     # ---------------------------------------------------------------------------------------
     def _counter_row(self, ts: _ThreadState, now: float, sample_type: str, tid: int | None,
@@ -683,23 +873,59 @@ class Monitor:
             prev = ts.prev[self.live]
             vals = [delta_value(c.name, c, p) for c, p in zip(cur, prev or [None] * len(cur))]
             ts.prev[self.live] = cur
+        pid = ts.pid if ts.pid > 0 else self.target.pid
         virt: dict[str, VirtValue] = {}
         if self.vsampler is not None and tid is not None:
-            virt.update(self.vsampler.sample_thread(tid, final))
+            virt.update(self.vsampler.sample_thread(tid, final, pid))
         if ts.comm == "" and tid is not None:
-            ts.comm = self.backend.thread_name(self.target.pid, tid)
-        return Row(0, now - self.t0, self.target.pid, tid, cpu, ts.comm, sample_type, self.live, vals,
+            ts.comm = self.backend.thread_name(pid, tid)
+        return Row(0, now - self.t0, pid, tid, cpu, ts.comm, sample_type, self.live, vals,
                    virt, {}, interval_ns)
 
     def _finish_row(self, row: Row, sysvirt: dict[str, VirtValue], first_in_tick: bool) -> Row:
         self.nsample += 1
         row.nsample = self.nsample
         row.virt.update(sysvirt)
-        env = row.env()
-        for m in self.metrics:
-            row.metrics[m.name] = m.evaluate(env)
+        if self.metrics:
+            env = row.env()
+            for m in self.metrics:
+                row.metrics[m.name] = m.evaluate(env)
         self.totals.add(row, count_system_virt=first_in_tick)
         return row
+
+    def _thread_rows(self, now: float, interval_ns: int, final: bool) -> list[Row]:
+        rows: list[Row] = []
+        if self.tracker is None:
+            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
+            for tid, ts in sorted(self.threads.items()):
+                gone = final or tid not in live_tids
+                r = self._counter_row(ts, now, "exit" if gone else "tick", tid, None, interval_ns, gone)
+                if r:
+                    rows.append(r)
+                if gone:
+                    self._close_thread(tid)
+            return rows
+        self._drain_tracker()
+        for tid, ts in sorted(self.threads.items()):
+            if ts.root or (final and not ts.exited):
+                # a root counts with its own counters; so does, at the end of a run cut short,
+                # a thread still running (the kernel writes its record only at its exit)
+                gone = final or ts.exited
+                if ts.opened:
+                    r = self._counter_row(ts, now, "exit" if gone else "tick", tid, None, interval_ns, gone)
+                    if r:
+                        rows.append(r)
+                if gone:
+                    self._close_thread(tid)
+            elif self._complete(ts) or final:
+                rows.extend(self._tracked_exit_rows(ts, now, interval_ns))
+                self._close_thread(tid)
+            elif not ts.exited and ts.opened:
+                r = self._counter_row(ts, now, "tick", tid, None, interval_ns)
+                if r:
+                    rows.append(r)
+            # an exited thread whose count records are still being written: next tick
+        return rows
 
     def _tick_rows(self, now: float, last: float, final: bool) -> list[Row]:
         interval_ns = int(round((now - last) * 1e9))
@@ -716,74 +942,106 @@ class Monitor:
                 if r:
                     rows.append(r)
         else:
-            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
-            for tid, ts in sorted(self.threads.items()):
-                gone = final or tid not in live_tids
-                r = self._counter_row(ts, now, "exit" if gone else "tick", tid, None, interval_ns, gone)
-                if r:
-                    rows.append(r)
-                if gone:
-                    self._close_thread(tid)
+            rows = self._thread_rows(now, interval_ns, final)
         sysvirt = self.vsampler.sample_system() if self.vsampler is not None else {}
         out = []
         for i, r in enumerate(rows):
             out.append(self._finish_row(r, sysvirt, i == 0))
-        if not rows and sysvirt and not final:
-            # nothing to count per thread this tick (all threads gone): keep the virtual counters
-            pass
         return out
+
+    def _ebs_order(self) -> list[EventSpec]:
+        s = self.sets[0]
+        return [e for e in s if e.sample_period] + [e for e in s if not e.sample_period]
 
     def _ebs_rows(self, now: float, final: bool) -> list[Row]:
         out: list[Row] = []
-        live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
+        tracked = self.tracker is not None
+        if tracked:
+            self._drain_tracker()
+            live_tids: set[int] = set()
+        else:
+            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
         sysvirt = self.vsampler.sample_system() if self.vsampler is not None else {}
         first = True
         for tid, ts in sorted(self.threads.items()):
-            res = ts.sampler.drain()
-            self.totals.lost_samples += res.lost_records
-            self.totals.throttled += res.throttled
-            specs = ts.sampler.specs
-            for s in res.samples:
-                vals = []
-                prev = ts.prev_sample or [0] * len(s.values)
-                pen, prun = ts.prev_sample_times
-                den, drun = s.enabled_ns - pen, s.running_ns - prun
-                opened = [c for c in ts.sampler.counters if c.fd is not None] if hasattr(
-                    ts.sampler, "counters") else None
-                order = [c.spec for c in opened] if opened is not None else specs
-                byname = {}
-                for spec, cur, p in zip(order, s.values, prev):
-                    raw = cur - p
-                    byname[spec.name] = CounterValue(spec.name, scale(raw, den, drun), raw, den, drun, "ok", "",
-                                                     None, spec)
-                for spec in specs:
-                    vals.append(byname.get(spec.name) or CounterValue(spec.name, None, None, 0, 0, "invalid",
-                                                                      "not in the sampled group", spec=spec))
-                ts.prev_sample = s.values
-                ts.prev_sample_times = (s.enabled_ns, s.running_ns)
-                t = now - self.t0
-                row = Row(0, t, s.pid, s.tid, s.cpu, ts.comm, "ebs", 0, vals, {}, {}, 0)
-                out.append(self._finish_row(row, {}, False))
-            gone = final or tid not in live_tids
-            if gone:
-                cur = ts.sampler.read()
-                prev = ts.prev_sample
-                pen, prun = ts.prev_sample_times
-                vals = []
-                for i, c in enumerate(cur):
-                    if c.status != "ok" or c.raw is None:
-                        vals.append(c)
-                        continue
-                    praw = prev[i] if prev and i < len(prev) else 0
-                    raw = c.raw - praw
-                    den, drun = c.enabled_ns - pen, c.running_ns - prun
-                    vals.append(CounterValue(c.name, scale(raw, den, drun), raw, den, drun, "ok", "", c.lost, c.spec))
-                virt = self.vsampler.sample_thread(tid, True) if self.vsampler is not None else {}
-                row = Row(0, now - self.t0, self.target.pid, tid, None, ts.comm, "exit", 0, vals, virt, {}, 0)
-                out.append(self._finish_row(row, sysvirt, first))
-                first = False
-                self._close_thread(tid)
+            if ts.sampler is not None:
+                out.extend(self._ebs_samples(ts, now))
+            if not tracked:
+                gone = final or tid not in live_tids
+                own_counts = True
+            elif ts.root or (final and not ts.exited):
+                gone = final or ts.exited
+                own_counts = True
+            else:
+                gone = final or self._complete(ts)
+                own_counts = False
+            if not gone:
+                continue
+            if own_counts:
+                if ts.sampler is None:
+                    self._close_thread(tid)
+                    continue
+                vals = self._ebs_own_exit(ts)
+            else:
+                reported: dict[str, CounterValue] = {}
+                if ts.sampler is not None and ts.prev_sample is not None:
+                    pen, prun = ts.prev_sample_times
+                    opened = [c for c in ts.sampler.counters if c.fd is not None]
+                    for c, raw in zip(opened, ts.prev_sample):
+                        reported[c.spec.name] = CounterValue(c.spec.name, None, raw, pen, prun, "ok", spec=c.spec)
+                own = (lambda ts=ts: {v.name: v for v in self._ebs_own_exit(ts)}) if ts.sampler is not None else None
+                vals, _ = self._exit_values(ts, 0, self._ebs_order(), reported, own)
+            virt = self.vsampler.sample_thread(tid, True, ts.pid) if self.vsampler is not None else {}
+            pid = ts.pid if ts.pid > 0 else self.target.pid
+            row = Row(0, now - self.t0, pid, tid, None, ts.comm, "exit", 0, vals, virt, {}, 0)
+            out.append(self._finish_row(row, sysvirt, first))
+            first = False
+            self._close_thread(tid)
         return out
+
+    def _ebs_samples(self, ts: _ThreadState, now: float) -> list[Row]:
+        out = []
+        res = ts.sampler.drain()
+        self.totals.lost_samples += res.lost_records
+        self.totals.throttled += res.throttled
+        specs = ts.sampler.specs
+        for s in res.samples:
+            vals = []
+            prev = ts.prev_sample or [0] * len(s.values)
+            pen, prun = ts.prev_sample_times
+            den, drun = s.enabled_ns - pen, s.running_ns - prun
+            opened = [c for c in ts.sampler.counters if c.fd is not None] if hasattr(
+                ts.sampler, "counters") else None
+            order = [c.spec for c in opened] if opened is not None else specs
+            byname = {}
+            for spec, cur, p in zip(order, s.values, prev):
+                raw = cur - p
+                byname[spec.name] = CounterValue(spec.name, scale(raw, den, drun), raw, den, drun, "ok", "",
+                                                 None, spec)
+            for spec in specs:
+                vals.append(byname.get(spec.name) or CounterValue(spec.name, None, None, 0, 0, "invalid",
+                                                                  "not in the sampled group", spec=spec))
+            ts.prev_sample = s.values
+            ts.prev_sample_times = (s.enabled_ns, s.running_ns)
+            row = Row(0, now - self.t0, s.pid, s.tid, s.cpu, ts.comm, "ebs", 0, vals, {}, {}, 0)
+            out.append(self._finish_row(row, {}, False))
+        return out
+
+    def _ebs_own_exit(self, ts: _ThreadState) -> list[CounterValue]:
+        """What a thread's sampler counted since its last sample."""
+        cur = ts.sampler.read()
+        prev = ts.prev_sample
+        pen, prun = ts.prev_sample_times
+        vals = []
+        for i, c in enumerate(cur):
+            if c.status != "ok" or c.raw is None:
+                vals.append(c)
+                continue
+            praw = prev[i] if prev and i < len(prev) else 0
+            raw = c.raw - praw
+            den, drun = c.enabled_ns - pen, c.running_ns - prun
+            vals.append(CounterValue(c.name, scale(raw, den, drun), raw, den, drun, "ok", "", c.lost, c.spec))
+        return vals
 
     def _close_thread(self, tid: int) -> None:
         ts = self.threads.pop(tid, None)
@@ -806,6 +1064,9 @@ class Monitor:
             h = ts.handles[self.live]
             if h is not None:
                 h.disable()
+        if self.tracker is not None:
+            self.tracker.disable(self.live)
+            self.tracker.enable(nxt)
         for ts in states:
             h = ts.handles[nxt]
             if h is not None:
@@ -839,12 +1100,15 @@ class Monitor:
                         self._add_thread(tid)
                     if not self.threads:
                         raise UserError(f"-p {tgt.pid}: the process has no threads left (it exited)")
+                # the roots' own counters (not inherited) are open first: see perf.TaskTracker
+                self.threads_followed = "poll"
+                self._start_tracker(launched)
             self.t0 = self.backend.now()
             tgt.start()
             if self.proc_state is not None and not self.proc_state.comm:
                 self.proc_state.comm = self.backend.thread_name(tgt.pid, tgt.pid)
             for ts in self.threads.values():
-                ts.comm = self.backend.thread_name(tgt.pid, ts.tid) or ts.comm
+                ts.comm = self.backend.thread_name(ts.pid if ts.pid > 0 else tgt.pid, ts.tid) or ts.comm
         except BaseException:
             self.close()
             tgt.finish()
@@ -856,6 +1120,26 @@ class Monitor:
         flat = [v for vs in vals for v in vs]
         if flat and all(v.status == "denied" for v in flat):
             raise UserError(denied_message(None, cpu_wide=True))
+
+    def _wait(self, deadline: float, now: float) -> bool:
+        """Sleep until the deadline or until something happens: the target ends, or (with
+        task records) the kernel reports a thread's creation or exit -- then take it in. True
+        when nothing happened (the target is known to be still running)."""
+        if self.tracker is None:
+            quiet = self.backend.wait(min(deadline - now, self.discover_period), self.target)
+            self._discover()
+            return quiet is True
+        if self._empty_wakes < 2:
+            quiet = self.backend.wait(deadline - now, self.target, self.tracker.fds)
+        else:
+            # buffers that keep waking with nothing new (the kernel flags them hung up once
+            # every task is gone): sleep in steps until the target is reaped
+            quiet = self.backend.wait(min(deadline - now, self.discover_period), self.target)
+        if quiet is True:
+            return True
+        got = self._drain_tracker()
+        self._empty_wakes = 0 if got else self._empty_wakes + 1
+        return False
 
     def run(self) -> Iterator[Row]:
         """Start the target, then yield rows as they are measured, until the target exits (or
@@ -869,19 +1153,18 @@ class Monitor:
                 k += 1
                 deadline = self.t0 + k * self.interval
                 ended = False
+                self._empty_wakes = 0
+                running = False          # known to be running since the last look
                 while True:
                     now = self.backend.now()
                     if now >= deadline - 1e-9:
                         break
-                    if not self.target.alive():
+                    if not running and not self.target.alive():
                         ended = True
                         break
-                    step = min(deadline - now, self.discover_period)
-                    self.backend.wait(step, self.target)
-                    if not ended:
-                        self._discover()
+                    running = self._wait(deadline, now)
                 now = self.backend.now()
-                if not ended and not self.target.alive():
+                if not ended and not running and not self.target.alive():
                     ended = True
                 if self.max_duration is not None and now - self.t0 >= self.max_duration - 1e-9:
                     ended = True
@@ -903,7 +1186,32 @@ class Monitor:
                 self.target.child.kill()
             self.target.finish()
 
+    def _settle_tracker(self) -> None:
+        """The process's inherited totals, and whether the per-thread rows add up to them."""
+        tr = self.tracker
+        self.inherited = [tr.read(s) for s in range(len(self.sets))]
+        if self.lost_task_records:
+            self.notes.append(f"the kernel's ring buffer overflowed: {self.lost_task_records} task records lost")
+        if self._record_gaps:
+            self.notes.append(f"{self._record_gaps} exit count(s) came from the threads' own counters (their "
+                              f"kernel records were lost): those miss what ran before the thread was picked up")
+        for s, vals in enumerate(self.inherited):
+            d = self.totals.per_set[s] if s < len(self.totals.per_set) else {}
+            for v in vals:
+                acc = d.get(v.name)
+                if v.status != "ok" or v.value is None or acc is None or not v.value:
+                    continue
+                if abs(acc[0] - v.value) > 0.01 * abs(v.value):
+                    self.notes.append(f"the per-thread rows of {v.name} add up to {acc[0] / v.value:.1%} of the "
+                                      f"process total ({_fmt_num(v.value, v.spec.unit if v.spec else 'count')})")
+
     def close(self) -> None:
+        if self.tracker is not None:
+            try:
+                self._settle_tracker()
+            finally:
+                self.tracker.close()
+                self.tracker = None
         for tid in list(self.threads):
             self._close_thread(tid)
         for ts in list(self.cpu_states.values()) + ([self.proc_state] if self.proc_state else []):
@@ -1063,6 +1371,19 @@ class TableWriter(Writer):
                 w.write(f"virt   {n:<32} {_fmt_num(t.virt.get(n), unit):>18} {unit}\n")
         if t.lost_samples or t.throttled:
             w.write(f"lost samples: {t.lost_samples}; throttled: {t.throttled}\n")
+        if m.inherited is not None:
+            w.write("[Process totals] (inherited counters: every thread, from the kernel)\n")
+            for i, (mp, vals) in enumerate(zip(m.mappings, m.inherited)):
+                prefix = f"set{i} " if len(m.mappings) > 1 else ""
+                for (label, e), v in zip(mp, vals):
+                    if v.status != "ok" or v.value is None:
+                        why = v.message or "not counted"
+                        st = f"<{v.status}>" if v.status != "ok" else "<not counted>"
+                        w.write(f"{prefix}{label:<6} {e.name:<32} {st:>18}  {why}\n")
+                        continue
+                    unit = f" {e.unit}" if e.unit != "count" else ""
+                    pct = f"  ({100.0 * v.running_ns / v.enabled_ns:.1f}% running)" if v.scaled else ""
+                    w.write(f"{prefix}{label:<6} {e.name:<32} {_fmt_num(v.value, e.unit):>18}{unit}{pct}\n")
         for note in m.notes:
             w.write(f"note: {note}\n")
         w.flush()
@@ -1162,8 +1483,13 @@ class JsonWriter(Writer):
         virt = {n: {"value": t.virt.get(n), "unit": VIRTUAL_COUNTERS[n][0],
                     "status": t.virt_info[n].status if n in t.virt_info else "ok",
                     "message": t.virt_info[n].message if n in t.virt_info else ""} for n in m.virtual_names}
+        process = None
+        if m.inherited is not None:
+            process = [[{"label": label, **v.to_dict()} for (label, _), v in zip(mp, vals)]
+                       for mp, vals in zip(m.mappings, m.inherited)]
         self.out.write(json.dumps({"type": "summary", "rows": t.rows, "sets": sets, "virtual": virt,
                                    "lost_samples": t.lost_samples, "throttled": t.throttled,
+                                   "threads": m.threads_followed or None, "process_totals": process,
                                    "exit_status": m.target.exit_status, "notes": m.notes}) + "\n")
         self.out.flush()
 

@@ -108,6 +108,7 @@ RECORD_LOST_SAMPLES = 13
 IOC_ENABLE = 0x2400
 IOC_DISABLE = 0x2401
 IOC_RESET = 0x2403
+IOC_SET_OUTPUT = 0x2405         # _IO('$', 5): send this event's records to another's buffer
 IOC_FLAG_GROUP = 1
 
 # --- perf_event_open(2) flags -------------------------------------------------------------------
