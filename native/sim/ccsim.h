@@ -69,7 +69,8 @@ typedef struct {
     int32_t split_mode;
     int32_t stack_hash;   /* remap stack addresses per virtual thread */
     int32_t straddle_all; /* cachegrind rule: a straddling miss sends the whole access down */
-    uint32_t bp_table_size, pad;
+    uint32_t bp_table_size;
+    uint32_t force_general; /* 1: the general loop even where the single-core kernel applies */
     uint64_t chunk_instructions, stack_lo, stack_hi, warmup_instructions, seed;
     cc_cache_cfg caches[CC_MAX_CACHES];
     cc_tlb_cfg tlbs[CC_MAX_TLBS];
