@@ -205,3 +205,39 @@ def test_kernel_bench_hierarchy_counts():
     assert st.served[N.KIND_LOAD][4] == l3.miss[N.KIND_LOAD] == distinct
     assert l1.fills == l1.miss[N.KIND_LOAD]
     assert l1.evictions == l1.fills - 32768 // 64        # every fill after the first 512
+
+
+# ----------------------------------------------------------------------------------------
+# wide sets (more than 16 ways: fully associative TLBs, a 24-way L2) keep their LRU/FIFO
+# order in a linked list per set
+
+def _ref_lru_fifo(seq, sets, ways, policy):
+    """A plain reference: per set, resident lines oldest first (by last use for LRU, by
+    insertion for FIFO); returns (hit, victim) per access."""
+    order = [[] for _ in range(sets)]
+    out = []
+    for x in seq:
+        row = order[x % sets]
+        if x in row:
+            if policy == "lru":
+                row.remove(x)
+                row.append(x)
+            out.append((True, None))
+            continue
+        victim = row.pop(0) if len(row) == ways else None
+        row.append(x)
+        out.append((False, victim))
+    return out
+
+
+@pytest.mark.parametrize("policy", ["lru", "fifo"])
+@pytest.mark.parametrize("sets,ways", [(1, 17), (2, 24), (1, 72), (4, 32), (1, 300)])
+def test_wide_sets_against_reference(policy, sets, ways):
+    rng = np.random.default_rng(ways)
+    # a skewed stream: hits and misses at every position of the order
+    seq = (rng.zipf(1.3, 6000) % (sets * ways * 2)).tolist()
+    native = N.ReplacementArray(sets, ways, policy)
+    got = [native.access(x) for x in seq]
+    want = _ref_lru_fifo(seq, sets, ways, policy)
+    assert got == want
+    assert sum(1 for h, v in got if v is not None) > 100

@@ -117,7 +117,8 @@ CC_API void cc_array_free(cc_array *a);
 /* Access `line`: returns 1 on a hit, 0 on a miss (the line is then installed); *victim is the
  * evicted line or UINT64_MAX. */
 CC_API int cc_array_access(cc_array *a, uint64_t line, uint64_t *victim);
-/* Test hook: move the LRU/FIFO clock (to exercise the 32-bit stamp renumbering). */
+/* Test hook, from when LRU/FIFO kept 32-bit stamps: moves a clock that no policy reads any
+ * more (the order is a nibble permutation, or a linked list in sets of more than 16 ways). */
 CC_API void cc_array_set_clock(cc_array *a, uint64_t clock);
 
 /* Lackey `--trace-mem=yes` text. */

@@ -53,9 +53,10 @@
  * compact layout: the first host cache line holds the partial tags (u16 x 16; 0: a free
  * way), the replacement word (the LRU/FIFO order as 4-bit way numbers, or the PLRU bits),
  * the number of valid ways (u32) and the flags (u8 x 16) -- all that a lookup that misses
- * reads -- and the tags (u64 x ways) follow.  Wider sets: partial tags (padded to 8 ways),
- * tags, flags, the PLRU bits, the count, then the LRU/FIFO stamps (u32 x ways).  A slot is
- * (set << 16) | way. */
+ * reads -- and the tags (u64 x ways) follow.  Wider sets: partial tags (padded to 16 ways),
+ * tags, flags, the replacement word (PLRU bits, or the head and tail of the LRU/FIFO order),
+ * the count, then the LRU/FIFO order as a doubly linked list (prev[ways], next[ways], u16).
+ * A slot is (set << 16) | way. */
 
 typedef struct {
     uint8_t *mem;
@@ -67,7 +68,8 @@ typedef struct {
     int repl;
     int nib; /* LRU/FIFO order kept as a permutation of 4-bit way numbers (ways <= 16) */
     int big; /* worth prefetching */
-    uint64_t clock, rng;
+    uint64_t clock; /* only cc_array_set_clock() writes it */
+    uint64_t rng;
     uint64_t last_line; /* MRU fast path: the line last touched, and its slot */
     size_t last_slot;
 } carr;
@@ -92,7 +94,11 @@ static inline uint8_t *FL(const carr *a, size_t slot) {
 }
 static inline uint64_t *PLRU(const carr *a, uint64_t set) { return (uint64_t *)(a->mem + set * a->stride + a->plru_off); }
 static inline uint32_t *NVALID(const carr *a, uint64_t set) { return (uint32_t *)(a->mem + set * a->stride + a->cnt_off); }
-static inline uint32_t *STAMPS(const carr *a, uint64_t set) { return (uint32_t *)(a->mem + set * a->stride + a->stamp_off); }
+/* The LRU/FIFO order of a wide set (more than 16 ways), most recent first: head and tail in
+ * the replacement word, the links after the count. */
+static inline uint16_t *LHT(const carr *a, uint8_t *sb) { return (uint16_t *)(sb + a->plru_off); }
+static inline uint16_t *LPREV(const carr *a, uint8_t *sb) { return (uint16_t *)(sb + a->stamp_off); }
+static inline uint16_t *LNEXT(const carr *a, uint8_t *sb) { return (uint16_t *)(sb + a->stamp_off) + a->ways; }
 
 static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w);
 
@@ -109,7 +115,7 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
         a->tag_off = CMP_TAGS;
         a->stamp_off = a->tag_off + tags;
     } else {
-        a->tag_off = ((size_t)ways + 7) / 8 * 16; /* partial tags, padded to 8 ways */
+        a->tag_off = ((size_t)ways + 15) / 16 * 32; /* partial tags, padded to 16 ways */
         a->flag_off = a->tag_off + tags;
         a->plru_off = (a->flag_off + ways + 7) & ~(size_t)7;
         a->cnt_off = a->plru_off + 8;
@@ -135,7 +141,18 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
     for (uint64_t st = 0; st < sets; st++) {
         uint64_t *t = TAGS(a, st);
         for (uint32_t w = 0; w < ways; w++) t[w] = TAG_INVALID;
-        if (a->nib) *(uint64_t *)(a->mem + st * a->stride + a->plru_off) = perm;
+        uint8_t *sb = a->mem + st * a->stride;
+        if (a->nib) *(uint64_t *)(sb + a->plru_off) = perm;
+        if ((repl == CC_REPL_LRU || repl == CC_REPL_FIFO) && !a->nib) {
+            /* the same start for the list: ways - 1 first, way 0 last */
+            uint16_t *ht = LHT(a, sb), *prev = LPREV(a, sb), *next = LNEXT(a, sb);
+            ht[0] = (uint16_t)(ways - 1);
+            ht[1] = 0;
+            for (uint32_t w = 0; w < ways; w++) {
+                next[w] = (uint16_t)(w ? w - 1 : 0);
+                prev[w] = (uint16_t)(w + 1 < ways ? w + 1 : 0);
+            }
+        }
     }
     a->repl = repl;
     if (repl == CC_REPL_PLRU) {
@@ -169,16 +186,17 @@ static inline uint8_t *SB(const carr *a, uint64_t set) { return a->mem + set * a
 static inline int sb_find(const carr *a, const uint8_t *sb, uint64_t line, uint16_t ptv) {
     const uint64_t *t = (const uint64_t *)(sb + a->tag_off);
 #if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
+    /* 16 partial tags at a time (the padding holds 0, which no line has), a mask bit per way */
     const uint16_t *pt = (const uint16_t *)sb;
     const __m128i key = _mm_set1_epi16((short)ptv);
-    for (uint32_t g = 0; g < a->ways; g += 8) {
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g)), key));
+    for (uint32_t g = 0; g < a->ways; g += 16) {
+        const __m128i lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g)), key);
+        const __m128i hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g + 8)), key);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi));
         while (m) {
-            unsigned b = (unsigned)__builtin_ctz(m);
-            uint32_t w = g + (b >> 1);
+            uint32_t w = g + (uint32_t)__builtin_ctz(m);
             if (t[w] == line) return (int)w;
-            m &= ~(3u << b);
+            m &= m - 1;
         }
     }
     return -1;
@@ -206,29 +224,17 @@ static inline void carr_prefetch(const carr *a, uint64_t line) {
     if (a->stamp_off > 128) __builtin_prefetch(p + 128);
 }
 
-/* LRU/FIFO stamps are 32-bit: when the clock is about to wrap, each set's stamps are replaced
- * by their ranks (1..ways), which keeps every order the policies look at. */
-static void carr_renumber(carr *a) {
-    uint32_t ways = a->ways;
-    uint32_t *rank = malloc((size_t)ways * sizeof *rank);
-    if (!rank) abort();
-    for (uint64_t set = 0; set < a->sets; set++) {
-        uint32_t *st = STAMPS(a, set);
-        for (uint32_t w = 0; w < ways; w++) {
-            uint32_t r = 0;
-            for (uint32_t v = 0; v < ways; v++)
-                if (st[v] < st[w] || (st[v] == st[w] && v < w)) r++;
-            rank[w] = r + 1;
-        }
-        memcpy(st, rank, (size_t)ways * sizeof *rank);
-    }
-    free(rank);
-    a->clock = ways;
-}
-
-static inline uint32_t carr_tick(carr *a) {
-    if (a->clock >= UINT32_MAX - 1) carr_renumber(a);
-    return (uint32_t)++a->clock;
+/* Move way w to the front (most recent) of a wide set's LRU/FIFO list. */
+static inline void list_front(const carr *a, uint8_t *sb, uint32_t w) {
+    uint16_t *ht = LHT(a, sb), *prev = LPREV(a, sb), *next = LNEXT(a, sb);
+    if (ht[0] == w) return;
+    const uint16_t p = prev[w], n = next[w];
+    next[p] = n;
+    if (ht[1] == w) ht[1] = p;
+    else prev[n] = p;
+    prev[ht[0]] = (uint16_t)w;
+    next[w] = ht[0];
+    ht[0] = (uint16_t)w;
 }
 
 static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w) {
@@ -276,7 +282,7 @@ static inline void sb_touch(carr *a, uint8_t *sb, uint32_t w) {
             uint64_t *P = (uint64_t *)(sb + a->plru_off);
             *P = nib_front(*P, w);
         } else {
-            ((uint32_t *)(sb + a->stamp_off))[w] = carr_tick(a);
+            list_front(a, sb, w);
         }
         break;
     case CC_REPL_PLRU: plru_apply(a, (uint64_t *)(sb + a->plru_off), w); break;
@@ -311,14 +317,7 @@ static inline uint32_t sb_victim(carr *a, const uint8_t *sb) {
     case CC_REPL_LRU:
     case CC_REPL_FIFO: {
         if (a->nib) return (uint32_t)(*(const uint64_t *)(sb + a->plru_off) >> (4 * (a->ways - 1))) & 0xF;
-        const uint32_t *st = (const uint32_t *)(sb + a->stamp_off);
-        uint32_t best = st[0], bw = 0;
-        for (uint32_t w = 1; w < a->ways; w++)
-            if (st[w] < best) {
-                best = st[w];
-                bw = w;
-            }
-        return bw;
+        return ((const uint16_t *)(sb + a->plru_off))[1]; /* the list's tail */
     }
     case CC_REPL_RANDOM: return (uint32_t)(xorshift(&a->rng) % a->ways);
     case CC_REPL_PLRU: return plru_find_victim(a, *(const uint64_t *)(sb + a->plru_off));
@@ -351,7 +350,7 @@ static inline uint32_t sb_install(carr *a, uint8_t *sb, uint64_t line, uint16_t 
             uint64_t *P = (uint64_t *)(sb + a->plru_off);
             *P = nib_front(*P, w);
         } else {
-            ((uint32_t *)(sb + a->stamp_off))[w] = carr_tick(a);
+            list_front(a, sb, w);
         }
     } else if (a->repl == CC_REPL_PLRU) {
         plru_apply(a, (uint64_t *)(sb + a->plru_off), w);
