@@ -1365,8 +1365,8 @@ static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
  *    of at most 16 ways have the compact layout (fixed offsets; a lookup that misses reads
  *    one host line);
  *  - the walk is compiled for 1, 2 and 3 levels, for reads and writes, and for LRU-only and
- *    PLRU-only hierarchies without exclusive levels (chosen once per batch), with a
- *    per-level policy switch for the rest;
+ *    PLRU-only hierarchies without inclusive, exclusive or victim levels (chosen once per
+ *    batch), with a per-level policy switch for the rest;
  *  - the per-level access, miss, fill and eviction counters follow from the level that
  *    served each access, so an access bumps one local counter; they are folded into the
  *    stats at the end of the batch (and dropped at the end of the warm-up, as the general
