@@ -11,7 +11,12 @@ depends on how deep it goes: 256 KiB (L1 misses, L2 hits), 8 MiB (L1 and L2 miss
 and 256 MiB (misses at every level). pycachesim is driven through its fastest interface
 (`loadstore` over a prepared list), on a shorter slice of the same trace; the ratio compares
 accesses per second. Times are CPU seconds of this process (time.process_time), which is
-less disturbed by other programs than wall time; still, take figures from a quiet machine.
+less disturbed by other programs than wall time; still, take figures from a quiet machine
+(the load average is printed; bench/sim_instructions.py counts host instructions per
+access, which noise does not move).
+
+For reference (no target), the bundled machines as described -- their own replacement and
+inclusion policies, with and without their TLBs -- on the 8 MiB random trace.
 
     .venv/bin/python bench/sim_speed.py [--quick]
 """
@@ -28,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _machine  # noqa: E402
 
 from corecast.sim.engine import SimOptions, Simulator  # noqa: E402
-from corecast.sim.machine import parse_machine  # noqa: E402
+from corecast.sim.machine import load_machine, parse_machine  # noqa: E402
 from corecast.sim.native import KIND_LOAD, RECORD_DTYPE  # noqa: E402
 from corecast.sim.trace import LackeyParser  # noqa: E402
 
@@ -115,6 +120,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller traces")
     args = ap.parse_args()
     _machine.header("corecast sim: simulator and lackey-parser speed vs pycachesim")
+    print("# load average at start: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     n = 4_000_000 if args.quick else 20_000_000
     n_peer = 300_000 if args.quick else 2_000_000
     rng = np.random.default_rng(1)
@@ -165,6 +171,27 @@ def main() -> int:
     print(f"{lines:,} lines ({len(text) / MiB:.0f} MiB) in {best:.2f} s: "
           f"{lrate / 1e6:.1f} M lines/s ({len(text) / best / MiB:.0f} MiB/s)")
     results["lackey-lines"] = lrate
+
+    print("\n## for reference: bundled machines, one core, 8 MiB random loads (no target)")
+    addrs = (np.random.default_rng(2).integers(0, (8 * MiB) // 8, n // 4, dtype=np.uint64)
+             * np.uint64(8) + np.uint64(0x10000000))
+    recs = loads(addrs)
+    for name in ("zen4-genoa", "penryn-l5420", "atom-n540"):
+        m = load_machine(name)
+        rates = []
+        for tlb in (False, True):
+            best = float("inf")
+            for _ in range(2):
+                sim = Simulator(m, 1, SimOptions(tlb=tlb, branch=False, issue=False))
+                t = time.process_time()
+                sim.feed(recs)
+                best = min(best, time.process_time() - t)
+                sim.close()
+            rates.append(len(recs) / best)
+        path = ", ".join(f"{c.name} {c.ways}-way {c.replacement}"
+                         + (f" {c.policy}" if c.level > 1 else "") for c in m.data_path())
+        print(f"{name:>14}: {rates[0] / 1e6:6.1f} M/s caches only, {rates[1] / 1e6:6.1f} M/s "
+              f"with TLBs  ({path}; {len(m.tlbs)} TLBs)")
 
     print("\n## against the targets")
     for key, target in (("random-8192KiB", 50e6), ("sequential-L1", 150e6),

@@ -69,7 +69,8 @@ typedef struct {
     int32_t split_mode;
     int32_t stack_hash;   /* remap stack addresses per virtual thread */
     int32_t straddle_all; /* cachegrind rule: a straddling miss sends the whole access down */
-    uint32_t bp_table_size, pad;
+    uint32_t bp_table_size;
+    uint32_t force_general; /* 1: the general loop even where the single-core kernel applies */
     uint64_t chunk_instructions, stack_lo, stack_hi, warmup_instructions, seed;
     cc_cache_cfg caches[CC_MAX_CACHES];
     cc_tlb_cfg tlbs[CC_MAX_TLBS];
@@ -116,7 +117,8 @@ CC_API void cc_array_free(cc_array *a);
 /* Access `line`: returns 1 on a hit, 0 on a miss (the line is then installed); *victim is the
  * evicted line or UINT64_MAX. */
 CC_API int cc_array_access(cc_array *a, uint64_t line, uint64_t *victim);
-/* Test hook: move the LRU/FIFO clock (to exercise the 32-bit stamp renumbering). */
+/* Test hook, from when LRU/FIFO kept 32-bit stamps: moves a clock that no policy reads any
+ * more (the order is a nibble permutation, or a linked list in sets of more than 16 ways). */
 CC_API void cc_array_set_clock(cc_array *a, uint64_t clock);
 
 /* Lackey `--trace-mem=yes` text. */

@@ -16,6 +16,9 @@
  * already held the line); a read that leaves the core's private levels downgrades a modified
  * copy elsewhere (an "intervention").  A miss on a line whose copy was invalidated by another
  * core's write -- its way not reused since -- is a coherence miss.
+ * Driving: cc_sim_run() walks a batch of records; one core (no coherence) takes the
+ * single-core kernel (run_fast(), chosen once per batch), which gives the same results as
+ * the general loop (run_general()) and is tested against it.
  *
  * See docs/sim.md for the counting rules. */
 #include <stdlib.h>
@@ -36,12 +39,24 @@
 #define MAX_LINES 16
 #define PF_DIST 16
 
+/* the compact set layout (at most 16 ways): fixed offsets */
+#define CMP_WAYS 16
+#define CMP_PERM 32
+#define CMP_CNT 40
+#define CMP_FLAGS 48
+#define CMP_TAGS 64
+
 /* ------------------------------------------------------------------------------------ */
 /* set-associative array
  *
- * One block of memory per array, one stride per set, so that a lookup touches one or two
- * host cache lines: tags[ways] (u64), flags[ways] (u8), the PLRU bits (u64), then the
- * LRU/FIFO stamps[ways] (u64, only touched by those policies).  A slot is (set << 16) | way. */
+ * One block of memory per array, one stride per set.  Sets of at most 16 ways have the
+ * compact layout: the first host cache line holds the partial tags (u16 x 16; 0: a free
+ * way), the replacement word (the LRU/FIFO order as 4-bit way numbers, or the PLRU bits),
+ * the number of valid ways (u32) and the flags (u8 x 16) -- all that a lookup that misses
+ * reads -- and the tags (u64 x ways) follow.  Wider sets: partial tags (padded to 16 ways),
+ * tags, flags, the replacement word (PLRU bits, or the head and tail of the LRU/FIFO order),
+ * the count, then the LRU/FIFO order as a doubly linked list (prev[ways], next[ways], u16).
+ * A slot is (set << 16) | way. */
 
 typedef struct {
     uint8_t *mem;
@@ -53,7 +68,8 @@ typedef struct {
     int repl;
     int nib; /* LRU/FIFO order kept as a permutation of 4-bit way numbers (ways <= 16) */
     int big; /* worth prefetching */
-    uint64_t clock, rng;
+    uint64_t clock; /* only cc_array_set_clock() writes it */
+    uint64_t rng;
     uint64_t last_line; /* MRU fast path: the line last touched, and its slot */
     size_t last_slot;
 } carr;
@@ -78,7 +94,11 @@ static inline uint8_t *FL(const carr *a, size_t slot) {
 }
 static inline uint64_t *PLRU(const carr *a, uint64_t set) { return (uint64_t *)(a->mem + set * a->stride + a->plru_off); }
 static inline uint32_t *NVALID(const carr *a, uint64_t set) { return (uint32_t *)(a->mem + set * a->stride + a->cnt_off); }
-static inline uint32_t *STAMPS(const carr *a, uint64_t set) { return (uint32_t *)(a->mem + set * a->stride + a->stamp_off); }
+/* The LRU/FIFO order of a wide set (more than 16 ways), most recent first: head and tail in
+ * the replacement word, the links after the count. */
+static inline uint16_t *LHT(const carr *a, uint8_t *sb) { return (uint16_t *)(sb + a->plru_off); }
+static inline uint16_t *LPREV(const carr *a, uint8_t *sb) { return (uint16_t *)(sb + a->stamp_off); }
+static inline uint16_t *LNEXT(const carr *a, uint8_t *sb) { return (uint16_t *)(sb + a->stamp_off) + a->ways; }
 
 static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w);
 
@@ -86,11 +106,21 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
     memset(a, 0, sizeof *a);
     if (ways > 65535) return -1;
     size_t tags = (size_t)ways * 8;
-    a->tag_off = ((size_t)ways + 7) / 8 * 16; /* partial tags, padded to 8 ways */
-    a->flag_off = a->tag_off + tags;
-    a->plru_off = (a->flag_off + ways + 7) & ~(size_t)7;
-    a->cnt_off = a->plru_off + 8;
-    a->stamp_off = a->cnt_off + 8;
+    if (ways <= CMP_WAYS) {
+        /* compact: the partial tags, replacement word, count and flags in the first host
+         * line (all a lookup that misses reads), then the tags */
+        a->plru_off = CMP_PERM;
+        a->cnt_off = CMP_CNT;
+        a->flag_off = CMP_FLAGS;
+        a->tag_off = CMP_TAGS;
+        a->stamp_off = a->tag_off + tags;
+    } else {
+        a->tag_off = ((size_t)ways + 15) / 16 * 32; /* partial tags, padded to 16 ways */
+        a->flag_off = a->tag_off + tags;
+        a->plru_off = (a->flag_off + ways + 7) & ~(size_t)7;
+        a->cnt_off = a->plru_off + 8;
+        a->stamp_off = a->cnt_off + 8;
+    }
     a->nib = (repl == CC_REPL_LRU || repl == CC_REPL_FIFO) && ways <= 16;
     size_t stride = a->stamp_off + ((repl == CC_REPL_LRU || repl == CC_REPL_FIFO) && !a->nib ? (size_t)ways * 4 : 0);
     /* whole host cache lines for large sets, 8-byte granules for tiny ones (TLBs) */
@@ -104,11 +134,25 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
     a->set_bits = 0;
     while ((1u << a->set_bits) < sets) a->set_bits++;
     uint64_t perm = 0;
-    for (uint32_t p = 0; p < 16; p++) perm |= (uint64_t)(p < ways ? p : 0xF) << (4 * p);
+    /* LRU/FIFO order, most recent first: the ways start in descending order, so that the
+     * least recent place always holds the lowest-numbered of the never-used ways (the way a
+     * free-way install picks) until the set has filled */
+    for (uint32_t p = 0; p < 16; p++) perm |= (uint64_t)(p < ways ? ways - 1 - p : 0xF) << (4 * p);
     for (uint64_t st = 0; st < sets; st++) {
         uint64_t *t = TAGS(a, st);
         for (uint32_t w = 0; w < ways; w++) t[w] = TAG_INVALID;
-        if (a->nib) *(uint64_t *)(a->mem + st * a->stride + a->plru_off) = perm;
+        uint8_t *sb = a->mem + st * a->stride;
+        if (a->nib) *(uint64_t *)(sb + a->plru_off) = perm;
+        if ((repl == CC_REPL_LRU || repl == CC_REPL_FIFO) && !a->nib) {
+            /* the same start for the list: ways - 1 first, way 0 last */
+            uint16_t *ht = LHT(a, sb), *prev = LPREV(a, sb), *next = LNEXT(a, sb);
+            ht[0] = (uint16_t)(ways - 1);
+            ht[1] = 0;
+            for (uint32_t w = 0; w < ways; w++) {
+                next[w] = (uint16_t)(w ? w - 1 : 0);
+                prev[w] = (uint16_t)(w + 1 < ways ? w + 1 : 0);
+            }
+        }
     }
     a->repl = repl;
     if (repl == CC_REPL_PLRU) {
@@ -123,7 +167,7 @@ static int carr_init(carr *a, uint32_t sets, uint32_t ways, int repl, uint64_t s
             a->plru_clear[w] = ~after;
         }
     }
-    a->big = bytes > (512u << 10);
+    a->big = bytes > (64u << 10); /* more than a host L1 data cache holds: prefetched */
     a->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
     a->last_line = TAG_INVALID;
     return 0;
@@ -142,16 +186,17 @@ static inline uint8_t *SB(const carr *a, uint64_t set) { return a->mem + set * a
 static inline int sb_find(const carr *a, const uint8_t *sb, uint64_t line, uint16_t ptv) {
     const uint64_t *t = (const uint64_t *)(sb + a->tag_off);
 #if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
+    /* 16 partial tags at a time (the padding holds 0, which no line has), a mask bit per way */
     const uint16_t *pt = (const uint16_t *)sb;
     const __m128i key = _mm_set1_epi16((short)ptv);
-    for (uint32_t g = 0; g < a->ways; g += 8) {
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g)), key));
+    for (uint32_t g = 0; g < a->ways; g += 16) {
+        const __m128i lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g)), key);
+        const __m128i hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(pt + g + 8)), key);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi));
         while (m) {
-            unsigned b = (unsigned)__builtin_ctz(m);
-            uint32_t w = g + (b >> 1);
+            uint32_t w = g + (uint32_t)__builtin_ctz(m);
             if (t[w] == line) return (int)w;
-            m &= ~(3u << b);
+            m &= m - 1;
         }
     }
     return -1;
@@ -179,29 +224,17 @@ static inline void carr_prefetch(const carr *a, uint64_t line) {
     if (a->stamp_off > 128) __builtin_prefetch(p + 128);
 }
 
-/* LRU/FIFO stamps are 32-bit: when the clock is about to wrap, each set's stamps are replaced
- * by their ranks (1..ways), which keeps every order the policies look at. */
-static void carr_renumber(carr *a) {
-    uint32_t ways = a->ways;
-    uint32_t *rank = malloc((size_t)ways * sizeof *rank);
-    if (!rank) abort();
-    for (uint64_t set = 0; set < a->sets; set++) {
-        uint32_t *st = STAMPS(a, set);
-        for (uint32_t w = 0; w < ways; w++) {
-            uint32_t r = 0;
-            for (uint32_t v = 0; v < ways; v++)
-                if (st[v] < st[w] || (st[v] == st[w] && v < w)) r++;
-            rank[w] = r + 1;
-        }
-        memcpy(st, rank, (size_t)ways * sizeof *rank);
-    }
-    free(rank);
-    a->clock = ways;
-}
-
-static inline uint32_t carr_tick(carr *a) {
-    if (a->clock >= UINT32_MAX - 1) carr_renumber(a);
-    return (uint32_t)++a->clock;
+/* Move way w to the front (most recent) of a wide set's LRU/FIFO list. */
+static inline void list_front(const carr *a, uint8_t *sb, uint32_t w) {
+    uint16_t *ht = LHT(a, sb), *prev = LPREV(a, sb), *next = LNEXT(a, sb);
+    if (ht[0] == w) return;
+    const uint16_t p = prev[w], n = next[w];
+    next[p] = n;
+    if (ht[1] == w) ht[1] = p;
+    else prev[n] = p;
+    prev[ht[0]] = (uint16_t)w;
+    next[w] = ht[0];
+    ht[0] = (uint16_t)w;
 }
 
 static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w) {
@@ -221,17 +254,15 @@ static inline void plru_touch(uint64_t *bits, uint32_t ways, uint32_t w) {
     *bits = b;
 }
 
-/* Move way w to the front (most recent) of a permutation of 4-bit way numbers. The lowest
- * nibble equal to w is found with the zero-nibble trick (exact for the lowest match). */
+/* Move way w to the front (most recent) of a permutation of 4-bit way numbers: the nibbles
+ * below w's move up one place. The lowest nibble equal to w is found with the zero-nibble
+ * trick (exact for the lowest match). */
 static inline uint64_t nib_front(uint64_t P, uint32_t w) {
     const uint64_t ones = 0x1111111111111111ULL;
     uint64_t x = P ^ (ones * w);
-    uint64_t y = (x - ones) & ~x & 0x8888888888888888ULL;
-    int p = __builtin_ctzll(y) >> 2;
-    if (p == 0) return P;
-    uint64_t low = (1ULL << (4 * p)) - 1;
-    uint64_t high = p >= 15 ? 0 : P & ~((1ULL << (4 * (p + 1))) - 1);
-    return high | ((P & low) << 4) | w;
+    uint64_t y = (x - ones) & ~x & 0x8888888888888888ULL; /* lowest set bit: top of w's nibble */
+    uint64_t m = y ^ (y - 1);                             /* w's nibble and those below it */
+    return (P & ~m) | ((P << 4) & m) | w;
 }
 
 static inline void plru_apply(const carr *a, uint64_t *bits, uint32_t w) {
@@ -251,7 +282,7 @@ static inline void sb_touch(carr *a, uint8_t *sb, uint32_t w) {
             uint64_t *P = (uint64_t *)(sb + a->plru_off);
             *P = nib_front(*P, w);
         } else {
-            ((uint32_t *)(sb + a->stamp_off))[w] = carr_tick(a);
+            list_front(a, sb, w);
         }
         break;
     case CC_REPL_PLRU: plru_apply(a, (uint64_t *)(sb + a->plru_off), w); break;
@@ -286,14 +317,7 @@ static inline uint32_t sb_victim(carr *a, const uint8_t *sb) {
     case CC_REPL_LRU:
     case CC_REPL_FIFO: {
         if (a->nib) return (uint32_t)(*(const uint64_t *)(sb + a->plru_off) >> (4 * (a->ways - 1))) & 0xF;
-        const uint32_t *st = (const uint32_t *)(sb + a->stamp_off);
-        uint32_t best = st[0], bw = 0;
-        for (uint32_t w = 1; w < a->ways; w++)
-            if (st[w] < best) {
-                best = st[w];
-                bw = w;
-            }
-        return bw;
+        return ((const uint16_t *)(sb + a->plru_off))[1]; /* the list's tail */
     }
     case CC_REPL_RANDOM: return (uint32_t)(xorshift(&a->rng) % a->ways);
     case CC_REPL_PLRU: return plru_find_victim(a, *(const uint64_t *)(sb + a->plru_off));
@@ -326,7 +350,7 @@ static inline uint32_t sb_install(carr *a, uint8_t *sb, uint64_t line, uint16_t 
             uint64_t *P = (uint64_t *)(sb + a->plru_off);
             *P = nib_front(*P, w);
         } else {
-            ((uint32_t *)(sb + a->stamp_off))[w] = carr_tick(a);
+            list_front(a, sb, w);
         }
     } else if (a->repl == CC_REPL_PLRU) {
         plru_apply(a, (uint64_t *)(sb + a->plru_off), w);
@@ -476,6 +500,7 @@ struct cc_sim {
     uint64_t ntx, chunk_left, fetch_seen;
     uint8_t last_coh; /* set when the L1 lookup of the current access saw a coherence miss */
     int pf_levels;    /* some level is large enough to prefetch */
+    int fast;         /* one core: the single-core kernel, run_fast() */
 };
 
 size_t cc_sizeof(int what) {
@@ -612,6 +637,8 @@ static void iss_drain(issue_t *q) {
 
 /* ------------------------------------------------------------------------------------ */
 /* set-up */
+
+static int fast_ok(const cc_sim *s);
 
 static int path_contains(const cpath *p, const cinst *ci) {
     for (int k = 0; k < p->n; k++)
@@ -796,6 +823,7 @@ cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen) {
             }
         }
     s->st.warm = c->warmup_instructions == 0;
+    s->fast = !c->force_general && fast_ok(s);
     return s;
 }
 
@@ -1328,7 +1356,432 @@ static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
     }
 }
 
-int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
+/* ------------------------------------------------------------------------------------ */
+/* the single-core kernel
+ *
+ * With one core there is no coherence, and every access within one line takes the walk of
+ * walk1() above, whatever the policies.  That walk is written once more here, lean:
+ *  - each level's geometry and policy are copied into a descriptor once per batch, and sets
+ *    of at most 16 ways have the compact layout (fixed offsets; a lookup that misses reads
+ *    one host line);
+ *  - the walk is compiled for 1, 2 and 3 levels, for reads and writes, and for LRU-only and
+ *    PLRU-only hierarchies without inclusive, exclusive or victim levels (chosen once per
+ *    batch), with a per-level policy switch for the rest;
+ *  - the per-level access, miss, fill and eviction counters follow from the level that
+ *    served each access, so an access bumps one local counter; they are folded into the
+ *    stats at the end of the batch (and dropped at the end of the warm-up, as the general
+ *    loop drops its counters);
+ *  - whatever is rare goes to the general code: a line-straddling access, a free way, a
+ *    dirty victim or one an inclusive, exclusive or victim level must hear of. */
+
+enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED };
+
+typedef struct {
+    uint8_t *mem;
+    uint64_t set_mask;
+    size_t stride;
+    uint32_t ways;
+    int repl;
+    int excl, ework;
+    int vshift;      /* LRU/FIFO: the least recent way is nibble ways - 1 of the order word */
+    uint64_t pad_or; /* the order word's unused nibbles (all ones) from nibble `ways` up */
+    carr *a;
+    cc_cache_stats *st;
+} flvl;
+
+typedef struct {
+    int n, tlb;
+    unsigned alloc[CC_NCLASS]; /* bit k: a miss of this class allocates in level k */
+    uint64_t line_mask, line_size;
+    uint64_t stack_lo, stack_span; /* stack hashing: addresses in [lo, lo + span) */
+    flvl lv[3];
+    /* the sets of the large levels (up to two) are prefetched a few records ahead: the host
+     * lines at offsets 0, pfoff1 and pfoff2 of the set */
+    int npf;
+    size_t pfoff1, pfoff2;
+    uint64_t pfmask[2];
+    size_t pfstride[2];
+    const uint8_t *pfmem[2];
+} fpath;
+
+/* counters of one batch */
+typedef struct {
+    uint64_t served[CC_NCLASS][5]; /* accesses by the level that served them (4: memory) */
+    uint64_t nfree[2][3];          /* installs into a free way, per side and level */
+    uint64_t nevict[2][3];         /* victims handed to evicted() (which counts them) */
+    uint64_t fetches;
+} fcount;
+
+/* what one walk needs besides the line */
+typedef struct {
+    cc_sim *s;
+    const cpath *p;
+    const fpath *fp;
+    fcount *fc;
+    uint64_t line;
+    uint16_t ptv;
+    int side, cls;
+    int w0;      /* the L1 way that holds the line after the walk, or -1 */
+    int general; /* the general code ran (and may have moved the line out of the L1) */
+    int carry;   /* dirty data moving down to the next allocating level (exclusive hits) */
+} fctx;
+
+static int fast_ok(const cc_sim *s) {
+    if (s->ncores != 1 || !s->cfg.ncaches) return 0;
+    for (int side = 0; side < 2; side++)
+        if (s->core[0].path[side].n < 1) return 0;
+    return 1;
+}
+
+static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
+    const cpath *p = &co->path[side];
+    const cc_config *c = &s->cfg;
+    memset(fp, 0, sizeof *fp);
+    fp->n = p->n;
+    fp->line_size = 1ULL << s->line_shift;
+    fp->line_mask = fp->line_size - 1;
+    fp->stack_lo = c->stack_lo;
+    fp->stack_span = c->stack_hash && c->stack_hi > c->stack_lo ? c->stack_hi - c->stack_lo : 0;
+    for (int k = 0; k < p->n; k++) {
+        cinst *ci = p->lv[k];
+        carr *a = &ci->arr;
+        flvl *L = &fp->lv[k];
+        L->mem = a->mem;
+        L->set_mask = a->set_mask;
+        L->stride = a->stride;
+        L->ways = a->ways;
+        if (a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib))
+            L->repl = FK_GENERIC;
+        else
+            L->repl = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
+                    : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+        L->excl = k > 0 && ci->pol == CC_POL_EXCLUSIVE;
+        L->ework = (p->evict_work >> k) & 1;
+        L->vshift = 4 * ((int)a->ways - 1);
+        L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
+        L->a = a;
+        L->st = ci->st;
+        for (int cls = 0; cls < CC_NCLASS; cls++)
+            if (cls == CC_K_STORE ? ci->fill_write : ci->fill_read) fp->alloc[cls] |= 1u << k;
+    }
+    fp->tlb = co->ntlb[side] > 0;
+    fp->npf = co->npf[side];
+    int lines = 1;
+    for (int k = 0; k < fp->npf; k++) {
+        fp->pfmem[k] = co->pf[side][k].mem;
+        fp->pfmask[k] = co->pf[side][k].set_mask;
+        fp->pfstride[k] = co->pf[side][k].stride;
+        if (co->pf[side][k].lines > lines) lines = co->pf[side][k].lines;
+    }
+    fp->pfoff1 = lines > 1 ? 64 : 0;
+    fp->pfoff2 = lines > 2 ? 128 : fp->pfoff1;
+}
+
+/* The hierarchy's policy when every level has the same one (LRU or PLRU) and no level is
+ * exclusive or needs to hear of clean victims; else FK_MIXED. */
+static int fpath_uniform(const fpath fp[2]) {
+    int r = fp[0].lv[0].repl;
+    if (r != FK_LRU && r != FK_PLRU) return FK_MIXED;
+    for (int side = 0; side < 2; side++) {
+        for (int k = 0; k < fp[side].n; k++) {
+            const flvl *L = &fp[side].lv[k];
+            if (L->repl != r || L->excl || L->ework) return FK_MIXED;
+        }
+    }
+    return r;
+}
+
+/* Fold the instruction count into the stats (a marker record reads it). */
+static void fcount_flush_fetches(cc_sim *s, fcount *fc) {
+    s->fetch_seen += fc->fetches;
+    s->st.instructions += fc->fetches;
+    s->st.core_instructions[0] += fc->fetches;
+    fc->fetches = 0;
+}
+
+/* Fold a batch's counters into the stats. */
+static void fcount_flush(cc_sim *s, const fpath fp[2], fcount *fc) {
+    uint64_t fills[2][3] = {{0}};
+    for (int cls = 0; cls < CC_NCLASS; cls++) {
+        const int side = cls != CC_K_FETCH;
+        const fpath *p = &fp[side];
+        for (int h = 1; h <= MEM_LEVEL; h++) {
+            const uint64_t cnt = fc->served[cls][h];
+            if (!cnt) continue;
+            if (h > 1) s->st.served[cls][h] += cnt;
+            const int looked = h == MEM_LEVEL ? p->n : h, missed = h == MEM_LEVEL ? p->n : h - 1;
+            for (int k = 0; k < looked; k++) p->lv[k].st->access[cls] += cnt;
+            for (int k = 0; k < missed; k++) {
+                p->lv[k].st->miss[cls] += cnt;
+                if (p->alloc[cls] >> k & 1) fills[side][k] += cnt;
+            }
+        }
+    }
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < fp[side].n; k++) {
+            cc_cache_stats *st = fp[side].lv[k].st;
+            st->fills += fills[side][k];
+            st->evictions += fills[side][k] - fc->nfree[side][k] - fc->nevict[side][k];
+        }
+    fcount_flush_fetches(s, fc);
+    memset(fc, 0, sizeof *fc);
+}
+
+/* The way of `line` in the compact set at b, or -1. */
+static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint8_t *b, uint64_t line,
+                                                       uint16_t ptv) {
+    const uint64_t *t = (const uint64_t *)(b + CMP_TAGS);
+#if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
+    /* all 16 partial tags (unused ways hold 0, which no line has), one mask bit per way */
+    (void)L;
+    const __m128i key = _mm_set1_epi16((short)ptv);
+    const __m128i lo = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)b), key);
+    const __m128i hi = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)(b + 16)), key);
+    unsigned m = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+    while (__builtin_expect(m != 0, 0)) {
+        unsigned w = (unsigned)__builtin_ctz(m);
+        if (t[w] == line) return (int)w;
+        m &= m - 1;
+    }
+    return -1;
+#else
+    (void)ptv;
+    for (uint32_t w = 0; w < L->ways; w++)
+        if (t[w] == line) return (int)w;
+    return -1;
+#endif
+}
+
+/* sb_install() for a full compact set, the victim chosen by the policy r; a set with a free
+ * way goes to sb_install(). *vl gets the victim, or TAG_INVALID. (The victim may be the L1's
+ * MRU line only in an L1 install, after which the walk sets the MRU line anew.)
+ * lru_only: an LRU level of a hierarchy where no line is ever invalidated, so that free ways
+ * are only the never-used ones, which the LRU order gives up first, lowest first (see
+ * carr_init): the victim the order names is the way sb_install() would pick. */
+static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, const int r,
+                                                               const int lru_only, uint8_t *b,
+                                                               uint64_t line, uint16_t ptv,
+                                                               uint8_t flags, uint64_t *vl,
+                                                               uint8_t *vf) {
+    if (!lru_only && __builtin_expect(*(const uint32_t *)(b + CMP_CNT) < L->ways, 0)) {
+        uint64_t l;
+        uint8_t f;
+        uint32_t w = sb_install(L->a, b, line, ptv, flags, &l, &f);
+        *vl = l;
+        *vf = f;
+        return w;
+    }
+    uint64_t *P = (uint64_t *)(b + CMP_PERM);
+    uint32_t w;
+    if (r == FK_LRU || r == FK_FIFO) {
+        /* the least recent way becomes the most recent: every other way moves down one
+         * place, and the nibble it vacates above the used ones is refilled with ones */
+        uint64_t p = *P;
+        w = (uint32_t)(p >> L->vshift) & 0xF;
+        *P = (p << 4) | L->pad_or | w;
+    } else if (r == FK_PLRU) {
+        w = plru_find_victim(L->a, *P);
+        plru_apply(L->a, P, w);
+    } else {
+        w = (uint32_t)(xorshift(&L->a->rng) % L->ways);
+    }
+    uint64_t *t = (uint64_t *)(b + CMP_TAGS) + w;
+    uint8_t *f = b + CMP_FLAGS + w;
+    uint64_t old = *t;
+    *vl = old;
+    *vf = *f;
+    if (lru_only && __builtin_expect(old == TAG_INVALID, 0)) ++*(uint32_t *)(b + CMP_CNT);
+    *t = line;
+    *f = flags;
+    ((uint16_t *)b)[w] = ptv;
+    return w;
+}
+
+/* Level K of the walk (walk1() above, written recursively so that each level is compiled
+ * with its number): look the line up; on a miss, walk the levels below, then install the
+ * line here if this level allocates. N: the number of levels (0: fp->n); R: the policy of
+ * every level (FK_MIXED: each level's own); W: a store or read-modify-write. Returns the
+ * serving level. */
+#define FSTEP(K, NEXT)                                                                        \
+    static inline __attribute__((always_inline)) int fstep##K(fctx *x, const int N, const int R, \
+                                                              const int W) {                  \
+        const int K_ = K;                                                                     \
+        if (N ? K_ >= N : K_ >= x->fp->n) return MEM_LEVEL;                                    \
+        const flvl *L = &x->fp->lv[K_];                                                       \
+        const int r = R == FK_MIXED ? L->repl : R;                                            \
+        const unsigned above = x->fp->alloc[x->cls] & ((1u << K_) - 1); /* all missed */      \
+        uint8_t *b = L->mem + (x->line & L->set_mask) * L->stride;                            \
+        int w = r == FK_GENERIC ? sb_find(L->a, b, x->line, x->ptv) : ffind(L, b, x->line, x->ptv); \
+        if (w >= 0) {                                                                         \
+            if (r == FK_GENERIC) sb_touch(L->a, b, (uint32_t)w);                              \
+            else if (r == FK_LRU) {                                                           \
+                uint64_t *P = (uint64_t *)(b + CMP_PERM);                                     \
+                *P = nib_front(*P, (uint32_t)w);                                              \
+            } else if (r == FK_PLRU) {                                                        \
+                plru_apply(L->a, (uint64_t *)(b + CMP_PERM), (uint32_t)w);                    \
+            }                                                                                 \
+            if (K_ == 0) x->w0 = w;                                                           \
+            uint8_t *f = b + (r == FK_GENERIC ? L->a->flag_off : CMP_FLAGS) + w;              \
+            if (R == FK_MIXED && K_ > 0 && __builtin_expect(L->excl && above, 0)) {           \
+                x->carry = *f & F_DIRTY;                                                      \
+                carr_invalidate(L->a, SLOT(x->line & L->set_mask, (uint32_t)w), 0);           \
+                x->general = 1;                                                               \
+            } else if (W && !above) {                                                         \
+                *f |= F_DIRTY;                                                                \
+            }                                                                                 \
+            return K_ + 1;                                                                    \
+        }                                                                                     \
+        const int served = NEXT(x, N, R, W);                                                  \
+        if (!(x->fp->alloc[x->cls] >> K_ & 1)) return served;                                 \
+        const uint8_t fl = ((W && !above) || (R == FK_MIXED && x->carry)) ? F_DIRTY : 0;      \
+        if (R == FK_MIXED) x->carry = 0;                                                      \
+        uint64_t vl;                                                                          \
+        uint8_t vf;                                                                           \
+        uint32_t iw;                                                                          \
+        if (R == FK_LRU) iw = finstall(L, FK_LRU, 1, b, x->line, x->ptv, fl, &vl, &vf);      \
+        else if (r == FK_LRU) iw = finstall(L, FK_LRU, 0, b, x->line, x->ptv, fl, &vl, &vf);     \
+        else if (r == FK_PLRU) iw = finstall(L, FK_PLRU, 0, b, x->line, x->ptv, fl, &vl, &vf); \
+        else if (r == FK_FIFO) iw = finstall(L, FK_FIFO, 0, b, x->line, x->ptv, fl, &vl, &vf); \
+        else if (r == FK_RANDOM) iw = finstall(L, FK_RANDOM, 0, b, x->line, x->ptv, fl, &vl, &vf); \
+        else {                                                                                \
+            uint64_t l;                                                                       \
+            uint8_t f;                                                                        \
+            iw = sb_install(L->a, b, x->line, x->ptv, fl, &l, &f);                            \
+            vl = l;                                                                           \
+            vf = f;                                                                           \
+        }                                                                                     \
+        if (K_ == 0) x->w0 = (int)iw;                                                         \
+        if (__builtin_expect(vl == TAG_INVALID, 0)) {                                         \
+            x->fc->nfree[x->side][K_]++;                                                      \
+        } else if (__builtin_expect((vf & F_DIRTY) | (R == FK_MIXED && L->ework), 0)) {       \
+            x->fc->nevict[x->side][K_]++;                                                     \
+            x->general = 1;                                                                   \
+            evicted(x->s, x->p, K_, vl, vf);                                                  \
+        }                                                                                     \
+        return served;                                                                        \
+    }
+
+static inline __attribute__((always_inline)) int fstep3(fctx *x, const int N, const int R, const int W) {
+    (void)x, (void)N, (void)R, (void)W;
+    return MEM_LEVEL;
+}
+FSTEP(2, fstep3)
+FSTEP(1, fstep2)
+FSTEP(0, fstep1)
+
+static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co, const fpath *fp,
+                                                          fcount *fc, const int N, const int R,
+                                                          const int W, const int side, int cls,
+                                                          uint64_t addr, unsigned size,
+                                                          const int shift) {
+    if (fp->tlb) tlb_access(s, co, side, addr, size ? size : 1);
+    if (__builtin_expect((addr & fp->line_mask) + size > fp->line_size, 0)) { /* two lines or more */
+        mem_access_slow(s, co, side, cls, addr, size);
+        return;
+    }
+    const uint64_t l0 = addr >> shift;
+    carr *l1 = fp->lv[0].a;
+    if (l0 == l1->last_line) { /* the MRU line: no replacement state changes */
+        if (W) *FL(l1, l1->last_slot) |= F_DIRTY;
+        fc->served[cls][1]++;
+        return;
+    }
+    fctx x = {s, &co->path[side], fp, fc, l0, line_ptag(l0), side, cls, -1, 0, 0};
+    const int served = fstep0(&x, N, R, W);
+    fc->served[cls][served]++;
+    const uint64_t set = l0 & fp->lv[0].set_mask;
+    if (x.w0 >= 0 && (!x.general || TAGS(l1, set)[x.w0] == l0)) {
+        l1->last_line = l0;
+        l1->last_slot = SLOT(set, (uint32_t)x.w0);
+    } else {
+        l1->last_line = TAG_INVALID;
+    }
+}
+
+static inline __attribute__((always_inline)) void run_fast_t(cc_sim *s, const cc_rec *recs, size_t n,
+                                                             const fpath *fp, const int N, const int R) {
+    const cc_config *c = &s->cfg;
+    core_t *co = &s->core[0];
+    fcount fc;
+    memset(&fc, 0, sizeof fc);
+    const int shift = s->line_shift;
+    const int vt = c->split_mode == CC_SPLIT_THREADS;
+    const fpath *const dp = &fp[1];
+    const cc_rec *const end = recs + n;
+    /* data accesses prefetch the sets of the large levels a few records ahead (instruction
+     * fetches nearly always hit the L1) */
+    const cc_rec *const pfend = dp->npf && n > PF_DIST ? end - PF_DIST : recs;
+    for (const cc_rec *r = recs; r < end; r++) {
+        if (r < pfend) {
+            const cc_rec *q = r + PF_DIST;
+            if (q->kind - CC_K_LOAD <= CC_K_MODIFY - CC_K_LOAD) {
+                const uint64_t line = q->addr >> shift;
+                const uint8_t *b = dp->pfmem[0] + (line & dp->pfmask[0]) * dp->pfstride[0];
+                __builtin_prefetch(b);
+                __builtin_prefetch(b + dp->pfoff1);
+                __builtin_prefetch(b + dp->pfoff2);
+                if (dp->npf > 1) {
+                    b = dp->pfmem[1] + (line & dp->pfmask[1]) * dp->pfstride[1];
+                    __builtin_prefetch(b);
+                    __builtin_prefetch(b + dp->pfoff1);
+                    __builtin_prefetch(b + dp->pfoff2);
+                }
+            }
+        }
+        const unsigned kind = r->kind;
+        if (kind - CC_K_LOAD <= CC_K_MODIFY - CC_K_LOAD) {
+            uint64_t a = r->addr;
+            if (__builtin_expect(a - dp->stack_lo < dp->stack_span, 0))
+                a ^= ((uint64_t)((vt ? r->tid : 0) + 1) & 0x7fff) << 48;
+            if (kind == CC_K_LOAD) faccess(s, co, &fp[1], &fc, N, R, 0, 1, CC_K_LOAD, a, r->size, shift);
+            else faccess(s, co, &fp[1], &fc, N, R, 1, 1, (int)kind, a, r->size, shift);
+        } else if (kind == CC_K_FETCH) {
+            if (__builtin_expect(!s->st.warm, 0) && s->fetch_seen + fc.fetches >= c->warmup_instructions) {
+                /* the warm-up is over: what was counted so far is dropped */
+                s->fetch_seen += fc.fetches;
+                memset(&fc, 0, sizeof fc);
+                reset_counters(s);
+            }
+            fc.fetches++;
+            faccess(s, co, &fp[0], &fc, N, R, 0, 0, CC_K_FETCH, r->addr, r->size, shift);
+        } else {
+            if (kind == CC_K_MARKER) fcount_flush_fetches(s, &fc);
+            other_record(s, co, r);
+        }
+    }
+    fcount_flush(s, fp, &fc);
+    s->st.records += n;
+}
+
+#define RUN_FAST(NAME, N, R) \
+    static void NAME(cc_sim *s, const cc_rec *r, size_t n, const fpath *fp) { run_fast_t(s, r, n, fp, N, R); }
+RUN_FAST(run_fast1_lru, 1, FK_LRU)
+RUN_FAST(run_fast2_lru, 2, FK_LRU)
+RUN_FAST(run_fast3_lru, 3, FK_LRU)
+RUN_FAST(run_fast1_plru, 1, FK_PLRU)
+RUN_FAST(run_fast2_plru, 2, FK_PLRU)
+RUN_FAST(run_fast3_plru, 3, FK_PLRU)
+RUN_FAST(run_fast1_mixed, 1, FK_MIXED)
+RUN_FAST(run_fast2_mixed, 2, FK_MIXED)
+RUN_FAST(run_fast3_mixed, 3, FK_MIXED)
+RUN_FAST(run_fastv_mixed, 0, FK_MIXED)
+
+static void run_fast(cc_sim *s, const cc_rec *recs, size_t n) {
+    fpath fp[2];
+    fpath_init(s, &s->core[0], 0, &fp[0]);
+    fpath_init(s, &s->core[0], 1, &fp[1]);
+    const int R = fpath_uniform(fp);
+    const int N = fp[0].n == fp[1].n ? fp[0].n : 0;
+    static void (*const table[4][3])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
+        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
+        {run_fast1_lru, run_fast1_plru, run_fast1_mixed},
+        {run_fast2_lru, run_fast2_plru, run_fast2_mixed},
+        {run_fast3_lru, run_fast3_plru, run_fast3_mixed},
+    };
+    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : 2](s, recs, n, fp);
+}
+
+static void run_general(cc_sim *s, const cc_rec *recs, size_t n) {
     const cc_config *c = &s->cfg;
     const int pf = s->pf_levels;
     const int by_thread = c->split_mode == CC_SPLIT_THREADS;
@@ -1390,6 +1843,11 @@ int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
         }
     }
     s->st.records += n;
+}
+
+int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
+    if (s->fast) run_fast(s, recs, n);
+    else run_general(s, recs, n);
     return 0;
 }
 

@@ -37,6 +37,8 @@ class SimOptions:
     warmup_instructions: instructions simulated before counting starts.
     straddle_all: the cachegrind rule for line-straddling misses (the whole access goes to
     the next level, not only the missing line).
+    general_loop: run every record through the general loop even where the single-core
+    kernel applies (for tests: the two give identical results).
     """
 
     split: str = "auto"
@@ -49,6 +51,7 @@ class SimOptions:
     tlb: bool = True
     branch: bool = True
     issue: bool = True
+    general_loop: bool = False
 
 
 def build_config(machine: MachineDescription, cores: int, opts: SimOptions,
@@ -93,6 +96,7 @@ def build_config(machine: MachineDescription, cores: int, opts: SimOptions,
     cfg.warmup_instructions = max(0, int(opts.warmup_instructions))
     cfg.seed = opts.seed
     cfg.straddle_all = int(opts.straddle_all)
+    cfg.force_general = int(opts.general_loop)
     return cfg
 
 

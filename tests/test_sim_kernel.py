@@ -1,0 +1,243 @@
+"""The single-core kernel (native/sim/sim.c, run_fast*) against the general loop.
+
+With one core the simulator runs a specialised kernel; `SimOptions(general_loop=True)` sends
+every record through the general loop instead. Both must leave exactly the same counters,
+for every replacement policy, associativity (including the > 16-way and stamp-LRU layouts the
+kernel hands to the general code), hierarchy policy, write-allocate setting, line size,
+TLBs, warm-up, stack hashing, markers, line-straddling and zero-size accesses, and however
+the trace is cut into batches.
+"""
+from __future__ import annotations
+
+import ctypes as C
+
+import numpy as np
+import pytest
+
+from corecast.sim import native as N
+from corecast.sim.engine import SimOptions, Simulator
+from corecast.sim.machine import parse_machine
+
+POLICIES = ["inclusive", "exclusive", "victim", "non-inclusive"]
+STACK_LO, STACK_HI = 0x7FF000000, 0x7FF100000
+
+
+def _cache(level, kind, line, rng, repl=None, policy=None, ways=None, sets=None):
+    if ways is None:
+        ways = int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 20, 32]))
+    if repl is None:
+        choices = ["lru", "fifo", "random"] + (["plru"] * 2 if ways & (ways - 1) == 0 else [])
+        repl = str(rng.choice(choices))
+    if sets is None:
+        sets = int(rng.choice([1, 2, 4, 8, 16, 32][: 2 + 2 * level]))
+    c = {"level": level, "kind": kind, "size": sets * ways * line, "line_size": line,
+         "ways": ways, "replacement": repl,
+         "write_allocate": bool(rng.random() < 0.8)}
+    if level > 1:
+        c["policy"] = policy or str(rng.choice(POLICIES))
+    return c
+
+
+def random_machine(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    line = int(rng.choice([32, 64, 128]))
+    levels = int(rng.integers(1, 4))
+    caches = []
+    if rng.random() < 0.2:
+        caches.append(_cache(1, "unified", line, rng))
+    else:
+        caches.append(_cache(1, "instruction", line, rng))
+        caches.append(_cache(1, "data", line, rng))
+    for lvl in range(2, levels + 1):
+        # sometimes a data-only level, so the two sides have different depths
+        kind = "data" if (lvl == levels and rng.random() < 0.2 and caches[0]["kind"] != "unified"
+                          and all(c["kind"] != "data" or c["level"] == 1 for c in caches)) \
+            else "unified"
+        caches.append(_cache(lvl, kind, line, rng))
+    m = {"name": f"kernel-{seed}", "frequency_hz": 1e9, "cache": caches}
+    if rng.random() < 0.5:
+        m["tlb"] = [{"level": 1, "kind": "data", "entries": 8, "ways": "full"},
+                    {"level": 2, "kind": "unified", "entries": 32, "ways": 4},
+                    {"level": 1, "kind": "instruction", "entries": 4, "ways": 2}]
+    if rng.random() < 0.5:
+        m["branch"] = {"kind": "gshare", "history_bits": 6, "table_size": 256}
+    return m
+
+
+def uniform_machine(repl: str, levels: int, policy: str = "non-inclusive") -> dict:
+    rng = np.random.default_rng(7)
+    caches = [_cache(1, "instruction", 64, rng, repl, ways=8, sets=4),
+              _cache(1, "data", 64, rng, repl, ways=4, sets=8)]
+    for lvl in range(2, levels + 1):
+        caches.append(_cache(lvl, "unified", 64, rng, repl, policy, ways=8 * (lvl - 1),
+                             sets=8 << (lvl - 1)))
+    return {"name": f"uniform-{repl}-{levels}", "frequency_hz": 1e9, "cache": caches}
+
+
+def random_trace(seed: int, n: int = 24_000) -> np.ndarray:
+    """Fetches, loads, stores, read-modify-writes (hot lines, a working set, streams, the
+    stack), some straddling a line or of size 0, with branches, uops and markers."""
+    rng = np.random.default_rng(seed)
+    r = np.zeros(n, dtype=N.RECORD_DTYPE)
+    kind = rng.choice([N.KIND_FETCH, N.KIND_LOAD, N.KIND_STORE, N.KIND_MODIFY, N.KIND_BRANCH,
+                       N.KIND_UOP, N.KIND_MARKER], size=n,
+                      p=[0.38, 0.3, 0.14, 0.06, 0.06, 0.05, 0.01])
+    r["kind"] = kind
+    r["tid"] = rng.integers(0, 3, n)
+    region = rng.integers(0, 4, n)
+    hot = 0x10000000 + rng.integers(0, 16, n) * 8
+    wide = 0x20000000 + rng.integers(0, 1 << 15, n) * 4
+    stream = 0x30000000 + np.arange(n) * 12
+    stack = STACK_LO + rng.integers(0, 1 << 12, n) * 8
+    addr = np.choose(region, [hot, wide, stream, stack]).astype(np.uint64)
+    size = rng.choice([0, 1, 2, 4, 8, 16, 64, 100, 200], size=n,
+                      p=[0.02, 0.08, 0.1, 0.3, 0.34, 0.1, 0.03, 0.01, 0.02])
+    odd = rng.random(n) < 0.1                 # unaligned: some straddle a line
+    addr = addr + np.where(odd, rng.integers(1, 64, n), 0).astype(np.uint64)
+    fetch = kind == N.KIND_FETCH
+    pc = 0x400000 + (rng.integers(0, 600, n) * 4).astype(np.uint64)
+    addr = np.where(fetch, pc, addr)
+    size = np.where(fetch, rng.choice([1, 2, 4, 7, 15], size=n), size)
+    branch = kind == N.KIND_BRANCH
+    size = np.where(branch, rng.integers(0, 32, n), size)
+    uop = kind == N.KIND_UOP
+    addr = np.where(uop, rng.integers(0, 1 << 56, n, dtype=np.uint64)
+                    | (np.uint64(1) << np.uint64(56)), addr)
+    r["addr"] = addr
+    r["size"] = size
+    return r
+
+
+def _stats(machine: dict, trace: np.ndarray, general: bool, cuts: list[int], **opts) -> N.Stats:
+    sim = Simulator(parse_machine(machine), 1, SimOptions(general_loop=general, **opts))
+    try:
+        prev = 0
+        for cut in [*cuts, len(trace)]:
+            sim.feed(trace[prev:cut])
+            prev = cut
+        return sim.finish()
+    finally:
+        sim.close()
+
+
+def _differences(a: N.Stats, b: N.Stats) -> list[str]:
+    out = []
+
+    def walk(x, y, name):
+        if isinstance(x, C.Structure):
+            for f, _ in x._fields_:
+                walk(getattr(x, f), getattr(y, f), f"{name}.{f}")
+        elif isinstance(x, C.Array):
+            for i in range(len(x)):
+                walk(x[i], y[i], f"{name}[{i}]")
+        elif x != y:
+            out.append(f"{name}: kernel {x}, general {y}")
+
+    walk(a, b, "stats")
+    return out
+
+
+def _check(machine, trace, cuts, **opts):
+    fast = _stats(machine, trace, False, cuts, **opts)
+    gen = _stats(machine, trace, True, cuts, **opts)
+    diff = _differences(fast, gen)
+    assert not diff, f"{machine['name']} {opts}: " + "; ".join(diff[:8])
+    return fast
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_kernel_matches_general_loop(seed):
+    machine = random_machine(seed)
+    trace = random_trace(1000 + seed)
+    rng = np.random.default_rng(seed)
+    cuts = sorted(set(int(x) for x in rng.integers(1, len(trace), int(rng.integers(0, 6)))))
+    opts = {"issue": bool(seed % 3 == 0)}
+    if seed % 4 == 1:
+        opts["warmup_instructions"] = int(rng.integers(1, 5000))
+    if seed % 5 == 2:
+        opts["stack"] = (STACK_LO, STACK_HI)
+        opts["stack_hash"] = True
+    st = _check(machine, trace, cuts, **opts)
+    fetches = int(np.sum(trace["kind"] == N.KIND_FETCH))
+    assert st.warm == 1
+    if "warmup_instructions" not in opts:
+        assert st.instructions == fetches
+    else:                                    # counting restarts after the warm-up
+        assert st.instructions == fetches - opts["warmup_instructions"]
+    assert sum(st.cache[i].miss[N.KIND_LOAD] for i in range(len(machine["cache"]))) > 0
+
+
+@pytest.mark.parametrize("repl", ["lru", "plru"])
+@pytest.mark.parametrize("levels", [1, 2, 3])
+@pytest.mark.parametrize("policy", ["non-inclusive", "inclusive", "exclusive", "victim"])
+def test_kernel_specialisations(repl, levels, policy):
+    # the LRU-only and PLRU-only compilations of the kernel (and, with inclusive, exclusive
+    # and victim levels, the per-level switch), over a trace with cold, warm and full sets
+    machine = uniform_machine(repl, levels, policy)
+    trace = random_trace(77 + levels)
+    st = _check(machine, trace, [5, 6, 4000, 4001, 9000], warmup_instructions=500)
+    assert st.cache[1].evictions > 0
+    assert st.instructions == np.sum(trace["kind"] == N.KIND_FETCH) - 500
+
+
+def test_kernel_bench_hierarchy_counts():
+    # the benchmark's hierarchy (8/8/16 ways, LRU, non-inclusive) on loads: every access
+    # misses, is served below or hits, and the per-level counts add up
+    caches = [{"level": 1, "kind": "instruction", "size": 32768, "ways": 8}]
+    for lvl, kind, size, ways in [(1, "data", 32768, 8), (2, "unified", 1 << 20, 8),
+                                  (3, "unified", 32 << 20, 16)]:
+        caches.append({"level": lvl, "kind": kind, "size": size, "ways": ways,
+                       "replacement": "lru", "policy": "non-inclusive"})
+    machine = {"name": "bench", "frequency_hz": 1e9, "cache": caches}
+    rng = np.random.default_rng(3)
+    n = 200_000
+    trace = np.zeros(n, dtype=N.RECORD_DTYPE)
+    trace["addr"] = 0x10000000 + rng.integers(0, (8 << 20) // 8, n, dtype=np.uint64) * 8
+    trace["kind"] = N.KIND_LOAD
+    trace["size"] = 8
+    st = _check(machine, trace, [100_000], tlb=False, branch=False, issue=False)
+    l1, l2, l3 = (st.cache[i] for i in (1, 2, 3))
+    assert l1.access[N.KIND_LOAD] == n
+    assert l2.access[N.KIND_LOAD] == l1.miss[N.KIND_LOAD]
+    assert l3.access[N.KIND_LOAD] == l2.miss[N.KIND_LOAD]
+    # the 32 MiB L3 holds the whole 8 MiB working set: it misses once per distinct line
+    distinct = len(np.unique(trace["addr"] >> np.uint64(6)))
+    assert st.served[N.KIND_LOAD][4] == l3.miss[N.KIND_LOAD] == distinct
+    assert l1.fills == l1.miss[N.KIND_LOAD]
+    assert l1.evictions == l1.fills - 32768 // 64        # every fill after the first 512
+
+
+# ----------------------------------------------------------------------------------------
+# wide sets (more than 16 ways: fully associative TLBs, a 24-way L2) keep their LRU/FIFO
+# order in a linked list per set
+
+def _ref_lru_fifo(seq, sets, ways, policy):
+    """A plain reference: per set, resident lines oldest first (by last use for LRU, by
+    insertion for FIFO); returns (hit, victim) per access."""
+    order = [[] for _ in range(sets)]
+    out = []
+    for x in seq:
+        row = order[x % sets]
+        if x in row:
+            if policy == "lru":
+                row.remove(x)
+                row.append(x)
+            out.append((True, None))
+            continue
+        victim = row.pop(0) if len(row) == ways else None
+        row.append(x)
+        out.append((False, victim))
+    return out
+
+
+@pytest.mark.parametrize("policy", ["lru", "fifo"])
+@pytest.mark.parametrize("sets,ways", [(1, 17), (2, 24), (1, 72), (4, 32), (1, 300)])
+def test_wide_sets_against_reference(policy, sets, ways):
+    rng = np.random.default_rng(ways)
+    # a skewed stream: hits and misses at every position of the order
+    seq = (rng.zipf(1.3, 6000) % (sets * ways * 2)).tolist()
+    native = N.ReplacementArray(sets, ways, policy)
+    got = [native.access(x) for x in seq]
+    want = _ref_lru_fifo(seq, sets, ways, policy)
+    assert got == want
+    assert sum(1 for h, v in got if v is not None) > 100
