@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import os
 import subprocess
 import sys
 import time
@@ -13,8 +15,9 @@ import pytest
 from corecast.collect.events import resolve
 from corecast.collect.events.spec import EventSpec
 from corecast.collect.events import abi
-from corecast.collect.monitor import (CsvWriter, JsonWriter, Monitor, TableWriter, Target, parse_metric,
-                                      parse_virtual)
+from corecast.collect.monitor import (CsvWriter, JsonWriter, Monitor, TableWriter, Target, _reading,
+                                      parse_metric, parse_virtual)
+from corecast.collect.ticks import TickBatch
 from corecast.collect.perf import (CounterValue, DrainResult, Sample, TaskDrain, TaskRecord, ThreadRead,
                                    TrackerUnavailable, combine_cpus, remainder)
 from corecast.errors import UserError
@@ -355,6 +358,7 @@ class FakeTracker:
         self.drop = set(drop)
         self.pending = TaskDrain()
         self.fds = [-1]
+        self.rings = [0]
         self.closed = False
 
     @property
@@ -436,7 +440,7 @@ class FakePMU:
     end_s)}; the process ends when its main thread (tid 1) ends. With `tracker` (a dict of
     FakeTracker options, or True) it gives task records; without, the monitor polls."""
 
-    def __init__(self, rates, threads, k=2, unsupported=(), tracker=None):
+    def __init__(self, rates, threads, k=2, unsupported=(), tracker=None, batched=False):
         self.rates = rates
         self.thread_life = threads
         self.k = k
@@ -447,6 +451,9 @@ class FakePMU:
         self.tracker = None
         if tracker is None:
             self.open_tracker = None          # no task records: the monitor's fallback
+        if not batched:
+            self.ticks = None                 # the monitor waits tick by tick in Python
+        self.calls = []                       # (clock, ticks asked for, ticks taken) of each ticks() call
 
     def _step(self, dt):
         now = self.clock.t
@@ -496,6 +503,31 @@ class FakePMU:
 
     def wait(self, seconds, target, fds=()):
         self._advance_to(self.clock.t + seconds, stop_on_record=bool(fds))
+
+    def ticks(self, plan, t0, interval, first, count, target, fds=(), wake=True, rings=()):
+        """The native tick loop's contract (collect/ticks.py) on the virtual clock: with
+        `wake`, a record (when the ring buffers are watched) or the target's end stops it
+        before the next tick; without, both are found right after a tick's reads."""
+        out = TickBatch(wake=wake)
+        start = self.clock.t
+        for j in range(count):
+            deadline = t0 + (first + j) * interval
+            if wake:
+                if fds and self.tracker is not None and self.tracker.has_records():
+                    out.why = "ready"           # a record not yet drained: ppoll returns at once
+                    break
+                self._advance_to(deadline, stop_on_record=bool(fds))
+                if self.clock.t < deadline - 1e-12 or not target.alive():
+                    out.why = "ready"
+                    break
+            else:
+                self._advance_to(deadline)
+            out.ticks.append((self.clock.t, [[_reading(v) for v in h.read()] for h in plan]))
+            if not wake and ((rings and self.tracker.has_records()) or not target.alive()):
+                out.why, out.found = "ready", 1
+                break
+        self.calls.append((start, count, len(out.ticks)))
+        return out
 
 
 class FakeTarget(Target):
@@ -764,3 +796,279 @@ def test_combine_cpus_and_remainder_arithmetic():
     r = remainder(s_, v, rep)
     assert r.raw == 600 and r.value == 600.0 and r.enabled_ns == 600
     assert remainder(s_, v, None).raw == 1000
+
+
+# ------------------------------------------------------------------------------------------
+# ticks taken several at a time (the native tick loop's contract, on the simulated PMU)
+
+def _row_key(r):
+    return (r.nsample, round(r.time_s, 6), r.pid, r.tid, r.cpu, r.sample_type, r.set_index,
+            [(v.name, v.status, v.message, v.value is None) for v in r.values])
+
+
+def _row_counts(r):
+    # the simulated clock advances by float steps: the same interval can round one ns apart
+    return [x for v in r.values for x in (v.raw or 0, v.enabled_ns, v.running_ns, v.value or 0.0)]
+
+
+FAKE_RUNS = {
+    "multiplexed": dict(rates={"a": 1.0, "b": 2.0, "c": 3.0}, life={1: (0, 0.1235)}, sets=[["a", "b", "c"]], k=2,
+                        tracker=True),
+    "totals only": dict(rates={"a": 1.0, "b": 2.0}, life={1: (0, 0.1235)}, sets=[["a", "b"]], mon={"totals_only": True}),
+    "per cpu": dict(rates={"a": 1.0}, life={1: (0, 0.1235)}, sets=[["a"]], mon={"per_cpu": True, "cpus": [0, 1]}),
+    "threads": dict(rates={"a": 1.0}, life={1: (0, 0.155), 2: (0.0315, 0.0825), 3: (0.0605, 0.1405), 4: (0.071, 0.072)},
+                    sets=[["a"]], tracker=True),
+    "late pickup, sets": dict(rates={"a": 1.0, "b": 3.0}, life={1: (0, 0.16), 5: (0.013, 0.117)},
+                              sets=[["a"], ["b"]], tracker={"fork_delay": 0.028}),
+    "lost records": dict(rates={"a": 1.0}, life={1: (0, 0.1), 2: (0.0125, 0.0625), 3: (0.016, 0.066)},
+                         sets=[["a"]], tracker={"drop": {3}}),
+    "polling": dict(rates={"a": 1.0}, life={1: (0, 0.155), 2: (0.0315, 0.0825)}, sets=[["a"]]),
+}
+
+
+def _fake_run(case, batched, **kw):
+    c = FAKE_RUNS[case]
+    pmu = FakePMU(c["rates"], c["life"], k=c.get("k", 4), tracker=c.get("tracker"), batched=batched)
+    mon, rows = run_fake(pmu, [[hw(n) for n in s] for s in c["sets"]], interval=0.01, **c.get("mon", {}), **kw)
+    return pmu, mon, rows
+
+
+@pytest.mark.parametrize("case", sorted(FAKE_RUNS))
+def test_fake_batched_ticks_make_the_same_rows(case):
+    """Ticks taken ten at a time (waking at once on records, as the monitor does in Python)
+    make exactly the rows, totals and notes of ticks waited for one by one."""
+    _, mon1, rows1 = _fake_run(case, batched=False, wake="records")
+    pmu, mon2, rows2 = _fake_run(case, batched=True, wake="records")
+    assert [_row_key(r) for r in rows2] == [_row_key(r) for r in rows1]
+    for r2, r1 in zip(rows2, rows1):
+        assert _row_counts(r2) == pytest.approx(_row_counts(r1), abs=3)
+    for t2, t1 in zip(mon2.totals.per_set, mon1.totals.per_set):
+        assert t2.keys() == t1.keys()
+        assert all(t2[k] == pytest.approx(t1[k], abs=20) for k in t1)
+    assert mon2.notes == mon1.notes
+    if case != "polling":
+        assert mon2.ticks_native > 0
+        if len(FAKE_RUNS[case]["sets"]) == 1:
+            assert max(n for _, n, _ in pmu.calls) == 10     # 0.1 s of 10 ms ticks per call
+    else:
+        assert mon2.ticks_native == 0                         # polling /proc stays tick by tick
+
+
+@pytest.mark.parametrize("case", ["threads", "late pickup, sets", "lost records"])
+def test_fake_tick_wake_keeps_exit_rows_exact(case):
+    """Looking for task records only at the ticks: new threads are picked up at the tick after
+    their creation record, yet every thread has one exit row and the rows of every thread, and
+    of the whole run, add up to the kernel's counts."""
+    pmu, mon, rows = _fake_run(case, batched=True, wake="tick")
+    assert not mon.wake_on_records and mon.ticks_native > 0
+    c = FAKE_RUNS[case]
+    by = {}
+    for r in rows:
+        by.setdefault(r.tid, []).append(r)
+    assert set(by) == set(c["life"])
+    delay = (c.get("tracker") or {}).get("fork_delay", 0.0) if isinstance(c.get("tracker"), dict) else 0.0
+    dropped = (c.get("tracker") or {}).get("drop", set()) if isinstance(c.get("tracker"), dict) else set()
+    for tid, (start, end) in c["life"].items():
+        types = [r.sample_type for r in by[tid]]
+        assert types[-1] == "exit" and types.count("exit") <= len(c["sets"])
+        if tid != 1:
+            ticks = [r for r in by[tid] if r.sample_type == "tick"]
+            if ticks:       # its first row: the tick after the tick at which its record was read
+                seen = math.ceil((start + delay) / 0.01 - 1e-9) * 0.01
+                assert ticks[0].time_s == pytest.approx(seen + 0.01, abs=1e-9)
+        if tid not in dropped and len(c["sets"]) == 1:
+            counted = sum(v.raw for r in by[tid] for v in r.values)
+            # the simulated clock steps by 1 ms in floats: a few ns lost to truncation per step
+            assert counted == pytest.approx((end - start) * 1e9 * c["rates"]["a"], abs=300)
+    for s in range(len(c["sets"])):
+        if not dropped:
+            got = sum(v.raw for r in rows if r.set_index == s for v in r.values)
+            assert got == pytest.approx(mon.inherited[s][0].raw, abs=10)
+    assert [r.nsample for r in rows] == list(range(1, len(rows) + 1))
+
+
+def test_fake_batches_return_to_python_at_least_every_100_ms():
+    """The monitor's idle callback (where the CLI flushes its output) runs before each sleep:
+    with 10 ms ticks taken in C, at least every 0.1 s of the run."""
+    c = FAKE_RUNS["threads"]
+    pmu = FakePMU(c["rates"], {1: (0, 0.73), 2: (0.3, 0.4)}, k=4, tracker=True, batched=True)
+    seen = []
+    mon = Monitor([[hw("a")]], FakeTarget(pmu), interval=0.01, backend=pmu, discover_period=0.01, wake="tick")
+    rows = list(mon.run(idle=lambda: seen.append(pmu.clock.t)))
+    assert rows and mon.ticks_native >= 60
+    gaps = [b - a for a, b in zip(seen, seen[1:])]
+    assert gaps and max(gaps) <= 0.1 + 1e-9
+    assert len(seen) <= 12           # ~73 ticks in batches of ten, and a return per thread record
+
+
+def test_writer_flushes_when_due_only():
+    """Rows are written as they come and flushed before a sleep once FLUSH_PERIOD has passed
+    since the last flush; the summary always flushes."""
+    import corecast.collect.monitor as monitor
+
+    class Out(io.StringIO):
+        flushes = 0
+
+        def flush(self):
+            Out.flushes += 1
+            super().flush()
+    clock = [100.0]
+    real = monitor.time.monotonic
+    monitor.time.monotonic = lambda: clock[0]
+    try:
+        pmu = FakePMU({"a": 1.0}, {1: (0, 0.05)}, k=4)
+        mon, rows = run_fake(pmu, [[hw("a")]], interval=0.01)
+        out = Out()
+        w = TableWriter(out, mon)
+        w.header()
+        base = Out.flushes
+        w.row(rows[0])
+        w.flush_due()
+        assert Out.flushes == base and "tick" in out.getvalue()     # written, not flushed yet
+        clock[0] += 2 * monitor.FLUSH_PERIOD
+        w.flush_due()
+        assert Out.flushes == base + 1
+        w.flush_due()
+        assert Out.flushes == base + 1                               # nothing new to flush
+        w.summary()
+        assert Out.flushes == base + 2
+    finally:
+        monitor.time.monotonic = real
+
+
+# ------------------------------------------------------------------------------------------
+# the native tick loop, for real
+
+def _native():
+    from corecast.collect import ticks
+    lib = ticks.load()
+    assert lib is not None, f"libcorecast_ticks.so did not load: {ticks._lib_error}"
+    return ticks.NativeTicks(lib)
+
+
+def test_native_ticks_read_each_tick_at_its_deadline(progs):
+    from corecast.collect.perf import launch, open_counters
+    child = launch([progs["spin_ms"], "400"])
+    try:
+        cs = open_counters(resolve("task_clock,context_switches"), pid=child.pid, enable_on_exec=True)
+        child.start()
+        nt = _native()
+        t0 = time.monotonic()
+        b = nt.take([cs], t0, 0.01, 1, 5, [], wake=False)
+        assert b.why == "all" and len(b.ticks) == 5
+        for k, (t, (readings,)) in enumerate(b.ticks, start=1):
+            assert t >= t0 + k * 0.01 - 1e-6                 # never before its deadline
+            assert [type(x) for x in readings] == [tuple, tuple]
+        raws = [readings[0][0] for _, (readings,) in b.ticks]
+        assert raws == sorted(raws) and raws[-1] > raws[0]   # the spinner's task-clock grows
+        # what the kernel gives for the same counters right after: the same layout, later
+        now = [v.raw for v in cs.read()]
+        assert now[0] >= raws[-1]
+    finally:
+        child.kill()
+        child.wait()
+        cs.close()
+
+
+def test_native_ticks_stop_for_a_ready_descriptor():
+    nt = _native()
+    r, w = os.pipe()
+    try:
+        os.write(w, b"x")
+        t0 = time.monotonic()
+        b = nt.take([], t0, 0.01, 1, 50, [r], wake=True)        # ppoll: before the first tick
+        assert b.why == "ready" and b.ticks == [] and b.ready == [r]
+        b = nt.take([], t0, 0.01, 1, 50, [r], wake=False)       # plain sleep: right after the tick
+        assert b.why == "ready" and len(b.ticks) == 1 and b.found == 4
+        os.read(r, 1)
+        b = nt.take([], time.monotonic(), 0.01, 1, 3, [r], wake=False)
+        assert b.why == "all" and len(b.ticks) == 3
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_native_ticks_sigchld_ends_the_sleep():
+    """A launched command's end (SIGCHLD) ends a batch of ticks without its pidfd polled."""
+    import signal
+    nt = _native()
+    before = signal.getsignal(signal.SIGCHLD)
+    assert nt.catch_sigchld(True)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(0.03)
+            os._exit(0)
+        b = nt.take([], time.monotonic(), 0.01, 1, 500, [], wake=False, child=True)
+        assert len(b.ticks) < 100 and b.why in ("signal", "ready")
+        os.waitpid(pid, 0)
+    finally:
+        nt.catch_sigchld(False)
+    assert signal.getsignal(signal.SIGCHLD) == before
+
+
+@pytest.mark.parametrize("wake", ["tick", "records"])
+def test_stat_10ms_ticks_in_c_threads_come_and_go_exactly(progs, wake):
+    """At -T 0.01 the ticks are taken in C, ten per call, and the rows stay exact: 30 threads
+    of 2 ms of CPU each, one after another, each have one exit row, and every thread's rows add
+    up to the kernel's totals."""
+    mon = Monitor([resolve("task_clock,context_switches")],
+                  Target.command([progs["short_threads"], "30", "2000", "40", "40"]), interval=0.01, wake=wake)
+    rows = list(mon.run())
+    assert mon.ticks_native > 0 and mon.exact_threads and mon.wake_on_records == (wake == "records")
+    assert [r.nsample for r in rows] == list(range(1, len(rows) + 1))
+    assert all(a.time_s <= b.time_s for a, b in zip(rows, rows[1:]))
+    main = rows[0].pid
+    exits = [r for r in rows if r.sample_type == "exit"]
+    tids = [r.tid for r in exits]
+    assert len(tids) == len(set(tids)) == 31 and main in tids
+    ticks = [r for r in rows if r.tid == main and r.sample_type == "tick"]
+    assert len(ticks) >= 10 and all(r.interval_ns > 0 for r in ticks)
+    for k, r in enumerate(ticks, start=1):
+        assert r.time_s >= k * 0.01 - 1e-6                   # each tick read at or after its deadline
+    tc = {}
+    for r in rows:
+        tc[r.tid] = tc.get(r.tid, 0.0) + r.values[0].value
+    assert all(v >= 1.98e6 for t, v in tc.items() if t != main)   # each worker's whole 2 ms
+    total = mon.inherited[0][0].value
+    assert sum(tc.values()) == pytest.approx(total, rel=0.01)
+    assert not mon.notes
+
+
+def test_stat_sigterm_ends_with_every_row_and_the_totals(progs, tmp_path):
+    """SIGTERM (or SIGHUP, SIGINT) ends the run as the command's exit does: the rows measured,
+    a last row, the totals, in the file; the command corecast launched gets the signal too."""
+    import signal
+    out = tmp_path / "o.txt"
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "-T", "0.01", "-o", str(out),
+                          "--", progs["spin_ms"], "60000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):                                 # until rows are in the file
+            time.sleep(0.05)
+            if out.exists() and out.read_text().count(" tick") >= 20:
+                break
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    text = out.read_text()
+    assert "[Totals]" in text and "note: stopped by SIGTERM (passed on to the command)" in text
+    data = [x.split() for x in text.splitlines() if x.strip() and x.split()[0].isdigit()]
+    assert len(data) >= 20 and data[-1][4] == "exit"
+    assert [int(d[0]) for d in data] == list(range(1, len(data) + 1))
+    assert "exited with status -15" in err
+    lines = text.splitlines()
+    total = float([x for x in lines[lines.index("[Totals]"):] if x.startswith("pmc0")][0].split()[2])
+    assert sum(float(d[5]) for d in data) == pytest.approx(total, rel=1e-9)
+
+
+def test_stat_wake_option(cli, progs):
+    r = cli("stat", "-c", "task_clock", "-T", "0.01", "--wake", "records", "--format", "json", "--",
+            progs["spin_ms"], "60")
+    assert r.code == 0, r.err
+    samples = [json.loads(x) for x in r.out.splitlines() if '"sample"' in x]
+    assert samples and samples[-1]["sample_type"] == "exit"
+    r = cli("stat", "-c", "task_clock", "--wake", "never", "--", "true")
+    assert r.code == 2

@@ -22,9 +22,11 @@ sampled every -T seconds or every N events (ebs=N), one row per thread per sampl
   corecast stat -S -c context_switches -T 1 -- sleep 3                # per CPU (needs permission)
 
 Threads are followed through the kernel's task records: a thread is picked up when it is
-created, and its `exit` row is the kernel's count of its whole life less what its earlier rows
-reported, so every thread has its rows however short its life (--threads poll: find them in
-/proc instead). Child processes get rows of their own; [Process totals] are the inherited counts.
+created (at the next tick with -T 0.02 or less, see --wake), and its `exit` row is the kernel's
+count of its whole life less what its earlier rows reported, so every thread has its rows
+however short its life (--threads poll: find them in /proc instead). Child processes get rows
+of their own; [Process totals] are the inherited counts. Rows are flushed at most ~0.1 s after
+they are measured; SIGINT, SIGTERM and SIGHUP end the run with its last rows and the totals.
 
 Several -c sets rotate round-robin, one set live per interval (the `set` column); a value the
 kernel multiplexed is scaled and shown with '~'; '-' means not counted (never 0). Event specs:
@@ -55,6 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "every thread has exact rows however short its life; 'poll' finds them in /proc "
                         "(no inherited counters: with hardware events, leaves the PMU's counters to the "
                         "per-thread ones)")
+    p.add_argument("--wake", choices=["auto", "records", "tick"], default="auto",
+                   help="when the monitor wakes between ticks: 'records' at once for each task record (a new "
+                        "thread is picked up as it is created) and for the target's end; 'tick' only at the ticks "
+                        "(a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); "
+                        "'auto' (default): 'tick' at -T 0.02 or less, else 'records'")
     p.add_argument("--duration", type=float, metavar="SECONDS",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
@@ -89,11 +96,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--duration must be positive")
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
                   totals_only=args.totals, metrics=metrics, max_duration=args.duration,
-                  thread_tracking=args.thread_tracking)
+                  thread_tracking=args.thread_tracking, wake=args.wake)
     out = open(args.output, "w") if args.output else sys.stdout
     try:
         writer = WRITERS[args.format](out, mon)
-        rows = mon.run()
+        # rows are flushed before the monitor sleeps (at most ~0.1 s after they are measured);
+        # SIGINT, SIGTERM and SIGHUP end the run with its last rows and the totals
+        rows = mon.run(idle=writer.flush_due, handle_signals=True)
         first = True
         try:
             for row in rows:
@@ -102,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
                     first = False
                 writer.row(row)
         except KeyboardInterrupt:
-            mon.notes.append("interrupted")
+            if "interrupted" not in mon.notes:
+                mon.notes.append("interrupted")
         if first:
             writer.header()
         writer.summary()

@@ -27,19 +27,26 @@ import json
 import math
 import os
 import select
+import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
 
 from ..errors import UserError
 from . import sources
+from . import ticks as native_ticks
 from .events.spec import EventSpec
-from .perf import (CounterValue, Launched, TrackerUnavailable, combine_cpus, delta_value, denied_message,
-                   launch, open_counters, open_sampler, open_tracker, paranoid, remainder, scale)
+from .perf import (CounterValue, Launched, TrackerUnavailable, combine_cpus, denied_message,
+                   interval_value, launch, open_counters, open_sampler, open_tracker, paranoid, remainder, scale)
 
 MIN_INTERVAL = 0.01
 SAMPLE_TYPES = ("tick", "ebs", "exit")
+BATCH_PERIOD = 0.1      # the longest the monitor takes ticks in C without returning to Python
+WAKES = ("auto", "records", "tick")
+TICK_WAKE_MAX = 0.02    # wake="auto": at intervals up to this, look for records at the ticks only
+FLUSH_PERIOD = 0.05     # writers flush when they are idle and this long has passed since the last flush
 
 
 # ============================================================================================
@@ -64,10 +71,49 @@ class Backend(Protocol):
     def wait(self, seconds: float, target: "Target", fds: Sequence[int] = ()) -> None: ...
     # optional: a backend with task records (perf.TaskTracker's face) offers
     # open_tracker(sets, roots, cpus, enable_on_exec, live) -> tracker, raising TrackerUnavailable
+    # optional: ticks(plan, t0, interval, first, count, target, fds, wake) -> ticks.TickBatch | None
+    # takes up to `count` ticks (sleeping to each deadline t0 + k * interval, reading every handle
+    # of `plan` there) and stops early when one of `fds` is ready or the target ends: at once
+    # with `wake`, else after the tick it was found at (see collect/ticks.py)
 
 
 class PerfBackend:
     """The real thing: perf_event_open and /proc."""
+
+    def __init__(self) -> None:
+        self._ticks: native_ticks.NativeTicks | None = None
+        self._no_ticks = False
+
+    def _native(self) -> native_ticks.NativeTicks | None:
+        if self._ticks is None and not self._no_ticks:
+            lib = native_ticks.load()
+            if lib is None:
+                self._no_ticks = True
+                return None
+            self._ticks = native_ticks.NativeTicks(lib)
+        return self._ticks
+
+    def ticks(self, plan, t0, interval, first, count, target, fds=(), wake=True, rings=()):
+        """Take up to `count` ticks in C (see collect/ticks.py); None when it cannot: no native
+        library, or a target whose end cannot be watched (no pidfd)."""
+        nt = self._native()
+        if nt is None:
+            return None
+        watch = list(fds)
+        child = False
+        if target.kind != "system":
+            if target.pidfd is None:
+                return None
+            if not wake and nt.sigchld and target.kind == "command" and target.child is not None:
+                child = True          # its SIGCHLD says when it ends: no poll of its pidfd
+            else:
+                watch.append(target.pidfd)
+        return nt.take(plan, t0, interval, first, count, watch, wake, rings, child)
+
+    def catch_sigchld(self, on: bool) -> bool:
+        """Have a launched command's SIGCHLD end the sleep between ticks (see ticks.py)."""
+        nt = self._native()
+        return nt.catch_sigchld(on) if nt is not None else False
 
     def open(self, specs, pid, cpu, inherit, enable_on_exec, enabled):
         return open_counters(specs, pid=pid, cpu=cpu, inherit=inherit, enable_on_exec=enable_on_exec,
@@ -514,7 +560,37 @@ def check_metric_names(metrics: Sequence[Metric], sets: Sequence[Sequence[EventS
 # ============================================================================================
 # rows
 
-@dataclass
+def _reading(v: CounterValue) -> Any:
+    """A counter's reading as the monitor keeps it: (raw, enabled_ns, running_ns, lost) when it
+    was read, else the CounterValue that says why not."""
+    if v.status == "ok" and v.raw is not None:
+        return (v.raw, v.enabled_ns, v.running_ns, v.lost)
+    return v
+
+
+def _deltas(specs: Sequence[EventSpec], cur: Sequence[Any], prev: Sequence[Any] | None) -> list[CounterValue]:
+    """The counts between two readings of the same counters (`perf.delta_value` on readings),
+    scaled by that interval's enabled/running times."""
+    out = []
+    for i, c in enumerate(cur):
+        if c.__class__ is not tuple:
+            out.append(c)
+            continue
+        raw, en, run, lost = c
+        p = prev[i] if prev is not None else None
+        if p is not None and p.__class__ is tuple:
+            raw -= p[0]
+            en -= p[1]
+            run -= p[2]
+            if lost is not None:
+                lost -= p[3] or 0
+        val, msg = interval_value(raw, en, run)
+        spec = specs[i]
+        out.append(CounterValue(spec.name, val, raw, en, run, "ok", msg, lost, spec))
+    return out
+
+
+@dataclass(slots=True)
 class Row:
     nsample: int
     time_s: float
@@ -571,14 +647,20 @@ class Totals:
         d = self.per_set[row.set_index]
         st = self.status[row.set_index]
         for v in row.values:
-            acc = d.setdefault(v.name, [0.0, 0, 0, 0])
-            if v.status == "ok" and v.value is not None:
+            name = v.name
+            acc = d.get(name)
+            if acc is None:
+                acc = d[name] = [0.0, 0, 0, 0]
+            ok = v.status == "ok"
+            if ok and v.value is not None:
                 acc[0] += v.value
                 acc[1] += v.raw or 0
             acc[2] += v.enabled_ns
             acc[3] += v.running_ns
-            if v.status != "ok" or v.name not in st:
-                st[v.name] = (v.status, v.message)
+            if not ok or name not in st:
+                st[name] = (v.status, v.message)
+        if not row.virt:
+            return
         for k, vv in row.virt.items():
             self.virt_info.setdefault(k, vv)
             if vv.scope != "thread" and not count_system_virt:
@@ -600,7 +682,7 @@ class _ThreadState:
     tid: int
     comm: str
     handles: list[Handle | None]         # one per set
-    prev: list[list[CounterValue] | None]
+    prev: list[list[Any] | None]         # per set: the last readings (see _reading)
     sampler: Any = None
     prev_sample: list[int] | None = None
     prev_sample_times: tuple[int, int] = (0, 0)
@@ -611,6 +693,7 @@ class _ThreadState:
     exited: bool = False                 # the kernel reported its exit
     reads: dict[tuple[int, int], list[tuple[int, int, int, int | None]]] = field(default_factory=dict)
     nreads: int = 0
+    fresh: bool = False                  # picked up at the tick being made: its first row is the next tick's
 
 
 THREAD_TRACKING = ("kernel", "poll")
@@ -621,7 +704,8 @@ class Monitor:
                  virtual: Sequence[str] = (), per_cpu: bool = False, totals_only: bool = False,
                  metrics: Sequence[Metric] = (), backend: Backend | None = None,
                  discover_period: float = 0.05, max_duration: float | None = None,
-                 cpus: Sequence[int] | None = None, thread_tracking: str = "kernel"):
+                 cpus: Sequence[int] | None = None, thread_tracking: str = "kernel",
+                 batch_period: float = BATCH_PERIOD, wake: str = "auto"):
         if not sets and not virtual:
             raise UserError("no events: give at least one -c SPEC (or -V for virtual counters only)")
         if not sets:
@@ -630,6 +714,8 @@ class Monitor:
             raise UserError(f"-T {interval}: the interval must be at least {MIN_INTERVAL} s")
         if thread_tracking not in THREAD_TRACKING:
             raise UserError(f"--threads {thread_tracking}: choose {' or '.join(THREAD_TRACKING)}")
+        if wake not in WAKES:
+            raise UserError(f"--wake {wake}: choose {', '.join(WAKES)}")
         self.sets = [list(s) for s in sets]
         self.target = target
         self.interval = float(interval)
@@ -666,6 +752,29 @@ class Monitor:
         self.threads_followed = ""            # per-thread mode: "kernel" (task records) or "poll" (/proc)
         self.mappings: list[list[tuple[str, EventSpec]]] = [
             [(e.label if e.pmc is not None else f"pmc{j}", e) for j, e in enumerate(s)] for s in self.sets]
+        # ticks taken in C, several per call (backend.ticks): see _next_tick
+        self.batch_period = batch_period
+        # wake on a task record or the target's end at once (ppoll), or look at each tick (a
+        # plain sleep, cheaper; a launched command's end still wakes it through SIGCHLD)
+        self.wake_on_records = wake == "records" or (wake == "auto" and self.interval > TICK_WAKE_MAX + 1e-12)
+        self.ticks_native = 0                 # ticks whose counters were read in C
+        self._batching = True
+        self._buffer: deque[tuple[float, list]] = deque()   # ticks taken ahead, not yet turned into rows
+        self._buffer_drain = True
+        self._pending_wake = False            # a batch ended on a watched descriptor after its last tick
+        self._plan_index: dict[int, int] = {}
+        self._plan_list: list[Handle] = []
+        self._plan_rows: list[tuple[Any, int, int | None, int | None]] | None = None
+        self._plan_key: tuple[int, int, int] | None = None
+        self._plan_gen = 0                    # bumped when a thread is added, ends or closes
+        self._last_why = ""
+        self._tick_values: list | None = None  # the readings of the tick being turned into rows
+        self._tick_drain = True               # whether that tick's rows must drain the task records first
+        self._idle: Callable[[], None] | None = None
+        self._stop: int | None = None         # the signal that ended the run
+        self._sigfd: int | None = None
+        self._sig_saved: tuple[Any, ...] | None = None
+        self._sigchld = False
 
     @property
     def exact_threads(self) -> bool:
@@ -711,6 +820,7 @@ class Monitor:
             ts = _ThreadState(tid, comm, [None] * len(self.sets), [None] * len(self.sets), pid=pid,
                               root=root, opened=False)
         self.threads[tid] = ts
+        self._plan_gen += 1
         if self.vsampler is not None and ts.opened:
             self.vsampler.add_threads([tid])
         return ts
@@ -772,6 +882,7 @@ class Monitor:
             self.tracker = None
         for ts in self.threads.values():
             ts.root = True
+        self._plan_gen += 1
         self._fallback(reason)
 
     def _ghost(self, tid: int, pid: int) -> _ThreadState:
@@ -779,19 +890,26 @@ class Monitor:
         ts = _ThreadState(tid, self.backend.thread_name(pid, tid), [None] * len(self.sets),
                           [None] * len(self.sets), pid=pid, root=False, opened=False)
         self.threads[tid] = ts
+        self._plan_gen += 1
         return ts
 
-    def _drain_tracker(self) -> bool:
+    def _drain_tracker(self, at_tick: bool = False) -> bool:
         """Take the records written since the last drain: pick up new threads (opening their
-        own counters for the interval rows), note exits and the exiting threads' counts."""
+        own counters for the interval rows), note exits and the exiting threads' counts.
+        `at_tick`: the drain before a tick's rows -- a thread picked up there has counted
+        nothing yet, so its first row is the next tick's (what it did before its counters
+        were opened is in its exit row, from the kernel's count)."""
         res = self.tracker.drain()
         self.lost_task_records += res.lost_records
         for rec in res.forks:
             if rec.tid not in self.threads:
-                self._add_thread(rec.tid, pid=rec.pid, root=False)
+                ts = self._add_thread(rec.tid, pid=rec.pid, root=False)
+                if ts is not None and at_tick:
+                    ts.fresh = True
         for rec in res.exits:
             ts = self.threads.get(rec.tid) or self._ghost(rec.tid, rec.pid)
             ts.exited = True
+            self._plan_gen += 1
         for r in res.reads:
             ts = self.threads.get(r.tid) or self._ghost(r.tid, r.pid)
             ts.reads.setdefault((r.set_index, r.index), []).append(
@@ -846,12 +964,12 @@ class Monitor:
         for s, specs in enumerate(self.sets):
             h = ts.handles[s] if s < len(ts.handles) else None
             prev = ts.prev[s] if s < len(ts.prev) else None
-            reported = {v.name: v for v in prev} if prev else {}
+            reported = {spec.name: CounterValue(spec.name, None, p[0], p[1], p[2], "ok", "", p[3], spec)
+                        for spec, p in zip(specs, prev or ()) if p.__class__ is tuple}
             own = None
             if s == self.live and h is not None:
-                def own(h=h, prev=prev):
-                    cur = h.read()
-                    return {c.name: delta_value(c.name, c, p) for c, p in zip(cur, prev or [None] * len(cur))}
+                def own(h=h, prev=prev, specs=specs):
+                    return {v.name: v for v in _deltas(specs, [_reading(c) for c in h.read()], prev)}
             vals, extra = self._exit_values(ts, s, specs, reported, own)
             if s != self.live and not extra:
                 continue
@@ -863,16 +981,25 @@ class Monitor:
         return out
 
     # ---------------------------------------------------------------------------------------
+    def _readings(self, h: Handle) -> list:
+        """The handle's readings at this tick: taken in C at the tick when it was, else now."""
+        tv = self._tick_values
+        if tv is not None:
+            i = self._plan_index.get(id(h))
+            if i is not None:
+                return tv[i]
+        return [_reading(v) for v in h.read()]
+
     def _counter_row(self, ts: _ThreadState, now: float, sample_type: str, tid: int | None,
                      cpu: int | None, interval_ns: int, final: bool = False) -> Row | None:
-        h = ts.handles[self.live]
+        s = self.live
+        h = ts.handles[s]
         if h is None:
             vals: list[CounterValue] = []
         else:
-            cur = h.read()
-            prev = ts.prev[self.live]
-            vals = [delta_value(c.name, c, p) for c, p in zip(cur, prev or [None] * len(cur))]
-            ts.prev[self.live] = cur
+            cur = self._readings(h)
+            vals = _deltas(self.sets[s], cur, ts.prev[s])
+            ts.prev[s] = cur
         pid = ts.pid if ts.pid > 0 else self.target.pid
         virt: dict[str, VirtValue] = {}
         if self.vsampler is not None and tid is not None:
@@ -885,7 +1012,8 @@ class Monitor:
     def _finish_row(self, row: Row, sysvirt: dict[str, VirtValue], first_in_tick: bool) -> Row:
         self.nsample += 1
         row.nsample = self.nsample
-        row.virt.update(sysvirt)
+        if sysvirt:
+            row.virt.update(sysvirt)
         if self.metrics:
             env = row.env()
             for m in self.metrics:
@@ -905,7 +1033,8 @@ class Monitor:
                 if gone:
                     self._close_thread(tid)
             return rows
-        self._drain_tracker()
+        if self._tick_drain:
+            self._drain_tracker(at_tick=True)
         for tid, ts in sorted(self.threads.items()):
             if ts.root or (final and not ts.exited):
                 # a root counts with its own counters; so does, at the end of a run cut short,
@@ -920,6 +1049,8 @@ class Monitor:
             elif self._complete(ts) or final:
                 rows.extend(self._tracked_exit_rows(ts, now, interval_ns))
                 self._close_thread(tid)
+            elif ts.fresh:
+                ts.fresh = False
             elif not ts.exited and ts.opened:
                 r = self._counter_row(ts, now, "tick", tid, None, interval_ns)
                 if r:
@@ -1047,6 +1178,7 @@ class Monitor:
         ts = self.threads.pop(tid, None)
         if ts is None:
             return
+        self._plan_gen += 1
         for h in ts.handles:
             if h is not None:
                 h.close()
@@ -1125,66 +1257,309 @@ class Monitor:
         """Sleep until the deadline or until something happens: the target ends, or (with
         task records) the kernel reports a thread's creation or exit -- then take it in. True
         when nothing happened (the target is known to be still running)."""
+        sig = [self._sigfd] if self._sigfd is not None else []
         if self.tracker is None:
-            quiet = self.backend.wait(min(deadline - now, self.discover_period), self.target)
+            quiet = self.backend.wait(min(deadline - now, self.discover_period), self.target, sig)
             self._discover()
+            if quiet is not True:
+                self._drain_sigfd()
             return quiet is True
         if self._empty_wakes < 2:
-            quiet = self.backend.wait(deadline - now, self.target, self.tracker.fds)
+            quiet = self.backend.wait(deadline - now, self.target, self.tracker.fds + sig)
         else:
             # buffers that keep waking with nothing new (the kernel flags them hung up once
             # every task is gone): sleep in steps until the target is reaped
-            quiet = self.backend.wait(min(deadline - now, self.discover_period), self.target)
+            quiet = self.backend.wait(min(deadline - now, self.discover_period), self.target, sig)
         if quiet is True:
             return True
-        got = self._drain_tracker()
-        self._empty_wakes = 0 if got else self._empty_wakes + 1
+        self._woken()
         return False
 
-    def run(self) -> Iterator[Row]:
+    def _woken(self) -> None:
+        """Take in what woke a wait before its deadline (task records; a signal, a thread to
+        find in /proc)."""
+        self._drain_sigfd()
+        if self.tracker is None:
+            self._discover()
+            return
+        got = self._drain_tracker()
+        self._empty_wakes = 0 if got else self._empty_wakes + 1
+
+    def _look(self) -> bool:
+        """A tick right after which a watched descriptor was ready (records, the target's end,
+        a signal): take that in before the tick's rows. True when the run ends at that tick."""
+        self._drain_sigfd()
+        if self.tracker is not None:
+            got = self._drain_tracker(at_tick=True)
+            self._empty_wakes = 0 if got else self._empty_wakes + 1
+        return self._stop is not None or not self.target.alive()
+
+    def _plan(self) -> list[Handle]:
+        """The handles whose readings the rows of a tick need (see _thread_rows)."""
+        key = (self.live, len(self.threads), self._plan_gen)
+        if key == self._plan_key:
+            return self._plan_list
+        tp = self.target.pid
+        if self.per_cpu:
+            states = [(ts, -1, None, cpu) for cpu, ts in sorted(self.cpu_states.items())]
+        elif self.proc_state is not None:
+            ps = self.proc_state
+            states = [(ps, ps.pid if ps.pid > 0 else tp, None, None)]
+        else:
+            states = [(ts, ts.pid if ts.pid > 0 else tp, tid, None) for tid, ts in sorted(self.threads.items())
+                      if ts.opened and (ts.root or not ts.exited)]
+        plan = []
+        rows = []
+        for st in states:
+            h = st[0].handles[self.live]
+            if h is not None:
+                plan.append(h)
+                rows.append(st)
+        self._plan_index = {id(h): i for i, h in enumerate(plan)}
+        self._plan_list, self._plan_key = plan, key
+        # a tick whose rows are exactly one `tick` row per planned handle (see _quiet_rows):
+        # every state has its counters and no thread has ended
+        self._plan_rows = rows if (len(rows) == len(states) and self.vsampler is None and
+                                   not any(ts.exited for ts in self.threads.values()) and
+                                   all(st[0].comm for st in states)) else None
+        return plan
+
+    def _quiet_rows(self, now: float, last: float, values: list) -> list[Row] | None:
+        """The rows of a tick taken in C in a quiet stretch (no record, no end, no virtual
+        counter): one `tick` row per planned handle, in _tick_rows' order; None when the
+        general path must make them."""
+        rows_of = self._plan_rows
+        if rows_of is None or self._plan_key != (self.live, len(self.threads), self._plan_gen):
+            return None
+        s = self.live
+        specs = self.sets[s]
+        interval_ns = int(round((now - last) * 1e9))
+        t = now - self.t0
+        add = self.totals.add
+        metrics = self.metrics
+        out = []
+        first = True
+        for (ts, pid, tid, cpu), cur in zip(rows_of, values):
+            vals = _deltas(specs, cur, ts.prev[s])
+            ts.prev[s] = cur
+            self.nsample += 1
+            row = Row(self.nsample, t, pid, tid, cpu, ts.comm, "tick", s, vals, {}, {}, interval_ns)
+            if metrics:
+                env = row.env()
+                for m in metrics:
+                    row.metrics[m.name] = m.evaluate(env)
+            add(row, first)
+            first = False
+            out.append(row)
+        return out
+
+    def _ticks_per_call(self) -> int:
+        """How many ticks one call of backend.ticks may take: as many as fit in batch_period
+        when every tick's rows come from counters alone, else one (round-robin sets rotate,
+        and virtual counters are read, in Python at each tick)."""
+        if len(self.sets) > 1 or self.vsampler is not None or self.batch_period <= 0:
+            return 1
+        return max(1, int(self.batch_period / self.interval + 1e-9))
+
+    def _take(self, k: int) -> native_ticks.TickBatch | None:
+        """Ticks k, k+1, ... taken by the backend (None: it cannot; wait in Python)."""
+        ticker = getattr(self.backend, "ticks", None)
+        if not self._batching or ticker is None or self.ebs or self.threads_followed == "poll":
+            return None
+        count = self._ticks_per_call()
+        if self.max_duration is not None:
+            # the tick that ends the run is taken in Python, as the final one
+            count = min(count, math.ceil((self.max_duration - 1e-9) / self.interval) - k)
+            if count <= 0:
+                return None
+        ring = self.tracker is not None and self._empty_wakes < 2
+        if self.wake_on_records:
+            watch = list(self.tracker.fds) if ring else []
+            if self._sigfd is not None:
+                watch.append(self._sigfd)
+            rings: list[int] = []
+        else:
+            # looked at after each tick: the buffers' heads in memory; signals end the sleep
+            watch = []
+            rings = self.tracker.rings if ring else []
+        batch = ticker(self._plan(), self.t0, self.interval, k, count, self.target, watch,
+                       self.wake_on_records, rings)
+        if batch is None:
+            self._batching = False
+            return None
+        if batch.why == "error":
+            self._batching = False       # wait in Python from now on
+        # with the ring buffers watched a record ends the batch, so its ticks come before any
+        # record not yet drained; otherwise the rows drain them at each tick, as in Python
+        self._buffer_drain = self.tracker is not None and not ring
+        self.ticks_native += len(batch.ticks)
+        return batch
+
+    def _next_tick(self, k: int) -> tuple[float, bool, list | None, bool]:
+        """Wait for tick k: (its time, whether the run ends there, the readings taken in C at
+        the tick or None, whether its rows must drain the task records first)."""
+        if self._buffer:
+            now, values, drain, look = self._buffer.popleft()
+            return now, self._look() if look else False, values, drain
+        deadline = self.t0 + k * self.interval
+        ended = False
+        self._empty_wakes = 0
+        # known to be running since the last look: a batch that took all its ticks saw no exit
+        running = self._last_why == "all"
+        self._last_why = ""
+        if self._pending_wake:
+            self._pending_wake = False
+            self._woken()
+        while True:
+            if self._stop is not None:
+                ended = True
+                break
+            now = self.backend.now()
+            if now >= deadline - 1e-9:
+                break
+            if not running and not self.target.alive():
+                ended = True
+                break
+            if self._idle is not None:
+                self._idle()
+            batch = self._take(k)
+            if batch is None:
+                running = self._wait(deadline, now)
+                continue
+            if batch.ticks:
+                # the target was running at each of them (its pidfd was not ready), and no
+                # record came before them that was not drained -- but for a batch that found a
+                # watched descriptor ready right after its last tick: that one looks first
+                d = self._buffer_drain
+                entries = [(t, v, d, False) for t, v in batch.ticks]
+                if batch.why == "ready" and not batch.wake:
+                    t, v, _, _ = entries[-1]
+                    entries[-1] = (t, v, False, True)
+                    self._pending_wake = False
+                else:
+                    self._pending_wake = batch.why != "all"
+                self._last_why = batch.why
+                self._buffer.extend(entries)
+                now, values, drain, look = self._buffer.popleft()
+                return now, self._look() if look else False, values, drain
+            running = False
+            self._woken()
+        now = self.backend.now()
+        if not ended and not running and not self.target.alive():
+            ended = True
+        return now, ended, None, True
+
+    def run(self, idle: Callable[[], None] | None = None, handle_signals: bool = False) -> Iterator[Row]:
         """Start the target, then yield rows as they are measured, until the target exits (or
         max_duration passes, or KeyboardInterrupt). Rows measured before an error are yielded
-        before it is raised."""
+        before it is raised.
+
+        `idle` is called before each sleep (the CLI flushes its output there). With
+        `handle_signals` (main thread only), SIGINT, SIGTERM and SIGHUP end the run as the
+        target's exit does: a last row for every thread, then the totals; SIGTERM and SIGHUP
+        are passed on to a command corecast launched. A second signal raises KeyboardInterrupt."""
+        self._idle = idle
+        try:
+            if handle_signals:
+                self._catch_signals()
+            yield from self._run()
+        finally:
+            self._release_signals()
+
+    def _run(self) -> Iterator[Row]:
         self.start()
         last = self.t0
         k = 0
         try:
             while True:
                 k += 1
-                deadline = self.t0 + k * self.interval
-                ended = False
-                self._empty_wakes = 0
-                running = False          # known to be running since the last look
-                while True:
-                    now = self.backend.now()
-                    if now >= deadline - 1e-9:
-                        break
-                    if not running and not self.target.alive():
-                        ended = True
-                        break
-                    running = self._wait(deadline, now)
-                now = self.backend.now()
-                if not ended and not running and not self.target.alive():
-                    ended = True
+                now, ended, values, drain = self._next_tick(k)
                 if self.max_duration is not None and now - self.t0 >= self.max_duration - 1e-9:
                     ended = True
-                if self.ebs:
-                    rows = self._ebs_rows(now, ended)
-                else:
-                    rows = self._tick_rows(now, last, ended)
+                rows = None
+                if values is not None and not ended and not drain:
+                    rows = self._quiet_rows(now, last, values)
+                if rows is None:
+                    self._tick_values, self._tick_drain = values, drain
+                    try:
+                        if self.ebs:
+                            rows = self._ebs_rows(now, ended)
+                        else:
+                            rows = self._tick_rows(now, last, ended)
+                    finally:
+                        self._tick_values, self._tick_drain = None, True
                 for r in rows:
                     yield r
                 last = now
                 if ended:
                     break
                 self._rotate()
-                self._discover()
+                if not self._buffer:
+                    self._discover()
         finally:
             self.close()
             if self.target.kind == "command" and self.target.child is not None and \
                     self.target.child.status is None and self.max_duration is not None:
                 self.target.child.kill()
             self.target.finish()
+
+    # ---------------------------------------------------------------------------------------
+    # signals: end the run cleanly, with every row and the totals
+
+    def _catch_signals(self) -> None:
+        try:
+            r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        except (ValueError, OSError):         # not the main thread
+            os.close(r)
+            os.close(w)
+            return
+        self._sigfd = r
+        self._sig_saved = (r, w, old_fd, old)
+        # a launched command's end ends the sleep between ticks (see wake_on_records)
+        hook = getattr(self.backend, "catch_sigchld", None)
+        self._sigchld = bool(hook is not None and self.target.kind == "command" and not self.wake_on_records
+                             and hook(True))
+
+    def _release_signals(self) -> None:
+        if self._sig_saved is None:
+            return
+        r, w, old_fd, old = self._sig_saved
+        self._sig_saved = None
+        self._sigfd = None
+        if self._sigchld:
+            self.backend.catch_sigchld(False)  # type: ignore[attr-defined]
+            self._sigchld = False
+        for s, h in old.items():
+            signal.signal(s, h)
+        signal.set_wakeup_fd(old_fd)
+        os.close(r)
+        os.close(w)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._stop is not None:
+            raise KeyboardInterrupt
+        self._stop = signum
+        name = signal.Signals(signum).name
+        child = self.target.child if self.target.kind == "command" else None
+        if signum != signal.SIGINT and child is not None and child.started:
+            child.kill(signum)
+            self.notes.append(f"stopped by {name} (passed on to the command)")
+        else:
+            self.notes.append("interrupted" if signum == signal.SIGINT else f"stopped by {name}")
+
+    def _drain_sigfd(self) -> None:
+        if self._sigfd is None:
+            return
+        try:
+            while os.read(self._sigfd, 512):
+                pass
+        except OSError:
+            pass
 
     def _settle_tracker(self) -> None:
         """The process's inherited totals, and whether the per-thread rows add up to them."""
@@ -1227,6 +1602,10 @@ class Monitor:
 # ============================================================================================
 # writers
 
+_DASH14 = "%14s" % "-"
+_BLANK14 = "%14s" % ""
+
+
 def _fmt_num(v: float | None, unit: str = "count") -> str:
     if v is None:
         return "-"
@@ -1238,16 +1617,30 @@ def _fmt_num(v: float | None, unit: str = "count") -> str:
 
 
 class Writer:
-    """Streams rows: each row is written (and flushed) as it is measured, so nothing already
-    measured is lost when the run ends badly."""
+    """Streams rows as they are measured. Rows are flushed when the monitor is about to sleep
+    and FLUSH_PERIOD has passed since the last flush (`flush_due`, the monitor's `idle`
+    callback), so a row reaches the output at most ~0.1 s after it was measured (at every
+    tick when -T >= 0.05), and always at the end of the run, on a signal and on an error."""
 
     def __init__(self, out: TextIO, monitor: Monitor):
         self.out = out
         self.mon = monitor
+        self._flushed = time.monotonic()
+        self._dirty = False
 
     def header(self) -> None: ...
     def row(self, r: Row) -> None: ...
     def summary(self) -> None: ...
+
+    def flush(self) -> None:
+        self.out.flush()
+        self._flushed = time.monotonic()
+        self._dirty = False
+
+    def flush_due(self) -> None:
+        """Flush what was written when FLUSH_PERIOD has passed since the last flush."""
+        if self._dirty and time.monotonic() - self._flushed >= FLUSH_PERIOD:
+            self.flush()
 
     def regions(self, regions: dict[str, dict]) -> None:
         """Totals of the code regions the program marked (corecast.region / corecast_region.h)."""
@@ -1311,36 +1704,48 @@ class TableWriter(Writer):
             cols.append(f"{met.name:>10}")
         w.write(" ".join(cols) + "\n")
         self._notes_done: set[str] = set()
+        # the fixed part of every row, as one format (see row)
+        lead = "%7d %9.3f " + ("%6s" if m.per_cpu else "%7d %7s") + " %6s"
+        self._multi = multi
+        self._lead = lead + (" %4d" if multi else "")
         w.flush()
 
     def row(self, r: Row) -> None:
         m = self.mon
         if m.totals_only:
             return
-        cols = [f"{r.nsample:>7}", f"{r.time_s:>9.3f}"]
-        cols.append(f"{r.cpu if r.cpu is not None else '-':>6}" if m.per_cpu else f"{r.pid:>7}")
-        if not m.per_cpu:
-            cols.append(f"{r.tid if r.tid is not None else '-':>7}")
-        cols.append(f"{r.sample_type:>6}")
-        if len(m.mappings) > 1:
-            cols.append(f"{r.set_index:>4}")
-        for j in range(self.ncols):
-            if j < len(r.values):
-                v = r.values[j]
-                txt = _fmt_num(v.value, v.spec.unit if v.spec else "count") if v.status == "ok" else "-"
-                if v.status == "ok" and v.value is not None and v.running_ns < v.enabled_ns:
-                    txt = "~" + txt       # estimated: the kernel multiplexed this counter
+        if m.per_cpu:
+            lead = (r.nsample, r.time_s, "-" if r.cpu is None else r.cpu, r.sample_type)
+        else:
+            lead = (r.nsample, r.time_s, r.pid, "-" if r.tid is None else r.tid, r.sample_type)
+        if self._multi:
+            lead += (r.set_index,)
+        cols = [self._lead % lead]
+        values = r.values
+        for v in values[:self.ncols]:
+            if v.status != "ok":
+                cols.append(_DASH14)
+                continue
+            val = v.value
+            if val.__class__ is float and val.is_integer() and -1e15 < val < 1e15:
+                txt = "%d" % val              # what _fmt_num gives an integral count
             else:
-                txt = ""
-            cols.append(f"{txt:>14}")
-        for n in m.virtual_names:
-            vv = r.virt.get(n)
-            cols.append(f"{_fmt_num(vv.value if vv else None, vv.unit if vv else 'count'):>12}")
-        for met in m.metrics:
-            val = r.metrics.get(met.name)
-            cols.append(f"{('-' if val is None else f'{val:.4g}'):>10}")
+                txt = _fmt_num(val, v.spec.unit if v.spec else "count")
+            if val is not None and v.running_ns < v.enabled_ns:
+                txt = "~" + txt               # estimated: the kernel multiplexed this counter
+            cols.append("%14s" % txt)
+        if len(values) < self.ncols:
+            cols.extend([_BLANK14] * (self.ncols - len(values)))
+        if m.virtual_names:
+            for n in m.virtual_names:
+                vv = r.virt.get(n)
+                cols.append("%12s" % _fmt_num(vv.value if vv else None, vv.unit if vv else "count"))
+        if m.metrics:
+            for met in m.metrics:
+                val = r.metrics.get(met.name)
+                cols.append(f"{('-' if val is None else f'{val:.4g}'):>10}")
         self.out.write(" ".join(cols) + "\n")
-        self.out.flush()
+        self._dirty = True
 
     def summary(self) -> None:
         m = self.mon
@@ -1416,7 +1821,7 @@ class CsvWriter(Writer):
         for n, val in r.metrics.items():
             self.w.writerow(base + ["metric", n, "" if val is None else repr(float(val)), "", "", "",
                                     "ok" if val is not None else "undefined", "", ""])
-        self.out.flush()
+        self._dirty = True
 
     def summary(self) -> None:
         if not self.mon.totals_only:
@@ -1462,7 +1867,7 @@ class JsonWriter(Writer):
         if self.mon.totals_only:
             return
         self.out.write(json.dumps({"type": "sample", **r.to_dict()}) + "\n")
-        self.out.flush()
+        self._dirty = True
 
     def summary(self) -> None:
         m = self.mon

@@ -154,7 +154,7 @@ def classify_errno(err: int, spec: EventSpec, pid: int, cpu: int) -> tuple[str, 
     return "invalid", f"perf_event_open failed: {os.strerror(err)}"
 
 
-@dataclass
+@dataclass(slots=True)
 class CounterValue:
     """One event's reading. `value` is the scaled estimate, None when nothing was counted."""
 
@@ -191,6 +191,22 @@ def scale(raw: int, enabled: int, running: int) -> float | None:
     return raw * (enabled / running)
 
 
+NOT_COUNTED = "not counted in this interval (the kernel had no counter free)"
+DID_NOT_RUN = "did not run in this interval"
+
+
+def interval_value(raw: int, enabled: int, running: int) -> tuple[float | None, str]:
+    """A counter's value over one interval from its raw count and enabled/running times there,
+    with a note when it is not a plain count."""
+    if enabled > 0 and running <= 0:
+        return None, NOT_COUNTED
+    if enabled <= 0:
+        # a per-thread counter is enabled only while its thread is scheduled: the thread did
+        # not run in this interval, so the count is a true zero
+        return float(raw), DID_NOT_RUN
+    return scale(raw, enabled, running), ""
+
+
 def delta_value(name: str, cur: "CounterValue", prev: "CounterValue | None") -> "CounterValue":
     """The counts between two readings of the same counter, scaled by that interval's
     enabled/running times."""
@@ -204,14 +220,7 @@ def delta_value(name: str, cur: "CounterValue", prev: "CounterValue | None") -> 
     run = cur.running_ns - p_run
     prev_lost = (prev.lost or 0) if prev is not None else 0
     lost = None if cur.lost is None else cur.lost - prev_lost
-    if en > 0 and run <= 0:
-        val, msg = None, "not counted in this interval (the kernel had no counter free)"
-    elif en <= 0:
-        # a per-thread counter is enabled only while its thread is scheduled: the thread did
-        # not run in this interval, so the count is a true zero
-        val, msg = (0.0 if raw == 0 else float(raw)), "did not run in this interval"
-    else:
-        val, msg = scale(raw, en, run), ""
+    val, msg = interval_value(raw, en, run)
     return CounterValue(name, val, raw, en, run, "ok", msg, lost, cur.spec)
 
 
@@ -404,6 +413,10 @@ class RingBuffer:
         self.size = pages * self._page
         self.mm: mmap.mmap | None = mmap.mmap(fd, (pages + 1) * self._page, mmap.MAP_SHARED,
                                               mmap.PROT_READ | mmap.PROT_WRITE)
+        # where it is mapped (for native code that looks at the head; valid until close)
+        probe = ctypes.c_char.from_buffer(self.mm)
+        self.address = ctypes.addressof(probe)
+        del probe
 
     def read_records(self) -> list[tuple[int, int, bytes]]:
         """(type, misc, body) of every whole record written since the last call; their space
@@ -855,6 +868,12 @@ class TaskTracker:
     def fds(self) -> list[int]:
         """The ring buffers' descriptors: poll() them to wake when a record arrives."""
         return [self._out[c] for c in self.cpus if c in self._out]
+
+    @property
+    def rings(self) -> list[int]:
+        """Where the ring buffers are mapped: a record is waiting when a buffer's data_head
+        differs from its data_tail (valid until close)."""
+        return [self._rbs[c].address for c in self.cpus if c in self._rbs and self._rbs[c].mm is not None]
 
     @property
     def expected_reads(self) -> int:
