@@ -72,8 +72,41 @@ def test_throughput_only_dataset(cli, data_dir):
     assert doc["metric"] == "throughput"
     for p in doc["predictions"]:
         assert p["low"] <= p["throughput"] <= p["high"]     # bounds of throughput now
-        assert p["time_s"] == pytest.approx(1 / p["throughput"])
+        assert p["time_s"] is None                          # no time measured: none made up
+    assert doc["work_per_run"] is None
     assert "estima" not in doc["chosen"]
+
+
+def _time_and_throughput_csv(tmp_path, ops):
+    """A program whose run time is 10/n + 0.5 s at n cores and which reports ops(n) operations
+    per second of its run."""
+    rows = ["cores,time_s,throughput"]
+    for n in (1, 2, 3, 4, 6, 8):
+        t = 10.0 / n + 0.5
+        rows.append(f"{n},{t},{ops(n) / t}")
+    p = tmp_path / "both.csv"
+    p.write_text("\n".join(rows) + "\n")
+    return p
+
+
+def test_measured_throughput_units_carry_into_the_prediction(cli, tmp_path):
+    # a fixed amount of work (2e6 operations per run): throughput = work / time, in ops/s
+    p = _time_and_throughput_csv(tmp_path, lambda n: 2e6)
+    doc = cli("predict", p, "--cores", "16,32", "--json").json()
+    assert doc["metric"] == "time_s" and doc["work_per_run"] == pytest.approx(2e6)
+    assert doc["throughput_unit"] == "as measured"
+    for q in doc["predictions"]:
+        assert q["throughput"] == pytest.approx(2e6 / q["time_s"])
+    out = cli("predict", p, "--cores", "16").out
+    assert "work per run 2e+06" in out and "runs/s" not in out
+    # a run whose work grows with its threads (or a fixed-time run): throughput is not work /
+    # time, so the time's prediction is given in runs per second, and says so
+    p = _time_and_throughput_csv(tmp_path, lambda n: 1e6 * n)
+    doc = cli("predict", p, "--cores", "16", "--json").json()
+    assert doc["work_per_run"] is None and doc["throughput_unit"].startswith("runs/s")
+    q = doc["predictions"][0]
+    assert q["throughput"] == pytest.approx(1 / q["time_s"])
+    assert "runs/s" in cli("predict", p, "--cores", "16").out
 
 
 def test_plain_csv_with_stall_columns(cli, plain_csv):

@@ -102,7 +102,8 @@ def run(args) -> int:
     opts = options(args, data)
     label = str(args.file)
     fitted = predictors.fit(args.method, data, calibrate=True, **opts)
-    doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level)
+    doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level,
+                           work=predictors.work_per_run(data))
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:

@@ -44,6 +44,30 @@ def convert(p: Prediction, metric: str) -> Prediction:
                           warnings=list(p.warnings))
 
 
+WORK_SPREAD = 1.10     # work_per_run: the most the per-core-count medians of throughput x time may differ
+
+
+def work_per_run(ds: Dataset) -> float | None:
+    """The work one run does in the units of its `throughput` column: the median of
+    throughput x time_s over the rows that have both, so that a prediction of the time gives
+    the throughput as work / time. None when the dataset lacks either column, or when that
+    product changes with the core count by more than WORK_SPREAD (a program run for a fixed
+    time, or whose work grows with its threads: its throughput is not work / time)."""
+    if not ("time_s" in ds.metrics and "throughput" in ds.metrics):
+        return None
+    t = np.asarray(ds.metrics["time_s"], dtype=float)
+    x = np.asarray(ds.metrics["throughput"], dtype=float)
+    ok = np.isfinite(t) & np.isfinite(x) & (t > 0) & (x > 0)
+    if not ok.any():
+        return None
+    w = x[ok] * t[ok]
+    cores = np.asarray(ds.cores, dtype=float)[ok]
+    per_n = [float(np.median(w[cores == c])) for c in np.unique(cores)]
+    if max(per_n) > WORK_SPREAD * min(per_n):
+        return None
+    return float(np.median(w))
+
+
 @dataclass
 class USLMethod:
     """The USL fit of the throughput, shown in the input metric."""

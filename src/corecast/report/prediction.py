@@ -30,23 +30,34 @@ def _intish(v: float) -> float | int:
 
 
 # ============================================================================ the document
-def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float], level: float) -> dict[str, Any]:
-    """The `--json` document of `corecast predict`."""
+def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float], level: float,
+                   work: float | None = None) -> dict[str, Any]:
+    """The `--json` document of `corecast predict`. `work`: the work of one run in the units
+    of the measured throughput (`predictors.work_per_run`), so that throughput = work / time;
+    without it a predicted time gives the throughput in runs per second (1/time_s), and a
+    predicted throughput gives no time."""
     cores = np.asarray(cores, dtype=float)
     p: Prediction = fitted.predict(cores, level)
     metric = p.metric
-    t = convert(p, "time_s")
-    x = convert(p, "throughput")
+    k = work if work is not None and work > 0 else None
+    with np.errstate(divide="ignore"):
+        if metric == "time_s":
+            t = np.asarray(p.value, dtype=float)
+            x = (k or 1.0) / t
+        else:
+            x = np.asarray(p.value, dtype=float)
+            t = k / x if k else np.full(len(x), np.nan)
+    unit = "runs/s (1/time_s)" if metric == "time_s" and k is None else "as measured"
     preds = []
     for i, c in enumerate(cores):
-        preds.append({"cores": _intish(c), "time_s": _num(t.value[i]), "throughput": _num(x.value[i]),
+        preds.append({"cores": _intish(c), "time_s": _num(t[i]), "throughput": _num(x[i]),
                       "low": None if p.low is None else _num(p.low[i]),
                       "high": None if p.high is None else _num(p.high[i])})
     bn = getattr(fitted, "bottlenecks", None)
     bottlenecks = [b.to_dict() for b in bn(cores)] if bn else []
     doc: dict[str, Any] = {
         "file": label, "method": method, "metric": metric, "level": level,
-        "model": p.model, "predictions": preds,
+        "model": p.model, "predictions": preds, "work_per_run": k, "throughput_unit": unit,
         "models": models_of(fitted, float(cores.max())),
         "bottlenecks": bottlenecks,
         "warnings": list(dict.fromkeys(p.warnings)),
@@ -61,6 +72,12 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
 
 
 # ============================================================================ terminal
+def _prediction_header(doc: dict[str, Any]) -> list[str]:
+    metric = doc["metric"]
+    x = "runs/s" if doc.get("throughput_unit", "").startswith("runs/s") else "throughput"
+    return ["cores", "time_s", x, f"low ({metric})", f"high ({metric})"]
+
+
 def render_terminal(doc: dict[str, Any], con: Any) -> None:
     metric = doc["metric"]
     con.print(f"[bold]{doc['file']}[/bold]: method {doc['method']}"
@@ -70,8 +87,10 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
         con.print(f"  {doc['reason']}")
     lvl = int(round(100 * doc["level"]))
     rows = [[p["cores"], p["time_s"], p["throughput"], p["low"], p["high"]] for p in doc["predictions"]]
-    con.print(T.make_table(f"Predictions ({metric} band at {lvl}%)",
-                           ["cores", "time_s", "throughput", f"low ({metric})", f"high ({metric})"], rows))
+    con.print(T.make_table(f"Predictions ({metric} band at {lvl}%)", _prediction_header(doc), rows))
+    if doc.get("work_per_run"):
+        con.print(f"  throughput = work per run / time_s, work per run {doc['work_per_run']:.6g} "
+                  "(median of the measured throughput × time_s)")
     models = doc.get("models") or {}
     mrows = []
     for col, m in models.items():
@@ -227,8 +246,7 @@ def render_html(doc: dict[str, Any], fig: Any | None = None, evaluation: Evaluat
         blocks.append(H.paragraph(doc["reason"]))
     rows = [[p["cores"], T.fmt(p["time_s"]), T.fmt(p["throughput"]), T.fmt(p["low"]), T.fmt(p["high"])]
             for p in doc["predictions"]]
-    blocks.append(H.section(f"Predictions ({metric} band at {lvl}%)",
-                            H.table(["cores", "time_s", "throughput", f"low ({metric})", f"high ({metric})"], rows)))
+    blocks.append(H.section(f"Predictions ({metric} band at {lvl}%)", H.table(_prediction_header(doc), rows)))
     if fig is not None:
         blocks.append(H.section("Plot", H.figure(fig)))
     if doc.get("bottlenecks"):
