@@ -47,6 +47,30 @@ def test_hidden_lock_without_a_clock_still_predicts_the_slowdown(seed):
     assert f.solve(64).chosen_by == "correlation"
 
 
+def test_clock_option_anchors_a_plain_csv(cli, tmp_path):
+    # The same program written as a plain CSV (no metadata, so no clock): predict warns that the
+    # clock is unknown; with --clock it anchors the stalled cycles at 1/clock and is as accurate
+    # as with a campaign that records the clock.
+    ds, truth, _ = synth.scaling_dataset("lock_hidden", seed=0)
+    cols = ["time_s"] + ds.stall_names
+    lines = ["cores," + ",".join(cols)]
+    for i, n in enumerate(ds.cores):
+        lines.append(f"{n:g}," + ",".join(repr(float(ds.metrics[c][i])) for c in cols))
+    p = tmp_path / "plain.csv"
+    p.write_text("\n".join(lines) + "\n")
+    args = ("predict", p, "--cores", "32,64", "--method", "estima", "--json")
+    plain = cli(*args).json()
+    assert any("clock frequency is unknown" in w for w in plain["warnings"])
+    anchored = cli(*args, "--clock", str(synth.CLOCK_HZ / 1e9)).json()
+    assert not any("clock frequency is unknown" in w for w in anchored["warnings"])
+    assert anchored["models"]["scaling_factor"]["kernel"] == estima.ANCHORED
+    t = np.array([q["time_s"] for q in anchored["predictions"]])
+    assert np.max(np.abs(t / truth(np.array([32.0, 64.0])) - 1)) < 0.10
+    assert plain["predictions"][-1]["time_s"] > 1.5 * t[-1]      # unanchored: far too slow at 64
+    r = cli(*args, "--clock", "2500")
+    assert r.code == 2 and "--clock 2500: give the clock frequency in GHz" in r.err
+
+
 @pytest.mark.parametrize("seed", [0, 2, 3])
 def test_lock_growing_quadratically_is_predicted_accurately(seed):
     ds, truth, _ = synth.scaling_dataset("lock", seed=seed)

@@ -33,6 +33,8 @@ def add_arguments(p) -> None:
                    help=f"methods to compare (comma-separated from {', '.join(predictors.METHODS)}; "
                         "default: all that apply)")
     p.add_argument("--level", type=level, default=0.8, help="level of the bands (default 0.8)")
+    p.add_argument("--clock", type=float, default=None, metavar="GHZ",
+                   help="the measured machine's clock frequency, for data that does not record it")
     p.add_argument("--size", type=float, default=None, help="use the rows of this problem size")
     p.add_argument("--stalls", default=None, metavar="COLS", help="stall categories to use")
     p.add_argument("--kernels", default=None, metavar="NAMES", help="kernels ('paper' for ESTIMA's six)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from .. import dataset as ds_mod
 from ..model import estima, predictors
@@ -55,6 +56,9 @@ def add_arguments(p) -> None:
                         "measured memory footprint rss_bytes); gives --size-ratio")
     p.add_argument("--freq-ratio", type=float, default=1.0, metavar="R",
                    help="measured / target clock frequency: scales the time")
+    p.add_argument("--clock", type=float, default=None, metavar="GHZ",
+                   help="the measured machine's clock frequency, for data that does not record it (a plain "
+                        "CSV): a stalled cycle per core then costs a cycle of time")
     p.add_argument("--size", type=float, default=None, help="use the rows of this problem size")
     p.add_argument("--stalls", default=None, metavar="COLS", help="stall categories to use (comma-separated; "
                                                                   "default: every stall column)")
@@ -82,6 +86,11 @@ def options(args, data) -> dict:
         ks = None
     if args.checkpoints is not None and args.checkpoints < 0:
         raise UserError("--checkpoints must be >= 0")
+    clock = getattr(args, "clock", None)
+    if clock is not None:
+        if not (math.isfinite(clock) and 0.01 <= clock <= 100):
+            raise UserError(f"--clock {clock:g}: give the clock frequency in GHz (e.g. 2.5)")
+        data.machine.nominal_freq_hz = clock * 1e9
     size_ratio = getattr(args, "size_ratio", None)
     target = getattr(args, "target_size", None)
     if target is not None:

@@ -446,6 +446,10 @@ def fit_dataset(ds: Dataset, kernels: Sequence[Kernel] | None = None, checkpoint
         raise UserError(f"{ds.label}: estima needs stall categories (columns other than cores, repetition, "
                         "size, time_s, throughput and known counters); this file has none "
                         "(use --method timex or usl)")
+    clock = ds1.machine.nominal_freq_hz
+    if work_stall and ts.metric == "time_s" and not clock and all(c.unit == "cycles" for c in cats):
+        cw.append("the machine's clock frequency is unknown: what a stalled cycle costs in time is fitted "
+                  "to the measured points instead of fixed at 1/clock, and can extrapolate far off; give "
+                  "the clock (--clock GHZ)")
     return EstimaFit(ts, cats, kernels=kernels, checkpoints=checkpoints, use=use, size_ratio=size_ratio,
-                     freq_ratio=freq_ratio, work_stall=work_stall, clock_hz=ds1.machine.nominal_freq_hz,
-                     warnings=cw)
+                     freq_ratio=freq_ratio, work_stall=work_stall, clock_hz=clock, warnings=cw)

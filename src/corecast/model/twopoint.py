@@ -266,7 +266,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
             warns.append("the stall categories exceed the measured time (stalled cycles counted on idle "
                          "cores?): stalls left out, time laws used")
     elif stalls:
-        why = ("the machine's clock frequency is unknown" if not clock else
+        why = ("the machine's clock frequency is unknown (--clock GHZ)" if not clock else
                "the data give throughput, not the time of a fixed amount of work")
         warns.append(f"stall categories not turned into time: {why}; time laws used")
     return TwoPointFit(ts, stalls if work is not None else [], clock, work, freq_ratio, size_ratio,
