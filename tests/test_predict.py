@@ -72,7 +72,7 @@ def test_throughput_only_dataset(cli, data_dir):
     assert doc["metric"] == "throughput"
     for p in doc["predictions"]:
         assert p["low"] <= p["throughput"] <= p["high"]     # bounds of throughput now
-        assert p["time_s"] is None                          # no time measured: none made up
+        assert p["time_s"] == pytest.approx(1 / p["throughput"])   # time per unit of work
     assert doc["work_per_run"] is None
     assert "estima" not in doc["chosen"]
 

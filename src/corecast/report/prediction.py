@@ -35,7 +35,7 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
     """The `--json` document of `corecast predict`. `work`: the work of one run in the units
     of the measured throughput (`predictors.work_per_run`), so that throughput = work / time;
     without it a predicted time gives the throughput in runs per second (1/time_s), and a
-    predicted throughput gives no time."""
+    predicted throughput the time per unit of work (1/throughput)."""
     cores = np.asarray(cores, dtype=float)
     p: Prediction = fitted.predict(cores, level)
     metric = p.metric
@@ -46,7 +46,7 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
             x = (k or 1.0) / t
         else:
             x = np.asarray(p.value, dtype=float)
-            t = k / x if k else np.full(len(x), np.nan)
+            t = (k or 1.0) / x
     unit = "runs/s (1/time_s)" if metric == "time_s" and k is None else "as measured"
     preds = []
     for i, c in enumerate(cores):
