@@ -269,10 +269,30 @@ static inline void plru_apply(const carr *a, uint64_t *bits, uint32_t w) {
     *bits = (*bits & ~a->plru_clear[w]) | a->plru_set[w];
 }
 
+/* The tree-PLRU victim: from the root (node 1), follow each node's bit (1: right) down to a
+ * leaf. The first three levels of the walk are read from a table of the 128 values of bits
+ * 1..7 (nodes of a tree narrower than 8 ways are bits that stay 0: its victim is the 8-way
+ * victim shifted right); a 16-way tree takes one more step. */
+static uint8_t plru_top3[128];
+
+__attribute__((constructor)) static void plru_top3_init(void) {
+    for (uint32_t x = 0; x < 128; x++) {
+        uint32_t node = 1;
+        while (node < 8) node = 2 * node + ((x << 1 >> node) & 1);
+        plru_top3[x] = (uint8_t)(node - 8);
+    }
+}
+
 static inline uint32_t plru_find_victim(const carr *a, uint64_t bits) {
+    const uint32_t ways = a->ways;
+    if (ways == 16) {
+        const uint32_t v = plru_top3[(bits >> 1) & 127];
+        return 2 * v + (uint32_t)((bits >> (8 + v)) & 1);
+    }
+    if (ways <= 8 && ways > 1) return (uint32_t)plru_top3[(bits >> 1) & 127] >> (3 - __builtin_ctz(ways));
     uint32_t node = 1;
-    while (node < a->ways) node = 2 * node + (uint32_t)((bits >> node) & 1);
-    return node - a->ways;
+    while (node < ways) node = 2 * node + (uint32_t)((bits >> node) & 1);
+    return node - ways;
 }
 
 static inline void sb_touch(carr *a, uint8_t *sb, uint32_t w) {
@@ -1374,7 +1394,12 @@ static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
  *  - whatever is rare goes to the general code: a line-straddling access, a free way, a
  *    dirty victim or one an inclusive, exclusive or victim level must hear of. */
 
-enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED };
+enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED, FK_LRU_E, FK_PLRU_E };
+/* FK_LRU_E / FK_PLRU_E: every level LRU (PLRU), compact, none exclusive, but some level's
+ * victims need eviction work (back-invalidation by an inclusive level, a fill of a victim
+ * level below): done by fevict() in the kernel. FK_BASE: the levels' own policy. */
+#define FK_BASE(R) ((R) == FK_LRU_E ? FK_LRU : (R) == FK_PLRU_E ? FK_PLRU : (R))
+#define FK_EVICT(R) ((R) == FK_MIXED || (R) == FK_LRU_E || (R) == FK_PLRU_E)
 
 typedef struct {
     uint8_t *mem;
@@ -1383,6 +1408,19 @@ typedef struct {
     uint32_t ways;
     int repl;
     int excl, ework;
+    int binv;  /* an inclusive level below L1: its victims are invalidated above */
+    int vnext; /* the next level is exclusive or a victim cache: it is filled by our victims */
+    cinst **up; /* binv: the instances above (back-invalidation) */
+    int nup;
+    struct {        /* their sets, when at most four and of at most 16 ways */
+        uint8_t *mem;
+        uint64_t set_mask;
+        size_t stride;
+        carr *a;
+    } upd[4];
+    int fup;        /* the descriptors upd[] apply */
+    const uint64_t *pset, *pclr; /* PLRU: the bits a touch of way w sets and clears */
+    int pvmode;     /* PLRU victim: 16 (16 ways), 1..3 (the 8-way table's victim >> (3 - pvmode)), 0 */
     int vshift;      /* LRU/FIFO: the least recent way is nibble ways - 1 of the order word */
     uint64_t pad_or; /* the order word's unused nibbles (all ones) from nibble `ways` up */
     carr *a;
@@ -1457,6 +1495,22 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
                     : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
         L->excl = k > 0 && ci->pol == CC_POL_EXCLUSIVE;
         L->ework = (p->evict_work >> k) & 1;
+        L->binv = k > 0 && ci->pol == CC_POL_INCLUSIVE;
+        L->vnext = k + 1 < p->n && (p->lv[k + 1]->pol == CC_POL_EXCLUSIVE || p->lv[k + 1]->pol == CC_POL_VICTIM);
+        L->up = ci->upper;
+        L->nup = ci->nupper;
+        L->fup = ci->nupper <= 4;
+        for (int u = 0; u < ci->nupper && u < 4; u++) {
+            carr *ua = &ci->upper[u]->arr;
+            L->upd[u].mem = ua->mem;
+            L->upd[u].set_mask = ua->set_mask;
+            L->upd[u].stride = ua->stride;
+            L->upd[u].a = ua;
+            if (ua->ways > CMP_WAYS) L->fup = 0;
+        }
+        L->pset = a->plru_set;
+        L->pclr = a->plru_clear;
+        L->pvmode = a->ways == 16 ? 16 : a->ways == 8 ? 3 : a->ways == 4 ? 2 : a->ways == 2 ? 1 : 0;
         L->vshift = 4 * ((int)a->ways - 1);
         L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
         L->a = a;
@@ -1480,15 +1534,16 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
 /* The hierarchy's policy when every level has the same one (LRU or PLRU) and no level is
  * exclusive or needs to hear of clean victims; else FK_MIXED. */
 static int fpath_uniform(const fpath fp[2]) {
-    int r = fp[0].lv[0].repl;
+    int r = fp[0].lv[0].repl, ework = 0;
     if (r != FK_LRU && r != FK_PLRU) return FK_MIXED;
     for (int side = 0; side < 2; side++) {
         for (int k = 0; k < fp[side].n; k++) {
             const flvl *L = &fp[side].lv[k];
-            if (L->repl != r || L->excl || L->ework) return FK_MIXED;
+            if (L->repl != r || L->excl) return FK_MIXED;
+            ework |= L->ework;
         }
     }
-    return r;
+    return ework ? (r == FK_LRU ? FK_LRU_E : FK_PLRU_E) : r;
 }
 
 /* Fold the instruction count into the stats (a marker record reads it). */
@@ -1527,13 +1582,13 @@ static void fcount_flush(cc_sim *s, const fpath fp[2], fcount *fc) {
     memset(fc, 0, sizeof *fc);
 }
 
-/* The way of `line` in the compact set at b, or -1. */
-static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint8_t *b, uint64_t line,
-                                                       uint16_t ptv) {
+/* The way of `line` in the compact set (of `ways` ways) at b, or -1. */
+static inline __attribute__((always_inline)) int ffindw(uint32_t ways, const uint8_t *b, uint64_t line,
+                                                        uint16_t ptv) {
     const uint64_t *t = (const uint64_t *)(b + CMP_TAGS);
 #if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
     /* all 16 partial tags (unused ways hold 0, which no line has), one mask bit per way */
-    (void)L;
+    (void)ways;
     const __m128i key = _mm_set1_epi16((short)ptv);
     const __m128i lo = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)b), key);
     const __m128i hi = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)(b + 16)), key);
@@ -1546,10 +1601,29 @@ static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint
     return -1;
 #else
     (void)ptv;
-    for (uint32_t w = 0; w < L->ways; w++)
+    for (uint32_t w = 0; w < ways; w++)
         if (t[w] == line) return (int)w;
     return -1;
 #endif
+}
+
+static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint8_t *b, uint64_t line,
+                                                       uint16_t ptv) {
+    return ffindw(L->ways, b, line, ptv);
+}
+
+/* plru_apply() and plru_find_victim() with the level's tables and victim rule at hand. */
+static inline __attribute__((always_inline)) void fplru_apply(const flvl *L, uint64_t *P, uint32_t w) {
+    *P = (*P & ~L->pclr[w]) | L->pset[w];
+}
+
+static inline __attribute__((always_inline)) uint32_t fplru_victim(const flvl *L, uint64_t bits) {
+    if (L->pvmode == 16) {
+        const uint32_t v = plru_top3[(bits >> 1) & 127];
+        return 2 * v + (uint32_t)((bits >> (8 + v)) & 1);
+    }
+    if (L->pvmode) return (uint32_t)plru_top3[(bits >> 1) & 127] >> (3 - L->pvmode);
+    return plru_find_victim(L->a, bits);
 }
 
 /* sb_install() for a full compact set, the victim chosen by the policy r; a set with a free
@@ -1580,8 +1654,8 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         w = (uint32_t)(p >> L->vshift) & 0xF;
         *P = (p << 4) | L->pad_or | w;
     } else if (r == FK_PLRU) {
-        w = plru_find_victim(L->a, *P);
-        plru_apply(L->a, P, w);
+        w = fplru_victim(L, *P);
+        fplru_apply(L, P, w);
     } else {
         w = (uint32_t)(xorshift(&L->a->rng) % L->ways);
     }
@@ -1597,6 +1671,81 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
     return w;
 }
 
+/* evicted() for the victim vl (flags vf) of level K, a level whose victims need eviction
+ * work, in the kernel: an inclusive level invalidates the line in the levels above it
+ * (back_invalidate()); a dirty victim is written back, into the next level if that is a
+ * victim or exclusive level -- which is filled with the victim, clean or dirty -- else by
+ * writeback(). The next level's own victim goes to evicted() unless it is clean and needs
+ * nothing. Level K's eviction itself is counted by fcount_flush(). */
+static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, const int R,
+                                                         uint64_t vl, uint8_t vf) {
+    const flvl *L = &x->fp->lv[K];
+    int dirty = vf & F_DIRTY;
+    const uint16_t vpt = line_ptag(vl);
+    if (L->binv && L->fup) {
+        /* at most four levels above, compact sets: one host line read per probe */
+        for (int u = 0; u < L->nup; u++) {
+            uint8_t *ub = L->upd[u].mem + (vl & L->upd[u].set_mask) * L->upd[u].stride;
+            const int w = ffindw(L->upd[u].a->ways, ub, vl, vpt);
+            if (__builtin_expect(w < 0, 1)) continue;
+            dirty |= ub[CMP_FLAGS + (uint32_t)w] & F_DIRTY;
+            carr_invalidate(L->upd[u].a, SLOT(vl & L->upd[u].set_mask, (uint32_t)w), 0);
+            L->st->back_invalidations++;
+            x->general = 1; /* the L1 may have lost a line */
+        }
+    } else if (L->binv) {
+        for (int u = 0; u < L->nup; u++) {
+            carr *ua = &L->up[u]->arr;
+            const uint64_t set = vl & ua->set_mask;
+            uint8_t *ub = SB(ua, set);
+            const int w = sb_find(ua, ub, vl, vpt);
+            if (__builtin_expect(w < 0, 1)) continue;
+            dirty |= ub[ua->flag_off + (uint32_t)w] & F_DIRTY;
+            carr_invalidate(ua, SLOT(set, (uint32_t)w), 0);
+            L->st->back_invalidations++;
+            x->general = 1; /* the L1 may have lost a line */
+        }
+    }
+    if (dirty) L->st->writebacks++;
+    if (K < 2 && L->vnext) { /* (K < 2: the last of three levels has no next) */
+        const flvl *V = &x->fp->lv[K + 1];
+        const int r = R == FK_MIXED ? V->repl : FK_BASE(R);
+        uint8_t *b = V->mem + (vl & V->set_mask) * V->stride;
+        const int w = r == FK_GENERIC ? sb_find(V->a, b, vl, vpt) : ffind(V, b, vl, vpt);
+        if (w >= 0) {
+            if (dirty) b[(r == FK_GENERIC ? V->a->flag_off : CMP_FLAGS) + (uint32_t)w] |= F_DIRTY;
+            if (r == FK_GENERIC) sb_touch(V->a, b, (uint32_t)w);
+            else if (r == FK_LRU) {
+                uint64_t *P = (uint64_t *)(b + CMP_PERM);
+                *P = nib_front(*P, (uint32_t)w);
+            } else if (r == FK_PLRU) {
+                fplru_apply(V, (uint64_t *)(b + CMP_PERM), (uint32_t)w);
+            }
+            return;
+        }
+        const uint8_t fl = dirty ? F_DIRTY : 0;
+        uint64_t l2;
+        uint8_t f2;
+        if (r == FK_LRU) finstall(V, FK_LRU, 0, b, vl, vpt, fl, &l2, &f2);
+        else if (r == FK_PLRU) finstall(V, FK_PLRU, 0, b, vl, vpt, fl, &l2, &f2);
+        else if (r == FK_FIFO) finstall(V, FK_FIFO, 0, b, vl, vpt, fl, &l2, &f2);
+        else if (r == FK_RANDOM) finstall(V, FK_RANDOM, 0, b, vl, vpt, fl, &l2, &f2);
+        else sb_install(V->a, b, vl, vpt, fl, &l2, &f2);
+        V->st->fills++;
+        if (l2 != TAG_INVALID) {
+            if ((f2 & F_DIRTY) || V->ework) {
+                x->general = 1;
+                evicted(x->s, x->p, K + 1, l2, f2);
+            } else {
+                V->st->evictions++;
+            }
+        }
+    } else if (dirty) {
+        if (K + 1 < x->fp->n) writeback(x->s, x->p, K + 1, vl);
+        else x->s->st.mem_writebacks++;
+    }
+}
+
 /* Level K of the walk (walk1() above, written recursively so that each level is compiled
  * with its number): look the line up; on a miss, walk the levels below, then install the
  * line here if this level allocates. N: the number of levels (0: fp->n); R: the policy of
@@ -1608,7 +1757,7 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         const int K_ = K;                                                                     \
         if (N ? K_ >= N : K_ >= x->fp->n) return MEM_LEVEL;                                    \
         const flvl *L = &x->fp->lv[K_];                                                       \
-        const int r = R == FK_MIXED ? L->repl : R;                                            \
+        const int r = R == FK_MIXED ? L->repl : FK_BASE(R);                                   \
         const unsigned above = x->fp->alloc[x->cls] & ((1u << K_) - 1); /* all missed */      \
         uint8_t *b = L->mem + (x->line & L->set_mask) * L->stride;                            \
         int w = r == FK_GENERIC ? sb_find(L->a, b, x->line, x->ptv) : ffind(L, b, x->line, x->ptv); \
@@ -1618,7 +1767,7 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
                 uint64_t *P = (uint64_t *)(b + CMP_PERM);                                     \
                 *P = nib_front(*P, (uint32_t)w);                                              \
             } else if (r == FK_PLRU) {                                                        \
-                plru_apply(L->a, (uint64_t *)(b + CMP_PERM), (uint32_t)w);                    \
+                fplru_apply(L, (uint64_t *)(b + CMP_PERM), (uint32_t)w);                       \
             }                                                                                 \
             if (K_ == 0) x->w0 = w;                                                           \
             uint8_t *f = b + (r == FK_GENERIC ? L->a->flag_off : CMP_FLAGS) + w;              \
@@ -1653,7 +1802,9 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         if (K_ == 0) x->w0 = (int)iw;                                                         \
         if (__builtin_expect(vl == TAG_INVALID, 0)) {                                         \
             x->fc->nfree[x->side][K_]++;                                                      \
-        } else if (__builtin_expect((vf & F_DIRTY) | (R == FK_MIXED && L->ework), 0)) {       \
+        } else if (FK_EVICT(R) && L->ework) {                                                 \
+            fevict(x, K_, R, vl, vf);                                                         \
+        } else if (__builtin_expect(vf & F_DIRTY, 0)) {                                       \
             x->fc->nevict[x->side][K_]++;                                                     \
             x->general = 1;                                                                   \
             evicted(x->s, x->p, K_, vl, vf);                                                  \
@@ -1761,6 +1912,10 @@ RUN_FAST(run_fast3_lru, 3, FK_LRU)
 RUN_FAST(run_fast1_plru, 1, FK_PLRU)
 RUN_FAST(run_fast2_plru, 2, FK_PLRU)
 RUN_FAST(run_fast3_plru, 3, FK_PLRU)
+RUN_FAST(run_fast2_lru_e, 2, FK_LRU_E)
+RUN_FAST(run_fast3_lru_e, 3, FK_LRU_E)
+RUN_FAST(run_fast2_plru_e, 2, FK_PLRU_E)
+RUN_FAST(run_fast3_plru_e, 3, FK_PLRU_E)
 RUN_FAST(run_fast1_mixed, 1, FK_MIXED)
 RUN_FAST(run_fast2_mixed, 2, FK_MIXED)
 RUN_FAST(run_fast3_mixed, 3, FK_MIXED)
@@ -1772,13 +1927,14 @@ static void run_fast(cc_sim *s, const cc_rec *recs, size_t n) {
     fpath_init(s, &s->core[0], 1, &fp[1]);
     const int R = fpath_uniform(fp);
     const int N = fp[0].n == fp[1].n ? fp[0].n : 0;
-    static void (*const table[4][3])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
-        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
-        {run_fast1_lru, run_fast1_plru, run_fast1_mixed},
-        {run_fast2_lru, run_fast2_plru, run_fast2_mixed},
-        {run_fast3_lru, run_fast3_plru, run_fast3_mixed},
+    static void (*const table[4][5])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
+        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
+        {run_fast1_lru, run_fast1_plru, run_fast1_mixed, run_fast1_mixed, run_fast1_mixed},
+        {run_fast2_lru, run_fast2_plru, run_fast2_mixed, run_fast2_lru_e, run_fast2_plru_e},
+        {run_fast3_lru, run_fast3_plru, run_fast3_mixed, run_fast3_lru_e, run_fast3_plru_e},
     };
-    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : 2](s, recs, n, fp);
+    /* (one level has no eviction work: no level below it) */
+    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : R == FK_LRU_E ? 3 : R == FK_PLRU_E ? 4 : 2](s, recs, n, fp);
 }
 
 static void run_general(cc_sim *s, const cc_rec *recs, size_t n) {
