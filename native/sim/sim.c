@@ -1419,7 +1419,7 @@ typedef struct {
         carr *a;
     } upd[4];
     int fup;        /* the descriptors upd[] apply */
-    const uint64_t *pset, *pclr; /* PLRU: the bits a touch of way w sets and clears */
+    uint64_t pset[CMP_WAYS], pclr[CMP_WAYS]; /* compact PLRU: the bits a touch of way w sets, clears */
     int pvmode;     /* PLRU victim: 16 (16 ways), 1..3 (the 8-way table's victim >> (3 - pvmode)), 0 */
     int vshift;      /* LRU/FIFO: the least recent way is nibble ways - 1 of the order word */
     uint64_t pad_or; /* the order word's unused nibbles (all ones) from nibble `ways` up */
@@ -1508,8 +1508,11 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
             L->upd[u].a = ua;
             if (ua->ways > CMP_WAYS) L->fup = 0;
         }
-        L->pset = a->plru_set;
-        L->pclr = a->plru_clear;
+        if (a->repl == CC_REPL_PLRU && a->ways <= CMP_WAYS)
+            for (uint32_t w = 0; w < a->ways; w++) {
+                L->pset[w] = a->plru_set[w];
+                L->pclr[w] = a->plru_clear[w];
+            }
         L->pvmode = a->ways == 16 ? 16 : a->ways == 8 ? 3 : a->ways == 4 ? 2 : a->ways == 2 ? 1 : 0;
         L->vshift = 4 * ((int)a->ways - 1);
         L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
@@ -1746,6 +1749,22 @@ static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, c
     }
 }
 
+/* Level K missed and will install the line: the set of the next (victim or exclusive)
+ * level that its victim will go to is prefetched while the levels below are looked up. */
+static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, const int K, const int R,
+                                                             const uint8_t *b) {
+    if (K >= 2) return;
+    const flvl *L = &fp->lv[K];
+    const uint64_t P = *(const uint64_t *)(b + CMP_PERM);
+    const uint32_t w = FK_BASE(R) == FK_PLRU ? fplru_victim(L, P) : (uint32_t)(P >> L->vshift) & 0xF;
+    const uint64_t vl = ((const uint64_t *)(b + CMP_TAGS))[w];
+    const flvl *V = &fp->lv[K + 1];
+    const uint8_t *vb = V->mem + (vl & V->set_mask) * V->stride;
+    __builtin_prefetch(vb);
+    __builtin_prefetch(vb + fp->pfoff1);
+    __builtin_prefetch(vb + fp->pfoff2);
+}
+
 /* Level K of the walk (walk1() above, written recursively so that each level is compiled
  * with its number): look the line up; on a miss, walk the levels below, then install the
  * line here if this level allocates. N: the number of levels (0: fp->n); R: the policy of
@@ -1780,6 +1799,8 @@ static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, c
             }                                                                                 \
             return K_ + 1;                                                                    \
         }                                                                                     \
+        if ((R == FK_LRU_E || R == FK_PLRU_E) && L->vnext && (x->fp->alloc[x->cls] >> K_ & 1)) \
+            fpf_victim(x->fp, K_, R, b);                                                      \
         const int served = NEXT(x, N, R, W);                                                  \
         if (!(x->fp->alloc[x->cls] >> K_ & 1)) return served;                                 \
         const uint8_t fl = ((W && !above) || (R == FK_MIXED && x->carry)) ? F_DIRTY : 0;      \
