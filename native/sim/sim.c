@@ -38,6 +38,7 @@
 #define MEM_LEVEL 4
 #define MAX_LINES 16
 #define PF_DIST 16
+#define PF_VDIST 8 /* (less than PF_DIST) */
 
 /* the compact set layout (at most 16 ways): fixed offsets */
 #define CMP_WAYS 16
@@ -1436,6 +1437,7 @@ typedef struct {
     /* the sets of the large levels (up to two) are prefetched a few records ahead: the host
      * lines at offsets 0, pfoff1 and pfoff2 of the set */
     int npf;
+    int pfv; /* a level whose victims fill the (victim or exclusive) level below it, or -1 */
     size_t pfoff1, pfoff2;
     uint64_t pfmask[2];
     size_t pfstride[2];
@@ -1521,6 +1523,9 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
         for (int cls = 0; cls < CC_NCLASS; cls++)
             if (cls == CC_K_STORE ? ci->fill_write : ci->fill_read) fp->alloc[cls] |= 1u << k;
     }
+    fp->pfv = -1;
+    for (int k = 0; k + 1 < fp->n; k++)
+        if (fp->lv[k].vnext && fp->lv[k].ways <= CMP_WAYS && (fp->alloc[CC_K_LOAD] >> k & 1)) fp->pfv = k;
     fp->tlb = co->ntlb[side] > 0;
     fp->npf = co->npf[side];
     int lines = 1;
@@ -1625,6 +1630,7 @@ static inline __attribute__((always_inline)) uint32_t fplru_victim(const flvl *L
         const uint32_t v = plru_top3[(bits >> 1) & 127];
         return 2 * v + (uint32_t)((bits >> (8 + v)) & 1);
     }
+    if (L->pvmode == 3) return plru_top3[(bits >> 1) & 127];
     if (L->pvmode) return (uint32_t)plru_top3[(bits >> 1) & 127] >> (3 - L->pvmode);
     return plru_find_victim(L->a, bits);
 }
@@ -1687,7 +1693,9 @@ static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, c
     const uint16_t vpt = line_ptag(vl);
     if (L->binv && L->fup) {
         /* at most four levels above, compact sets: one host line read per probe */
-        for (int u = 0; u < L->nup; u++) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            if (u >= L->nup) break;
             uint8_t *ub = L->upd[u].mem + (vl & L->upd[u].set_mask) * L->upd[u].stride;
             const int w = ffindw(L->upd[u].a->ways, ub, vl, vpt);
             if (__builtin_expect(w < 0, 1)) continue;
@@ -1753,12 +1761,11 @@ static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, c
  * level that its victim will go to is prefetched while the levels below are looked up. */
 static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, const int K, const int R,
                                                              const uint8_t *b) {
-    if (K >= 2) return;
     const flvl *L = &fp->lv[K];
     const uint64_t P = *(const uint64_t *)(b + CMP_PERM);
     const uint32_t w = FK_BASE(R) == FK_PLRU ? fplru_victim(L, P) : (uint32_t)(P >> L->vshift) & 0xF;
     const uint64_t vl = ((const uint64_t *)(b + CMP_TAGS))[w];
-    const flvl *V = &fp->lv[K + 1];
+    const flvl *V = &fp->lv[K + 1 < 3 ? K + 1 : 2];
     const uint8_t *vb = V->mem + (vl & V->set_mask) * V->stride;
     __builtin_prefetch(vb);
     __builtin_prefetch(vb + fp->pfoff1);
@@ -1799,8 +1806,6 @@ static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, co
             }                                                                                 \
             return K_ + 1;                                                                    \
         }                                                                                     \
-        if ((R == FK_LRU_E || R == FK_PLRU_E) && L->vnext && (x->fp->alloc[x->cls] >> K_ & 1)) \
-            fpf_victim(x->fp, K_, R, b);                                                      \
         const int served = NEXT(x, N, R, W);                                                  \
         if (!(x->fp->alloc[x->cls] >> K_ & 1)) return served;                                 \
         const uint8_t fl = ((W && !above) || (R == FK_MIXED && x->carry)) ? F_DIRTY : 0;      \
@@ -1898,6 +1903,15 @@ static inline __attribute__((always_inline)) void run_fast_t(cc_sim *s, const cc
                     __builtin_prefetch(b + dp->pfoff1);
                     __builtin_prefetch(b + dp->pfoff2);
                 }
+            }
+        }
+        if ((R == FK_LRU_E || R == FK_PLRU_E) && dp->pfv >= 0 && r < pfend) {
+            /* a few records after the sets: the set of the victim level that the victim of
+             * the level above will go to, as that level's replacement state names it now */
+            const cc_rec *q = r + PF_VDIST;
+            if (q->kind - CC_K_LOAD <= CC_K_MODIFY - CC_K_LOAD) {
+                const flvl *L = &dp->lv[dp->pfv];
+                fpf_victim(dp, dp->pfv, R, L->mem + ((q->addr >> shift) & L->set_mask) * L->stride);
             }
         }
         const unsigned kind = r->kind;
