@@ -73,6 +73,8 @@ typedef struct {
     uint64_t rng;
     uint64_t last_line; /* MRU fast path: the line last touched, and its slot */
     size_t last_slot;
+    uint16_t *hidx; /* the single-core kernel's index of a fully associative TLB: way + 1 by */
+    uint32_t hmask, hshift; /* a hash of the tag, open addressing (see hidx_build()) */
 } carr;
 
 #define SLOT(set, way) (((size_t)(set) << 16) | (size_t)(way))
@@ -178,6 +180,7 @@ static void carr_free(carr *a) {
     free(a->mem);
     free(a->plru_set);
     free(a->plru_clear);
+    free(a->hidx);
     memset(a, 0, sizeof *a);
 }
 
@@ -226,7 +229,7 @@ static inline void carr_prefetch(const carr *a, uint64_t line) {
 }
 
 /* Move way w to the front (most recent) of a wide set's LRU/FIFO list. */
-static inline void list_front(const carr *a, uint8_t *sb, uint32_t w) {
+static inline __attribute__((always_inline)) void list_front(const carr *a, uint8_t *sb, uint32_t w) {
     uint16_t *ht = LHT(a, sb), *prev = LPREV(a, sb), *next = LNEXT(a, sb);
     if (ht[0] == w) return;
     const uint16_t p = prev[w], n = next[w];
@@ -376,6 +379,31 @@ static inline uint32_t sb_install(carr *a, uint8_t *sb, uint64_t line, uint16_t 
     } else if (a->repl == CC_REPL_PLRU) {
         plru_apply(a, (uint64_t *)(sb + a->plru_off), w);
     }
+    return w;
+}
+
+/* sb_touch() and sb_install() with the common case of a wide (more than 16 ways) LRU/FIFO
+ * set written out: the order is a linked list; a full set gives up the list's tail. */
+static inline __attribute__((always_inline)) void wtouch(carr *a, uint8_t *sb, uint32_t w) {
+    if (a->repl == CC_REPL_LRU && !a->nib) list_front(a, sb, w);
+    else if (a->repl != CC_REPL_FIFO) sb_touch(a, sb, w);
+}
+
+static inline __attribute__((always_inline)) uint32_t winstall(carr *a, uint8_t *sb, uint64_t line, uint16_t ptv, uint8_t flags,
+                                uint64_t *vline, uint8_t *vflags) {
+    if ((a->repl != CC_REPL_LRU && a->repl != CC_REPL_FIFO) || a->nib ||
+        *(const uint32_t *)(sb + a->cnt_off) < a->ways)
+        return sb_install(a, sb, line, ptv, flags, vline, vflags);
+    const uint32_t w = LHT(a, sb)[1];
+    uint64_t *t = (uint64_t *)(sb + a->tag_off) + w;
+    uint8_t *f = sb + a->flag_off + w;
+    *vline = *t;
+    *vflags = *f;
+    if (*t == a->last_line) a->last_line = TAG_INVALID;
+    *t = line;
+    *f = flags;
+    ((uint16_t *)sb)[w] = ptv;
+    list_front(a, sb, w);
     return w;
 }
 
@@ -1438,6 +1466,9 @@ typedef struct {
      * lines at offsets 0, pfoff1 and pfoff2 of the set */
     int npf;
     int pfv; /* a level whose victims fill the (victim or exclusive) level below it, or -1 */
+    int ntl, tshift;   /* TLB levels (as tlb_access() walks them) and the page shift */
+    flvl tl[2];
+    cc_tlb_stats *tst[2];
     size_t pfoff1, pfoff2;
     uint64_t pfmask[2];
     size_t pfstride[2];
@@ -1473,6 +1504,28 @@ static int fast_ok(const cc_sim *s) {
     return 1;
 }
 
+/* A level's geometry and replacement in the kernel's descriptor (caches and TLBs). */
+static void flvl_set(flvl *L, carr *a) {
+    L->mem = a->mem;
+    L->set_mask = a->set_mask;
+    L->stride = a->stride;
+    L->ways = a->ways;
+    if (a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib))
+        L->repl = FK_GENERIC;
+    else
+        L->repl = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
+                : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+    if (a->repl == CC_REPL_PLRU && a->ways <= CMP_WAYS)
+        for (uint32_t w = 0; w < a->ways; w++) {
+            L->pset[w] = a->plru_set[w];
+            L->pclr[w] = a->plru_clear[w];
+        }
+    L->pvmode = a->ways == 16 ? 16 : a->ways == 8 ? 3 : a->ways == 4 ? 2 : a->ways == 2 ? 1 : 0;
+    L->vshift = 4 * ((int)a->ways - 1);
+    L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
+    L->a = a;
+}
+
 static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
     const cpath *p = &co->path[side];
     const cc_config *c = &s->cfg;
@@ -1486,15 +1539,7 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
         cinst *ci = p->lv[k];
         carr *a = &ci->arr;
         flvl *L = &fp->lv[k];
-        L->mem = a->mem;
-        L->set_mask = a->set_mask;
-        L->stride = a->stride;
-        L->ways = a->ways;
-        if (a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib))
-            L->repl = FK_GENERIC;
-        else
-            L->repl = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
-                    : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+        flvl_set(L, a);
         L->excl = k > 0 && ci->pol == CC_POL_EXCLUSIVE;
         L->ework = (p->evict_work >> k) & 1;
         L->binv = k > 0 && ci->pol == CC_POL_INCLUSIVE;
@@ -1510,15 +1555,6 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
             L->upd[u].a = ua;
             if (ua->ways > CMP_WAYS) L->fup = 0;
         }
-        if (a->repl == CC_REPL_PLRU && a->ways <= CMP_WAYS)
-            for (uint32_t w = 0; w < a->ways; w++) {
-                L->pset[w] = a->plru_set[w];
-                L->pclr[w] = a->plru_clear[w];
-            }
-        L->pvmode = a->ways == 16 ? 16 : a->ways == 8 ? 3 : a->ways == 4 ? 2 : a->ways == 2 ? 1 : 0;
-        L->vshift = 4 * ((int)a->ways - 1);
-        L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
-        L->a = a;
         L->st = ci->st;
         for (int cls = 0; cls < CC_NCLASS; cls++)
             if (cls == CC_K_STORE ? ci->fill_write : ci->fill_read) fp->alloc[cls] |= 1u << k;
@@ -1527,6 +1563,12 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
     for (int k = 0; k + 1 < fp->n; k++)
         if (fp->lv[k].vnext && fp->lv[k].ways <= CMP_WAYS && (fp->alloc[CC_K_LOAD] >> k & 1)) fp->pfv = k;
     fp->tlb = co->ntlb[side] > 0;
+    fp->ntl = co->ntlb[side];
+    fp->tshift = s->tlb_shift[side];
+    for (int i = 0; i < fp->ntl; i++) {
+        flvl_set(&fp->tl[i], co->tlb[side][i]);
+        fp->tst[i] = (cc_tlb_stats *)&s->st.tlb[co->tlbcfg[side][i]];
+    }
     fp->npf = co->npf[side];
     int lines = 1;
     for (int k = 0; k < fp->npf; k++) {
@@ -1680,6 +1722,135 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
     return w;
 }
 
+/* The index of a fully associative LRU/FIFO TLB of more than 16 entries, kept by the
+ * kernel (the only code that touches the TLBs of a single-core run) and rebuilt from the
+ * tags at the start of each batch: a table of 4 x (ways, rounded up to a power of two)
+ * slots holding way + 1 (0: empty), placed by a hash of the tag, linear probing. */
+static inline uint32_t hidx_home(const carr *a, uint64_t tag) {
+    return (uint32_t)((tag * 0x9E3779B97F4A7C15ULL) >> a->hshift);
+}
+
+static int hidx_build(carr *a) {
+    if (!a->hidx) {
+        uint32_t n = 4;
+        while (n < 4 * a->ways) n <<= 1;
+        a->hidx = calloc(n, sizeof *a->hidx);
+        if (!a->hidx) return -1;
+        a->hmask = n - 1;
+        a->hshift = 64 - (uint32_t)ilog2(n);
+    }
+    memset(a->hidx, 0, (a->hmask + 1) * sizeof *a->hidx);
+    const uint64_t *t = TAGS(a, 0);
+    for (uint32_t w = 0; w < a->ways; w++) {
+        if (t[w] & COH_BIT) continue;
+        uint32_t i = hidx_home(a, t[w]);
+        while (a->hidx[i]) i = (i + 1) & a->hmask;
+        a->hidx[i] = (uint16_t)(w + 1);
+    }
+    return 0;
+}
+
+static inline int hidx_find(const carr *a, uint64_t tag) {
+    const uint64_t *t = TAGS(a, 0);
+    for (uint32_t i = hidx_home(a, tag);; i = (i + 1) & a->hmask) {
+        const uint32_t e = a->hidx[i];
+        if (!e) return -1;
+        if (t[e - 1] == tag) return (int)(e - 1);
+    }
+}
+
+/* Way w, which held `old`, leaves the index (backward-shift deletion: a later entry of the
+ * probe run moves into the hole unless its home lies cyclically after the hole); then way
+ * w with its new tag goes in. */
+static inline void hidx_replace(carr *a, uint32_t w, uint64_t old, uint64_t tag) {
+    uint16_t *h = a->hidx;
+    const uint32_t mask = a->hmask;
+    const uint64_t *t = TAGS(a, 0);
+    if (!(old & COH_BIT)) {
+        uint32_t i = hidx_home(a, old);
+        while (h[i] != w + 1) i = (i + 1) & mask;
+        for (uint32_t j = (i + 1) & mask; h[j]; j = (j + 1) & mask) {
+            const uint32_t home = hidx_home(a, t[h[j] - 1]);
+            if (((j - home) & mask) >= ((j - i) & mask)) { /* home at or before the hole */
+                h[i] = h[j];
+                i = j;
+            }
+        }
+        h[i] = 0;
+    }
+    uint32_t i = hidx_home(a, tag);
+    while (h[i]) i = (i + 1) & mask;
+    h[i] = (uint16_t)(w + 1);
+}
+
+/* One TLB level's lookup of page pg: 1 on a hit (the entry touched), 0 on a miss (installed). */
+static inline __attribute__((always_inline)) int ftlb_level(const flvl *L, uint64_t pg) {
+    carr *a = L->a;
+    const uint16_t pt = line_ptag(pg);
+    uint8_t *b = L->mem + (pg & L->set_mask) * L->stride;
+    if (a->hidx) {
+        const int w = hidx_find(a, pg);
+        if (w >= 0) {
+            if (a->repl == CC_REPL_LRU) list_front(a, b, (uint32_t)w);
+            return 1;
+        }
+        uint64_t vl;
+        uint8_t vf;
+        const uint32_t iw = winstall(a, b, pg, pt, 0, &vl, &vf);
+        hidx_replace(a, iw, vl, pg);
+        return 0;
+    }
+    const int r = L->repl;
+    const int w = r == FK_GENERIC ? sb_find(a, b, pg, pt) : ffind(L, b, pg, pt);
+    if (w >= 0) {
+        if (r == FK_GENERIC) wtouch(a, b, (uint32_t)w);
+        else if (r == FK_LRU) {
+            uint64_t *P = (uint64_t *)(b + CMP_PERM);
+            *P = nib_front(*P, (uint32_t)w);
+        } else if (r == FK_PLRU) {
+            fplru_apply(L, (uint64_t *)(b + CMP_PERM), (uint32_t)w);
+        }
+        return 1;
+    }
+    uint64_t vl;
+    uint8_t vf;
+    if (r == FK_LRU) finstall(L, FK_LRU, 0, b, pg, pt, 0, &vl, &vf);
+    else if (r == FK_PLRU) finstall(L, FK_PLRU, 0, b, pg, pt, 0, &vl, &vf);
+    else if (r == FK_FIFO) finstall(L, FK_FIFO, 0, b, pg, pt, 0, &vl, &vf);
+    else if (r == FK_RANDOM) finstall(L, FK_RANDOM, 0, b, pg, pt, 0, &vl, &vf);
+    else winstall(a, b, pg, pt, 0, &vl, &vf);
+    return 0;
+}
+
+/* tlb_access() in the kernel. */
+static inline __attribute__((always_inline)) void ftlb(cc_sim *s, const fpath *fp, const int side,
+                                                       uint64_t addr, unsigned size) {
+    const int sh = fp->tshift;
+    const uint64_t p0 = addr >> sh, p1 = (addr + size - 1) >> sh;
+    carr *t = fp->tl[0].a;
+    for (uint64_t pg = p0;; pg++) {
+        fp->tst[0]->access[side]++;
+        if (pg == t->last_line) goto next;
+        const int hit = ftlb_level(&fp->tl[0], pg);
+        t->last_line = pg;
+        if (hit) goto next;
+        fp->tst[0]->miss[side]++;
+        if (fp->ntl > 1) {
+            fp->tst[1]->access[side]++;
+            if (ftlb_level(&fp->tl[1], pg)) {
+                s->st.stlb_hit[side]++;
+            } else {
+                fp->tst[1]->miss[side]++;
+                s->st.tlb_walk[side]++;
+            }
+        } else {
+            s->st.tlb_walk[side]++;
+        }
+    next:
+        if (__builtin_expect(pg == p1, 1)) break;
+    }
+}
+
 /* evicted() for the victim vl (flags vf) of level K, a level whose victims need eviction
  * work, in the kernel: an inclusive level invalidates the line in the levels above it
  * (back_invalidate()); a dirty victim is written back, into the next level if that is a
@@ -1725,7 +1896,7 @@ static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, c
         const int w = r == FK_GENERIC ? sb_find(V->a, b, vl, vpt) : ffind(V, b, vl, vpt);
         if (w >= 0) {
             if (dirty) b[(r == FK_GENERIC ? V->a->flag_off : CMP_FLAGS) + (uint32_t)w] |= F_DIRTY;
-            if (r == FK_GENERIC) sb_touch(V->a, b, (uint32_t)w);
+            if (r == FK_GENERIC) wtouch(V->a, b, (uint32_t)w);
             else if (r == FK_LRU) {
                 uint64_t *P = (uint64_t *)(b + CMP_PERM);
                 *P = nib_front(*P, (uint32_t)w);
@@ -1741,7 +1912,7 @@ static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, c
         else if (r == FK_PLRU) finstall(V, FK_PLRU, 0, b, vl, vpt, fl, &l2, &f2);
         else if (r == FK_FIFO) finstall(V, FK_FIFO, 0, b, vl, vpt, fl, &l2, &f2);
         else if (r == FK_RANDOM) finstall(V, FK_RANDOM, 0, b, vl, vpt, fl, &l2, &f2);
-        else sb_install(V->a, b, vl, vpt, fl, &l2, &f2);
+        else winstall(V->a, b, vl, vpt, fl, &l2, &f2);
         V->st->fills++;
         if (l2 != TAG_INVALID) {
             if ((f2 & F_DIRTY) || V->ework) {
@@ -1788,7 +1959,7 @@ static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, co
         uint8_t *b = L->mem + (x->line & L->set_mask) * L->stride;                            \
         int w = r == FK_GENERIC ? sb_find(L->a, b, x->line, x->ptv) : ffind(L, b, x->line, x->ptv); \
         if (w >= 0) {                                                                         \
-            if (r == FK_GENERIC) sb_touch(L->a, b, (uint32_t)w);                              \
+            if (r == FK_GENERIC) wtouch(L->a, b, (uint32_t)w);                                \
             else if (r == FK_LRU) {                                                           \
                 uint64_t *P = (uint64_t *)(b + CMP_PERM);                                     \
                 *P = nib_front(*P, (uint32_t)w);                                              \
@@ -1821,7 +1992,7 @@ static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, co
         else {                                                                                \
             uint64_t l;                                                                       \
             uint8_t f;                                                                        \
-            iw = sb_install(L->a, b, x->line, x->ptv, fl, &l, &f);                            \
+            iw = winstall(L->a, b, x->line, x->ptv, fl, &l, &f);                              \
             vl = l;                                                                           \
             vf = f;                                                                           \
         }                                                                                     \
@@ -1851,7 +2022,7 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
                                                           const int W, const int side, int cls,
                                                           uint64_t addr, unsigned size,
                                                           const int shift) {
-    if (fp->tlb) tlb_access(s, co, side, addr, size ? size : 1);
+    if (fp->tlb) ftlb(s, fp, side, addr, size ? size : 1);
     if (__builtin_expect((addr & fp->line_mask) + size > fp->line_size, 0)) { /* two lines or more */
         mem_access_slow(s, co, side, cls, addr, size);
         return;
@@ -1960,6 +2131,14 @@ static void run_fast(cc_sim *s, const cc_rec *recs, size_t n) {
     fpath fp[2];
     fpath_init(s, &s->core[0], 0, &fp[0]);
     fpath_init(s, &s->core[0], 1, &fp[1]);
+    for (int side = 0; side < 2; side++) {
+        carr *t = fp[side].ntl ? fp[side].tl[0].a : NULL;
+        if (t && t->sets == 1 && t->ways > CMP_WAYS && t->ways < 65535 &&
+            (t->repl == CC_REPL_LRU || t->repl == CC_REPL_FIFO) && hidx_build(t)) {
+            free(t->hidx); /* out of memory: the scan, as before */
+            t->hidx = NULL;
+        }
+    }
     const int R = fpath_uniform(fp);
     const int N = fp[0].n == fp[1].n ? fp[0].n : 0;
     static void (*const table[4][5])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
