@@ -1423,11 +1423,14 @@ static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
  *  - whatever is rare goes to the general code: a line-straddling access, a free way, a
  *    dirty victim or one an inclusive, exclusive or victim level must hear of. */
 
-enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED, FK_LRU_E, FK_PLRU_E };
+enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED, FK_LRU_E, FK_PLRU_E, FK_LRU_W };
 /* FK_LRU_E / FK_PLRU_E: every level LRU (PLRU), compact, none exclusive, but some level's
  * victims need eviction work (back-invalidation by an inclusive level, a fill of a victim
  * level below): done by fevict() in the kernel. FK_BASE: the levels' own policy. */
-#define FK_BASE(R) ((R) == FK_LRU_E ? FK_LRU : (R) == FK_PLRU_E ? FK_PLRU : (R))
+#define FK_BASE(R) ((R) == FK_LRU_E || (R) == FK_LRU_W ? FK_LRU : (R) == FK_PLRU_E ? FK_PLRU : (R))
+/* FK_LRU_W: every level LRU, none exclusive or with eviction work, some wide (more than 16
+ * ways: a linked-list order), which take the generic code */
+#define FK_WIDE(R) ((R) == FK_LRU_W)
 #define FK_EVICT(R) ((R) == FK_MIXED || (R) == FK_LRU_E || (R) == FK_PLRU_E)
 
 typedef struct {
@@ -1437,6 +1440,9 @@ typedef struct {
     uint32_t ways;
     int repl;
     int excl, ework;
+    int wide;  /* repl is FK_GENERIC (more than 16 ways, or a linked-list order): the
+                * uniform kernels take the generic code for this level */
+    int base;  /* the policy (FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM), whatever the layout */
     int binv;  /* an inclusive level below L1: its victims are invalidated above */
     int vnext; /* the next level is exclusive or a victim cache: it is filled by our victims */
     cinst **up; /* binv: the instances above (back-invalidation) */
@@ -1470,6 +1476,8 @@ typedef struct {
     flvl tl[2];
     cc_tlb_stats *tst[2];
     size_t pfoff1, pfoff2;
+    int pfrest[2]; /* sets wider than three host lines (linked-list LRU/FIFO of more than 16
+                    * ways): their further lines, up to eight in all */
     uint64_t pfmask[2];
     size_t pfstride[2];
     const uint8_t *pfmem[2];
@@ -1510,11 +1518,10 @@ static void flvl_set(flvl *L, carr *a) {
     L->set_mask = a->set_mask;
     L->stride = a->stride;
     L->ways = a->ways;
-    if (a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib))
-        L->repl = FK_GENERIC;
-    else
-        L->repl = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
-                : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+    L->base = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
+            : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+    L->wide = a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib);
+    L->repl = L->wide ? FK_GENERIC : L->base;
     if (a->repl == CC_REPL_PLRU && a->ways <= CMP_WAYS)
         for (uint32_t w = 0; w < a->ways; w++) {
             L->pset[w] = a->plru_set[w];
@@ -1579,20 +1586,26 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
     }
     fp->pfoff1 = lines > 1 ? 64 : 0;
     fp->pfoff2 = lines > 2 ? 128 : fp->pfoff1;
+    for (int k = 0; k < fp->npf; k++) {
+        const size_t hl = fp->pfstride[k] / 64;
+        fp->pfrest[k] = hl > 3 ? (int)(hl < 8 ? hl : 8) - 3 : 0;
+    }
 }
 
 /* The hierarchy's policy when every level has the same one (LRU or PLRU) and no level is
  * exclusive or needs to hear of clean victims; else FK_MIXED. */
 static int fpath_uniform(const fpath fp[2]) {
-    int r = fp[0].lv[0].repl, ework = 0;
+    int r = fp[0].lv[0].repl, ework = 0, wide = 0;
     if (r != FK_LRU && r != FK_PLRU) return FK_MIXED;
     for (int side = 0; side < 2; side++) {
         for (int k = 0; k < fp[side].n; k++) {
             const flvl *L = &fp[side].lv[k];
-            if (L->repl != r || L->excl) return FK_MIXED;
+            if (L->base != r || L->excl) return FK_MIXED;
             ework |= L->ework;
+            wide |= L->wide;
         }
     }
+    if (wide) return r == FK_LRU && !ework ? FK_LRU_W : FK_MIXED;
     return ework ? (r == FK_LRU ? FK_LRU_E : FK_PLRU_E) : r;
 }
 
@@ -1954,7 +1967,7 @@ static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, co
         const int K_ = K;                                                                     \
         if (N ? K_ >= N : K_ >= x->fp->n) return MEM_LEVEL;                                    \
         const flvl *L = &x->fp->lv[K_];                                                       \
-        const int r = R == FK_MIXED ? L->repl : FK_BASE(R);                                   \
+        const int r = R == FK_MIXED || (FK_WIDE(R) && L->wide) ? L->repl : FK_BASE(R);        \
         const unsigned above = x->fp->alloc[x->cls] & ((1u << K_) - 1); /* all missed */      \
         uint8_t *b = L->mem + (x->line & L->set_mask) * L->stride;                            \
         int w = r == FK_GENERIC ? sb_find(L->a, b, x->line, x->ptv) : ffind(L, b, x->line, x->ptv); \
@@ -1984,7 +1997,7 @@ static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, co
         uint64_t vl;                                                                          \
         uint8_t vf;                                                                           \
         uint32_t iw;                                                                          \
-        if (R == FK_LRU) iw = finstall(L, FK_LRU, 1, b, x->line, x->ptv, fl, &vl, &vf);      \
+        if ((R == FK_LRU || R == FK_LRU_W) && r == FK_LRU) iw = finstall(L, FK_LRU, 1, b, x->line, x->ptv, fl, &vl, &vf); \
         else if (r == FK_LRU) iw = finstall(L, FK_LRU, 0, b, x->line, x->ptv, fl, &vl, &vf);     \
         else if (r == FK_PLRU) iw = finstall(L, FK_PLRU, 0, b, x->line, x->ptv, fl, &vl, &vf); \
         else if (r == FK_FIFO) iw = finstall(L, FK_FIFO, 0, b, x->line, x->ptv, fl, &vl, &vf); \
@@ -2068,11 +2081,25 @@ static inline __attribute__((always_inline)) void run_fast_t(cc_sim *s, const cc
                 __builtin_prefetch(b);
                 __builtin_prefetch(b + dp->pfoff1);
                 __builtin_prefetch(b + dp->pfoff2);
+                if (FK_WIDE(R) || R == FK_MIXED) { /* the further lines of wide sets */
+#pragma GCC unroll 5
+                    for (int i = 0; i < 5; i++) {
+                        if (i >= dp->pfrest[0]) break;
+                        __builtin_prefetch(b + 192 + 64 * i);
+                    }
+                }
                 if (dp->npf > 1) {
                     b = dp->pfmem[1] + (line & dp->pfmask[1]) * dp->pfstride[1];
                     __builtin_prefetch(b);
                     __builtin_prefetch(b + dp->pfoff1);
                     __builtin_prefetch(b + dp->pfoff2);
+                    if (FK_WIDE(R) || R == FK_MIXED) { /* the further lines of wide sets */
+#pragma GCC unroll 5
+                        for (int i = 0; i < 5; i++) {
+                            if (i >= dp->pfrest[1]) break;
+                            __builtin_prefetch(b + 192 + 64 * i);
+                        }
+                    }
                 }
             }
         }
@@ -2122,6 +2149,9 @@ RUN_FAST(run_fast2_lru_e, 2, FK_LRU_E)
 RUN_FAST(run_fast3_lru_e, 3, FK_LRU_E)
 RUN_FAST(run_fast2_plru_e, 2, FK_PLRU_E)
 RUN_FAST(run_fast3_plru_e, 3, FK_PLRU_E)
+RUN_FAST(run_fast1_lru_w, 1, FK_LRU_W)
+RUN_FAST(run_fast2_lru_w, 2, FK_LRU_W)
+RUN_FAST(run_fast3_lru_w, 3, FK_LRU_W)
 RUN_FAST(run_fast1_mixed, 1, FK_MIXED)
 RUN_FAST(run_fast2_mixed, 2, FK_MIXED)
 RUN_FAST(run_fast3_mixed, 3, FK_MIXED)
@@ -2141,14 +2171,14 @@ static void run_fast(cc_sim *s, const cc_rec *recs, size_t n) {
     }
     const int R = fpath_uniform(fp);
     const int N = fp[0].n == fp[1].n ? fp[0].n : 0;
-    static void (*const table[4][5])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
-        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
-        {run_fast1_lru, run_fast1_plru, run_fast1_mixed, run_fast1_mixed, run_fast1_mixed},
-        {run_fast2_lru, run_fast2_plru, run_fast2_mixed, run_fast2_lru_e, run_fast2_plru_e},
-        {run_fast3_lru, run_fast3_plru, run_fast3_mixed, run_fast3_lru_e, run_fast3_plru_e},
+    static void (*const table[4][6])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
+        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
+        {run_fast1_lru, run_fast1_plru, run_fast1_mixed, run_fast1_mixed, run_fast1_mixed, run_fast1_lru_w},
+        {run_fast2_lru, run_fast2_plru, run_fast2_mixed, run_fast2_lru_e, run_fast2_plru_e, run_fast2_lru_w},
+        {run_fast3_lru, run_fast3_plru, run_fast3_mixed, run_fast3_lru_e, run_fast3_plru_e, run_fast3_lru_w},
     };
     /* (one level has no eviction work: no level below it) */
-    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : R == FK_LRU_E ? 3 : R == FK_PLRU_E ? 4 : 2](s, recs, n, fp);
+    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : R == FK_LRU_E ? 3 : R == FK_PLRU_E ? 4 : R == FK_LRU_W ? 5 : 2](s, recs, n, fp);
 }
 
 static void run_general(cc_sim *s, const cc_rec *recs, size_t n) {
