@@ -122,7 +122,7 @@ class RefCache:
 
 
 @pytest.mark.parametrize("policy", ["lru", "fifo", "plru"])
-@pytest.mark.parametrize("sets,ways", [(1, 8), (4, 4), (16, 2), (2, 16)])
+@pytest.mark.parametrize("sets,ways", [(1, 8), (4, 4), (16, 2), (2, 16), (2, 32)])
 def test_against_reference(policy, sets, ways):
     rng = np.random.default_rng(sets * 100 + ways)
     seq = rng.integers(0, sets * ways * 3, 4000).tolist()

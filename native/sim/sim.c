@@ -38,6 +38,7 @@
 #define MEM_LEVEL 4
 #define MAX_LINES 16
 #define PF_DIST 16
+#define PF_VDIST 8 /* (less than PF_DIST) */
 
 /* the compact set layout (at most 16 ways): fixed offsets */
 #define CMP_WAYS 16
@@ -72,6 +73,8 @@ typedef struct {
     uint64_t rng;
     uint64_t last_line; /* MRU fast path: the line last touched, and its slot */
     size_t last_slot;
+    uint16_t *hidx; /* the single-core kernel's index of a fully associative TLB: way + 1 by */
+    uint32_t hmask, hshift; /* a hash of the tag, open addressing (see hidx_build()) */
 } carr;
 
 #define SLOT(set, way) (((size_t)(set) << 16) | (size_t)(way))
@@ -177,6 +180,7 @@ static void carr_free(carr *a) {
     free(a->mem);
     free(a->plru_set);
     free(a->plru_clear);
+    free(a->hidx);
     memset(a, 0, sizeof *a);
 }
 
@@ -225,7 +229,7 @@ static inline void carr_prefetch(const carr *a, uint64_t line) {
 }
 
 /* Move way w to the front (most recent) of a wide set's LRU/FIFO list. */
-static inline void list_front(const carr *a, uint8_t *sb, uint32_t w) {
+static inline __attribute__((always_inline)) void list_front(const carr *a, uint8_t *sb, uint32_t w) {
     uint16_t *ht = LHT(a, sb), *prev = LPREV(a, sb), *next = LNEXT(a, sb);
     if (ht[0] == w) return;
     const uint16_t p = prev[w], n = next[w];
@@ -269,10 +273,30 @@ static inline void plru_apply(const carr *a, uint64_t *bits, uint32_t w) {
     *bits = (*bits & ~a->plru_clear[w]) | a->plru_set[w];
 }
 
+/* The tree-PLRU victim: from the root (node 1), follow each node's bit (1: right) down to a
+ * leaf. The first three levels of the walk are read from a table of the 128 values of bits
+ * 1..7 (nodes of a tree narrower than 8 ways are bits that stay 0: its victim is the 8-way
+ * victim shifted right); a 16-way tree takes one more step. */
+static uint8_t plru_top3[128];
+
+__attribute__((constructor)) static void plru_top3_init(void) {
+    for (uint32_t x = 0; x < 128; x++) {
+        uint32_t node = 1;
+        while (node < 8) node = 2 * node + ((x << 1 >> node) & 1);
+        plru_top3[x] = (uint8_t)(node - 8);
+    }
+}
+
 static inline uint32_t plru_find_victim(const carr *a, uint64_t bits) {
+    const uint32_t ways = a->ways;
+    if (ways == 16) {
+        const uint32_t v = plru_top3[(bits >> 1) & 127];
+        return 2 * v + (uint32_t)((bits >> (8 + v)) & 1);
+    }
+    if (ways <= 8 && ways > 1) return (uint32_t)plru_top3[(bits >> 1) & 127] >> (3 - __builtin_ctz(ways));
     uint32_t node = 1;
-    while (node < a->ways) node = 2 * node + (uint32_t)((bits >> node) & 1);
-    return node - a->ways;
+    while (node < ways) node = 2 * node + (uint32_t)((bits >> node) & 1);
+    return node - ways;
 }
 
 static inline void sb_touch(carr *a, uint8_t *sb, uint32_t w) {
@@ -355,6 +379,31 @@ static inline uint32_t sb_install(carr *a, uint8_t *sb, uint64_t line, uint16_t 
     } else if (a->repl == CC_REPL_PLRU) {
         plru_apply(a, (uint64_t *)(sb + a->plru_off), w);
     }
+    return w;
+}
+
+/* sb_touch() and sb_install() with the common case of a wide (more than 16 ways) LRU/FIFO
+ * set written out: the order is a linked list; a full set gives up the list's tail. */
+static inline __attribute__((always_inline)) void wtouch(carr *a, uint8_t *sb, uint32_t w) {
+    if (a->repl == CC_REPL_LRU && !a->nib) list_front(a, sb, w);
+    else if (a->repl != CC_REPL_FIFO) sb_touch(a, sb, w);
+}
+
+static inline __attribute__((always_inline)) uint32_t winstall(carr *a, uint8_t *sb, uint64_t line, uint16_t ptv, uint8_t flags,
+                                uint64_t *vline, uint8_t *vflags) {
+    if ((a->repl != CC_REPL_LRU && a->repl != CC_REPL_FIFO) || a->nib ||
+        *(const uint32_t *)(sb + a->cnt_off) < a->ways)
+        return sb_install(a, sb, line, ptv, flags, vline, vflags);
+    const uint32_t w = LHT(a, sb)[1];
+    uint64_t *t = (uint64_t *)(sb + a->tag_off) + w;
+    uint8_t *f = sb + a->flag_off + w;
+    *vline = *t;
+    *vflags = *f;
+    if (*t == a->last_line) a->last_line = TAG_INVALID;
+    *t = line;
+    *f = flags;
+    ((uint16_t *)sb)[w] = ptv;
+    list_front(a, sb, w);
     return w;
 }
 
@@ -1374,7 +1423,15 @@ static void other_record(cc_sim *s, core_t *co, const cc_rec *r) {
  *  - whatever is rare goes to the general code: a line-straddling access, a free way, a
  *    dirty victim or one an inclusive, exclusive or victim level must hear of. */
 
-enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED };
+enum { FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM, FK_GENERIC, FK_MIXED, FK_LRU_E, FK_PLRU_E, FK_LRU_W };
+/* FK_LRU_E / FK_PLRU_E: every level LRU (PLRU), compact, none exclusive, but some level's
+ * victims need eviction work (back-invalidation by an inclusive level, a fill of a victim
+ * level below): done by fevict() in the kernel. FK_BASE: the levels' own policy. */
+#define FK_BASE(R) ((R) == FK_LRU_E || (R) == FK_LRU_W ? FK_LRU : (R) == FK_PLRU_E ? FK_PLRU : (R))
+/* FK_LRU_W: every level LRU, none exclusive or with eviction work, some wide (more than 16
+ * ways: a linked-list order), which take the generic code */
+#define FK_WIDE(R) ((R) == FK_LRU_W)
+#define FK_EVICT(R) ((R) == FK_MIXED || (R) == FK_LRU_E || (R) == FK_PLRU_E)
 
 typedef struct {
     uint8_t *mem;
@@ -1383,6 +1440,22 @@ typedef struct {
     uint32_t ways;
     int repl;
     int excl, ework;
+    int wide;  /* repl is FK_GENERIC (more than 16 ways, or a linked-list order): the
+                * uniform kernels take the generic code for this level */
+    int base;  /* the policy (FK_LRU, FK_FIFO, FK_PLRU, FK_RANDOM), whatever the layout */
+    int binv;  /* an inclusive level below L1: its victims are invalidated above */
+    int vnext; /* the next level is exclusive or a victim cache: it is filled by our victims */
+    cinst **up; /* binv: the instances above (back-invalidation) */
+    int nup;
+    struct {        /* their sets, when at most four and of at most 16 ways */
+        uint8_t *mem;
+        uint64_t set_mask;
+        size_t stride;
+        carr *a;
+    } upd[4];
+    int fup;        /* the descriptors upd[] apply */
+    uint64_t pset[CMP_WAYS], pclr[CMP_WAYS]; /* compact PLRU: the bits a touch of way w sets, clears */
+    int pvmode;     /* PLRU victim: 16 (16 ways), 1..3 (the 8-way table's victim >> (3 - pvmode)), 0 */
     int vshift;      /* LRU/FIFO: the least recent way is nibble ways - 1 of the order word */
     uint64_t pad_or; /* the order word's unused nibbles (all ones) from nibble `ways` up */
     carr *a;
@@ -1398,7 +1471,13 @@ typedef struct {
     /* the sets of the large levels (up to two) are prefetched a few records ahead: the host
      * lines at offsets 0, pfoff1 and pfoff2 of the set */
     int npf;
+    int pfv; /* a level whose victims fill the (victim or exclusive) level below it, or -1 */
+    int ntl, tshift;   /* TLB levels (as tlb_access() walks them) and the page shift */
+    flvl tl[2];
+    cc_tlb_stats *tst[2];
     size_t pfoff1, pfoff2;
+    int pfrest[2]; /* sets wider than three host lines (linked-list LRU/FIFO of more than 16
+                    * ways): their further lines, up to eight in all */
     uint64_t pfmask[2];
     size_t pfstride[2];
     const uint8_t *pfmem[2];
@@ -1433,6 +1512,27 @@ static int fast_ok(const cc_sim *s) {
     return 1;
 }
 
+/* A level's geometry and replacement in the kernel's descriptor (caches and TLBs). */
+static void flvl_set(flvl *L, carr *a) {
+    L->mem = a->mem;
+    L->set_mask = a->set_mask;
+    L->stride = a->stride;
+    L->ways = a->ways;
+    L->base = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
+            : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+    L->wide = a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib);
+    L->repl = L->wide ? FK_GENERIC : L->base;
+    if (a->repl == CC_REPL_PLRU && a->ways <= CMP_WAYS)
+        for (uint32_t w = 0; w < a->ways; w++) {
+            L->pset[w] = a->plru_set[w];
+            L->pclr[w] = a->plru_clear[w];
+        }
+    L->pvmode = a->ways == 16 ? 16 : a->ways == 8 ? 3 : a->ways == 4 ? 2 : a->ways == 2 ? 1 : 0;
+    L->vshift = 4 * ((int)a->ways - 1);
+    L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
+    L->a = a;
+}
+
 static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
     const cpath *p = &co->path[side];
     const cc_config *c = &s->cfg;
@@ -1446,25 +1546,36 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
         cinst *ci = p->lv[k];
         carr *a = &ci->arr;
         flvl *L = &fp->lv[k];
-        L->mem = a->mem;
-        L->set_mask = a->set_mask;
-        L->stride = a->stride;
-        L->ways = a->ways;
-        if (a->ways > CMP_WAYS || ((a->repl == CC_REPL_LRU || a->repl == CC_REPL_FIFO) && !a->nib))
-            L->repl = FK_GENERIC;
-        else
-            L->repl = a->repl == CC_REPL_LRU ? FK_LRU : a->repl == CC_REPL_FIFO ? FK_FIFO
-                    : a->repl == CC_REPL_PLRU ? FK_PLRU : FK_RANDOM;
+        flvl_set(L, a);
         L->excl = k > 0 && ci->pol == CC_POL_EXCLUSIVE;
         L->ework = (p->evict_work >> k) & 1;
-        L->vshift = 4 * ((int)a->ways - 1);
-        L->pad_or = a->ways >= 16 ? 0 : ~0ULL << (4 * a->ways);
-        L->a = a;
+        L->binv = k > 0 && ci->pol == CC_POL_INCLUSIVE;
+        L->vnext = k + 1 < p->n && (p->lv[k + 1]->pol == CC_POL_EXCLUSIVE || p->lv[k + 1]->pol == CC_POL_VICTIM);
+        L->up = ci->upper;
+        L->nup = ci->nupper;
+        L->fup = ci->nupper <= 4;
+        for (int u = 0; u < ci->nupper && u < 4; u++) {
+            carr *ua = &ci->upper[u]->arr;
+            L->upd[u].mem = ua->mem;
+            L->upd[u].set_mask = ua->set_mask;
+            L->upd[u].stride = ua->stride;
+            L->upd[u].a = ua;
+            if (ua->ways > CMP_WAYS) L->fup = 0;
+        }
         L->st = ci->st;
         for (int cls = 0; cls < CC_NCLASS; cls++)
             if (cls == CC_K_STORE ? ci->fill_write : ci->fill_read) fp->alloc[cls] |= 1u << k;
     }
+    fp->pfv = -1;
+    for (int k = 0; k + 1 < fp->n; k++)
+        if (fp->lv[k].vnext && fp->lv[k].ways <= CMP_WAYS && (fp->alloc[CC_K_LOAD] >> k & 1)) fp->pfv = k;
     fp->tlb = co->ntlb[side] > 0;
+    fp->ntl = co->ntlb[side];
+    fp->tshift = s->tlb_shift[side];
+    for (int i = 0; i < fp->ntl; i++) {
+        flvl_set(&fp->tl[i], co->tlb[side][i]);
+        fp->tst[i] = (cc_tlb_stats *)&s->st.tlb[co->tlbcfg[side][i]];
+    }
     fp->npf = co->npf[side];
     int lines = 1;
     for (int k = 0; k < fp->npf; k++) {
@@ -1475,20 +1586,27 @@ static void fpath_init(const cc_sim *s, const core_t *co, int side, fpath *fp) {
     }
     fp->pfoff1 = lines > 1 ? 64 : 0;
     fp->pfoff2 = lines > 2 ? 128 : fp->pfoff1;
+    for (int k = 0; k < fp->npf; k++) {
+        const size_t hl = fp->pfstride[k] / 64;
+        fp->pfrest[k] = hl > 3 ? (int)(hl < 8 ? hl : 8) - 3 : 0;
+    }
 }
 
 /* The hierarchy's policy when every level has the same one (LRU or PLRU) and no level is
  * exclusive or needs to hear of clean victims; else FK_MIXED. */
 static int fpath_uniform(const fpath fp[2]) {
-    int r = fp[0].lv[0].repl;
+    int r = fp[0].lv[0].repl, ework = 0, wide = 0;
     if (r != FK_LRU && r != FK_PLRU) return FK_MIXED;
     for (int side = 0; side < 2; side++) {
         for (int k = 0; k < fp[side].n; k++) {
             const flvl *L = &fp[side].lv[k];
-            if (L->repl != r || L->excl || L->ework) return FK_MIXED;
+            if (L->base != r || L->excl) return FK_MIXED;
+            ework |= L->ework;
+            wide |= L->wide;
         }
     }
-    return r;
+    if (wide) return r == FK_LRU && !ework ? FK_LRU_W : FK_MIXED;
+    return ework ? (r == FK_LRU ? FK_LRU_E : FK_PLRU_E) : r;
 }
 
 /* Fold the instruction count into the stats (a marker record reads it). */
@@ -1527,13 +1645,13 @@ static void fcount_flush(cc_sim *s, const fpath fp[2], fcount *fc) {
     memset(fc, 0, sizeof *fc);
 }
 
-/* The way of `line` in the compact set at b, or -1. */
-static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint8_t *b, uint64_t line,
-                                                       uint16_t ptv) {
+/* The way of `line` in the compact set (of `ways` ways) at b, or -1. */
+static inline __attribute__((always_inline)) int ffindw(uint32_t ways, const uint8_t *b, uint64_t line,
+                                                        uint16_t ptv) {
     const uint64_t *t = (const uint64_t *)(b + CMP_TAGS);
 #if defined(__SSE2__) && !defined(CC_SCALAR_FIND)
     /* all 16 partial tags (unused ways hold 0, which no line has), one mask bit per way */
-    (void)L;
+    (void)ways;
     const __m128i key = _mm_set1_epi16((short)ptv);
     const __m128i lo = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)b), key);
     const __m128i hi = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)(b + 16)), key);
@@ -1546,10 +1664,30 @@ static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint
     return -1;
 #else
     (void)ptv;
-    for (uint32_t w = 0; w < L->ways; w++)
+    for (uint32_t w = 0; w < ways; w++)
         if (t[w] == line) return (int)w;
     return -1;
 #endif
+}
+
+static inline __attribute__((always_inline)) int ffind(const flvl *L, const uint8_t *b, uint64_t line,
+                                                       uint16_t ptv) {
+    return ffindw(L->ways, b, line, ptv);
+}
+
+/* plru_apply() and plru_find_victim() with the level's tables and victim rule at hand. */
+static inline __attribute__((always_inline)) void fplru_apply(const flvl *L, uint64_t *P, uint32_t w) {
+    *P = (*P & ~L->pclr[w]) | L->pset[w];
+}
+
+static inline __attribute__((always_inline)) uint32_t fplru_victim(const flvl *L, uint64_t bits) {
+    if (L->pvmode == 16) {
+        const uint32_t v = plru_top3[(bits >> 1) & 127];
+        return 2 * v + (uint32_t)((bits >> (8 + v)) & 1);
+    }
+    if (L->pvmode == 3) return plru_top3[(bits >> 1) & 127];
+    if (L->pvmode) return (uint32_t)plru_top3[(bits >> 1) & 127] >> (3 - L->pvmode);
+    return plru_find_victim(L->a, bits);
 }
 
 /* sb_install() for a full compact set, the victim chosen by the policy r; a set with a free
@@ -1580,8 +1718,8 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         w = (uint32_t)(p >> L->vshift) & 0xF;
         *P = (p << 4) | L->pad_or | w;
     } else if (r == FK_PLRU) {
-        w = plru_find_victim(L->a, *P);
-        plru_apply(L->a, P, w);
+        w = fplru_victim(L, *P);
+        fplru_apply(L, P, w);
     } else {
         w = (uint32_t)(xorshift(&L->a->rng) % L->ways);
     }
@@ -1597,6 +1735,227 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
     return w;
 }
 
+/* The index of a fully associative LRU/FIFO TLB of more than 16 entries, kept by the
+ * kernel (the only code that touches the TLBs of a single-core run) and rebuilt from the
+ * tags at the start of each batch: a table of 4 x (ways, rounded up to a power of two)
+ * slots holding way + 1 (0: empty), placed by a hash of the tag, linear probing. */
+static inline uint32_t hidx_home(const carr *a, uint64_t tag) {
+    return (uint32_t)((tag * 0x9E3779B97F4A7C15ULL) >> a->hshift);
+}
+
+static int hidx_build(carr *a) {
+    if (!a->hidx) {
+        uint32_t n = 4;
+        while (n < 4 * a->ways) n <<= 1;
+        a->hidx = calloc(n, sizeof *a->hidx);
+        if (!a->hidx) return -1;
+        a->hmask = n - 1;
+        a->hshift = 64 - (uint32_t)ilog2(n);
+    }
+    memset(a->hidx, 0, (a->hmask + 1) * sizeof *a->hidx);
+    const uint64_t *t = TAGS(a, 0);
+    for (uint32_t w = 0; w < a->ways; w++) {
+        if (t[w] & COH_BIT) continue;
+        uint32_t i = hidx_home(a, t[w]);
+        while (a->hidx[i]) i = (i + 1) & a->hmask;
+        a->hidx[i] = (uint16_t)(w + 1);
+    }
+    return 0;
+}
+
+static inline int hidx_find(const carr *a, uint64_t tag) {
+    const uint64_t *t = TAGS(a, 0);
+    for (uint32_t i = hidx_home(a, tag);; i = (i + 1) & a->hmask) {
+        const uint32_t e = a->hidx[i];
+        if (!e) return -1;
+        if (t[e - 1] == tag) return (int)(e - 1);
+    }
+}
+
+/* Way w, which held `old`, leaves the index (backward-shift deletion: a later entry of the
+ * probe run moves into the hole unless its home lies cyclically after the hole); then way
+ * w with its new tag goes in. */
+static inline void hidx_replace(carr *a, uint32_t w, uint64_t old, uint64_t tag) {
+    uint16_t *h = a->hidx;
+    const uint32_t mask = a->hmask;
+    const uint64_t *t = TAGS(a, 0);
+    if (!(old & COH_BIT)) {
+        uint32_t i = hidx_home(a, old);
+        while (h[i] != w + 1) i = (i + 1) & mask;
+        for (uint32_t j = (i + 1) & mask; h[j]; j = (j + 1) & mask) {
+            const uint32_t home = hidx_home(a, t[h[j] - 1]);
+            if (((j - home) & mask) >= ((j - i) & mask)) { /* home at or before the hole */
+                h[i] = h[j];
+                i = j;
+            }
+        }
+        h[i] = 0;
+    }
+    uint32_t i = hidx_home(a, tag);
+    while (h[i]) i = (i + 1) & mask;
+    h[i] = (uint16_t)(w + 1);
+}
+
+/* One TLB level's lookup of page pg: 1 on a hit (the entry touched), 0 on a miss (installed). */
+static inline __attribute__((always_inline)) int ftlb_level(const flvl *L, uint64_t pg) {
+    carr *a = L->a;
+    const uint16_t pt = line_ptag(pg);
+    uint8_t *b = L->mem + (pg & L->set_mask) * L->stride;
+    if (a->hidx) {
+        const int w = hidx_find(a, pg);
+        if (w >= 0) {
+            if (a->repl == CC_REPL_LRU) list_front(a, b, (uint32_t)w);
+            return 1;
+        }
+        uint64_t vl;
+        uint8_t vf;
+        const uint32_t iw = winstall(a, b, pg, pt, 0, &vl, &vf);
+        hidx_replace(a, iw, vl, pg);
+        return 0;
+    }
+    const int r = L->repl;
+    const int w = r == FK_GENERIC ? sb_find(a, b, pg, pt) : ffind(L, b, pg, pt);
+    if (w >= 0) {
+        if (r == FK_GENERIC) wtouch(a, b, (uint32_t)w);
+        else if (r == FK_LRU) {
+            uint64_t *P = (uint64_t *)(b + CMP_PERM);
+            *P = nib_front(*P, (uint32_t)w);
+        } else if (r == FK_PLRU) {
+            fplru_apply(L, (uint64_t *)(b + CMP_PERM), (uint32_t)w);
+        }
+        return 1;
+    }
+    uint64_t vl;
+    uint8_t vf;
+    if (r == FK_LRU) finstall(L, FK_LRU, 0, b, pg, pt, 0, &vl, &vf);
+    else if (r == FK_PLRU) finstall(L, FK_PLRU, 0, b, pg, pt, 0, &vl, &vf);
+    else if (r == FK_FIFO) finstall(L, FK_FIFO, 0, b, pg, pt, 0, &vl, &vf);
+    else if (r == FK_RANDOM) finstall(L, FK_RANDOM, 0, b, pg, pt, 0, &vl, &vf);
+    else winstall(a, b, pg, pt, 0, &vl, &vf);
+    return 0;
+}
+
+/* tlb_access() in the kernel. */
+static inline __attribute__((always_inline)) void ftlb(cc_sim *s, const fpath *fp, const int side,
+                                                       uint64_t addr, unsigned size) {
+    const int sh = fp->tshift;
+    const uint64_t p0 = addr >> sh, p1 = (addr + size - 1) >> sh;
+    carr *t = fp->tl[0].a;
+    for (uint64_t pg = p0;; pg++) {
+        fp->tst[0]->access[side]++;
+        if (pg == t->last_line) goto next;
+        const int hit = ftlb_level(&fp->tl[0], pg);
+        t->last_line = pg;
+        if (hit) goto next;
+        fp->tst[0]->miss[side]++;
+        if (fp->ntl > 1) {
+            fp->tst[1]->access[side]++;
+            if (ftlb_level(&fp->tl[1], pg)) {
+                s->st.stlb_hit[side]++;
+            } else {
+                fp->tst[1]->miss[side]++;
+                s->st.tlb_walk[side]++;
+            }
+        } else {
+            s->st.tlb_walk[side]++;
+        }
+    next:
+        if (__builtin_expect(pg == p1, 1)) break;
+    }
+}
+
+/* evicted() for the victim vl (flags vf) of level K, a level whose victims need eviction
+ * work, in the kernel: an inclusive level invalidates the line in the levels above it
+ * (back_invalidate()); a dirty victim is written back, into the next level if that is a
+ * victim or exclusive level -- which is filled with the victim, clean or dirty -- else by
+ * writeback(). The next level's own victim goes to evicted() unless it is clean and needs
+ * nothing. Level K's eviction itself is counted by fcount_flush(). */
+static inline __attribute__((always_inline)) void fevict(fctx *x, const int K, const int R,
+                                                         uint64_t vl, uint8_t vf) {
+    const flvl *L = &x->fp->lv[K];
+    int dirty = vf & F_DIRTY;
+    const uint16_t vpt = line_ptag(vl);
+    if (L->binv && L->fup) {
+        /* at most four levels above, compact sets: one host line read per probe */
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            if (u >= L->nup) break;
+            uint8_t *ub = L->upd[u].mem + (vl & L->upd[u].set_mask) * L->upd[u].stride;
+            const int w = ffindw(L->upd[u].a->ways, ub, vl, vpt);
+            if (__builtin_expect(w < 0, 1)) continue;
+            dirty |= ub[CMP_FLAGS + (uint32_t)w] & F_DIRTY;
+            carr_invalidate(L->upd[u].a, SLOT(vl & L->upd[u].set_mask, (uint32_t)w), 0);
+            L->st->back_invalidations++;
+            x->general = 1; /* the L1 may have lost a line */
+        }
+    } else if (L->binv) {
+        for (int u = 0; u < L->nup; u++) {
+            carr *ua = &L->up[u]->arr;
+            const uint64_t set = vl & ua->set_mask;
+            uint8_t *ub = SB(ua, set);
+            const int w = sb_find(ua, ub, vl, vpt);
+            if (__builtin_expect(w < 0, 1)) continue;
+            dirty |= ub[ua->flag_off + (uint32_t)w] & F_DIRTY;
+            carr_invalidate(ua, SLOT(set, (uint32_t)w), 0);
+            L->st->back_invalidations++;
+            x->general = 1; /* the L1 may have lost a line */
+        }
+    }
+    if (dirty) L->st->writebacks++;
+    if (K < 2 && L->vnext) { /* (K < 2: the last of three levels has no next) */
+        const flvl *V = &x->fp->lv[K + 1];
+        const int r = R == FK_MIXED ? V->repl : FK_BASE(R);
+        uint8_t *b = V->mem + (vl & V->set_mask) * V->stride;
+        const int w = r == FK_GENERIC ? sb_find(V->a, b, vl, vpt) : ffind(V, b, vl, vpt);
+        if (w >= 0) {
+            if (dirty) b[(r == FK_GENERIC ? V->a->flag_off : CMP_FLAGS) + (uint32_t)w] |= F_DIRTY;
+            if (r == FK_GENERIC) wtouch(V->a, b, (uint32_t)w);
+            else if (r == FK_LRU) {
+                uint64_t *P = (uint64_t *)(b + CMP_PERM);
+                *P = nib_front(*P, (uint32_t)w);
+            } else if (r == FK_PLRU) {
+                fplru_apply(V, (uint64_t *)(b + CMP_PERM), (uint32_t)w);
+            }
+            return;
+        }
+        const uint8_t fl = dirty ? F_DIRTY : 0;
+        uint64_t l2;
+        uint8_t f2;
+        if (r == FK_LRU) finstall(V, FK_LRU, 0, b, vl, vpt, fl, &l2, &f2);
+        else if (r == FK_PLRU) finstall(V, FK_PLRU, 0, b, vl, vpt, fl, &l2, &f2);
+        else if (r == FK_FIFO) finstall(V, FK_FIFO, 0, b, vl, vpt, fl, &l2, &f2);
+        else if (r == FK_RANDOM) finstall(V, FK_RANDOM, 0, b, vl, vpt, fl, &l2, &f2);
+        else winstall(V->a, b, vl, vpt, fl, &l2, &f2);
+        V->st->fills++;
+        if (l2 != TAG_INVALID) {
+            if ((f2 & F_DIRTY) || V->ework) {
+                x->general = 1;
+                evicted(x->s, x->p, K + 1, l2, f2);
+            } else {
+                V->st->evictions++;
+            }
+        }
+    } else if (dirty) {
+        if (K + 1 < x->fp->n) writeback(x->s, x->p, K + 1, vl);
+        else x->s->st.mem_writebacks++;
+    }
+}
+
+/* Level K missed and will install the line: the set of the next (victim or exclusive)
+ * level that its victim will go to is prefetched while the levels below are looked up. */
+static inline __attribute__((always_inline)) void fpf_victim(const fpath *fp, const int K, const int R,
+                                                             const uint8_t *b) {
+    const flvl *L = &fp->lv[K];
+    const uint64_t P = *(const uint64_t *)(b + CMP_PERM);
+    const uint32_t w = FK_BASE(R) == FK_PLRU ? fplru_victim(L, P) : (uint32_t)(P >> L->vshift) & 0xF;
+    const uint64_t vl = ((const uint64_t *)(b + CMP_TAGS))[w];
+    const flvl *V = &fp->lv[K + 1 < 3 ? K + 1 : 2];
+    const uint8_t *vb = V->mem + (vl & V->set_mask) * V->stride;
+    __builtin_prefetch(vb);
+    __builtin_prefetch(vb + fp->pfoff1);
+    __builtin_prefetch(vb + fp->pfoff2);
+}
+
 /* Level K of the walk (walk1() above, written recursively so that each level is compiled
  * with its number): look the line up; on a miss, walk the levels below, then install the
  * line here if this level allocates. N: the number of levels (0: fp->n); R: the policy of
@@ -1608,17 +1967,17 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         const int K_ = K;                                                                     \
         if (N ? K_ >= N : K_ >= x->fp->n) return MEM_LEVEL;                                    \
         const flvl *L = &x->fp->lv[K_];                                                       \
-        const int r = R == FK_MIXED ? L->repl : R;                                            \
+        const int r = R == FK_MIXED || (FK_WIDE(R) && L->wide) ? L->repl : FK_BASE(R);        \
         const unsigned above = x->fp->alloc[x->cls] & ((1u << K_) - 1); /* all missed */      \
         uint8_t *b = L->mem + (x->line & L->set_mask) * L->stride;                            \
         int w = r == FK_GENERIC ? sb_find(L->a, b, x->line, x->ptv) : ffind(L, b, x->line, x->ptv); \
         if (w >= 0) {                                                                         \
-            if (r == FK_GENERIC) sb_touch(L->a, b, (uint32_t)w);                              \
+            if (r == FK_GENERIC) wtouch(L->a, b, (uint32_t)w);                                \
             else if (r == FK_LRU) {                                                           \
                 uint64_t *P = (uint64_t *)(b + CMP_PERM);                                     \
                 *P = nib_front(*P, (uint32_t)w);                                              \
             } else if (r == FK_PLRU) {                                                        \
-                plru_apply(L->a, (uint64_t *)(b + CMP_PERM), (uint32_t)w);                    \
+                fplru_apply(L, (uint64_t *)(b + CMP_PERM), (uint32_t)w);                       \
             }                                                                                 \
             if (K_ == 0) x->w0 = w;                                                           \
             uint8_t *f = b + (r == FK_GENERIC ? L->a->flag_off : CMP_FLAGS) + w;              \
@@ -1638,7 +1997,7 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         uint64_t vl;                                                                          \
         uint8_t vf;                                                                           \
         uint32_t iw;                                                                          \
-        if (R == FK_LRU) iw = finstall(L, FK_LRU, 1, b, x->line, x->ptv, fl, &vl, &vf);      \
+        if ((R == FK_LRU || R == FK_LRU_W) && r == FK_LRU) iw = finstall(L, FK_LRU, 1, b, x->line, x->ptv, fl, &vl, &vf); \
         else if (r == FK_LRU) iw = finstall(L, FK_LRU, 0, b, x->line, x->ptv, fl, &vl, &vf);     \
         else if (r == FK_PLRU) iw = finstall(L, FK_PLRU, 0, b, x->line, x->ptv, fl, &vl, &vf); \
         else if (r == FK_FIFO) iw = finstall(L, FK_FIFO, 0, b, x->line, x->ptv, fl, &vl, &vf); \
@@ -1646,14 +2005,16 @@ static inline __attribute__((always_inline)) uint32_t finstall(const flvl *L, co
         else {                                                                                \
             uint64_t l;                                                                       \
             uint8_t f;                                                                        \
-            iw = sb_install(L->a, b, x->line, x->ptv, fl, &l, &f);                            \
+            iw = winstall(L->a, b, x->line, x->ptv, fl, &l, &f);                              \
             vl = l;                                                                           \
             vf = f;                                                                           \
         }                                                                                     \
         if (K_ == 0) x->w0 = (int)iw;                                                         \
         if (__builtin_expect(vl == TAG_INVALID, 0)) {                                         \
             x->fc->nfree[x->side][K_]++;                                                      \
-        } else if (__builtin_expect((vf & F_DIRTY) | (R == FK_MIXED && L->ework), 0)) {       \
+        } else if (FK_EVICT(R) && L->ework) {                                                 \
+            fevict(x, K_, R, vl, vf);                                                         \
+        } else if (__builtin_expect(vf & F_DIRTY, 0)) {                                       \
             x->fc->nevict[x->side][K_]++;                                                     \
             x->general = 1;                                                                   \
             evicted(x->s, x->p, K_, vl, vf);                                                  \
@@ -1674,7 +2035,7 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
                                                           const int W, const int side, int cls,
                                                           uint64_t addr, unsigned size,
                                                           const int shift) {
-    if (fp->tlb) tlb_access(s, co, side, addr, size ? size : 1);
+    if (fp->tlb) ftlb(s, fp, side, addr, size ? size : 1);
     if (__builtin_expect((addr & fp->line_mask) + size > fp->line_size, 0)) { /* two lines or more */
         mem_access_slow(s, co, side, cls, addr, size);
         return;
@@ -1720,12 +2081,35 @@ static inline __attribute__((always_inline)) void run_fast_t(cc_sim *s, const cc
                 __builtin_prefetch(b);
                 __builtin_prefetch(b + dp->pfoff1);
                 __builtin_prefetch(b + dp->pfoff2);
+                if (FK_WIDE(R) || R == FK_MIXED) { /* the further lines of wide sets */
+#pragma GCC unroll 5
+                    for (int i = 0; i < 5; i++) {
+                        if (i >= dp->pfrest[0]) break;
+                        __builtin_prefetch(b + 192 + 64 * i);
+                    }
+                }
                 if (dp->npf > 1) {
                     b = dp->pfmem[1] + (line & dp->pfmask[1]) * dp->pfstride[1];
                     __builtin_prefetch(b);
                     __builtin_prefetch(b + dp->pfoff1);
                     __builtin_prefetch(b + dp->pfoff2);
+                    if (FK_WIDE(R) || R == FK_MIXED) { /* the further lines of wide sets */
+#pragma GCC unroll 5
+                        for (int i = 0; i < 5; i++) {
+                            if (i >= dp->pfrest[1]) break;
+                            __builtin_prefetch(b + 192 + 64 * i);
+                        }
+                    }
                 }
+            }
+        }
+        if ((R == FK_LRU_E || R == FK_PLRU_E) && dp->pfv >= 0 && r < pfend) {
+            /* a few records after the sets: the set of the victim level that the victim of
+             * the level above will go to, as that level's replacement state names it now */
+            const cc_rec *q = r + PF_VDIST;
+            if (q->kind - CC_K_LOAD <= CC_K_MODIFY - CC_K_LOAD) {
+                const flvl *L = &dp->lv[dp->pfv];
+                fpf_victim(dp, dp->pfv, R, L->mem + ((q->addr >> shift) & L->set_mask) * L->stride);
             }
         }
         const unsigned kind = r->kind;
@@ -1761,6 +2145,13 @@ RUN_FAST(run_fast3_lru, 3, FK_LRU)
 RUN_FAST(run_fast1_plru, 1, FK_PLRU)
 RUN_FAST(run_fast2_plru, 2, FK_PLRU)
 RUN_FAST(run_fast3_plru, 3, FK_PLRU)
+RUN_FAST(run_fast2_lru_e, 2, FK_LRU_E)
+RUN_FAST(run_fast3_lru_e, 3, FK_LRU_E)
+RUN_FAST(run_fast2_plru_e, 2, FK_PLRU_E)
+RUN_FAST(run_fast3_plru_e, 3, FK_PLRU_E)
+RUN_FAST(run_fast1_lru_w, 1, FK_LRU_W)
+RUN_FAST(run_fast2_lru_w, 2, FK_LRU_W)
+RUN_FAST(run_fast3_lru_w, 3, FK_LRU_W)
 RUN_FAST(run_fast1_mixed, 1, FK_MIXED)
 RUN_FAST(run_fast2_mixed, 2, FK_MIXED)
 RUN_FAST(run_fast3_mixed, 3, FK_MIXED)
@@ -1770,15 +2161,24 @@ static void run_fast(cc_sim *s, const cc_rec *recs, size_t n) {
     fpath fp[2];
     fpath_init(s, &s->core[0], 0, &fp[0]);
     fpath_init(s, &s->core[0], 1, &fp[1]);
+    for (int side = 0; side < 2; side++) {
+        carr *t = fp[side].ntl ? fp[side].tl[0].a : NULL;
+        if (t && t->sets == 1 && t->ways > CMP_WAYS && t->ways < 65535 &&
+            (t->repl == CC_REPL_LRU || t->repl == CC_REPL_FIFO) && hidx_build(t)) {
+            free(t->hidx); /* out of memory: the scan, as before */
+            t->hidx = NULL;
+        }
+    }
     const int R = fpath_uniform(fp);
     const int N = fp[0].n == fp[1].n ? fp[0].n : 0;
-    static void (*const table[4][3])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
-        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
-        {run_fast1_lru, run_fast1_plru, run_fast1_mixed},
-        {run_fast2_lru, run_fast2_plru, run_fast2_mixed},
-        {run_fast3_lru, run_fast3_plru, run_fast3_mixed},
+    static void (*const table[4][6])(cc_sim *, const cc_rec *, size_t, const fpath *) = {
+        {run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed, run_fastv_mixed},
+        {run_fast1_lru, run_fast1_plru, run_fast1_mixed, run_fast1_mixed, run_fast1_mixed, run_fast1_lru_w},
+        {run_fast2_lru, run_fast2_plru, run_fast2_mixed, run_fast2_lru_e, run_fast2_plru_e, run_fast2_lru_w},
+        {run_fast3_lru, run_fast3_plru, run_fast3_mixed, run_fast3_lru_e, run_fast3_plru_e, run_fast3_lru_w},
     };
-    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : 2](s, recs, n, fp);
+    /* (one level has no eviction work: no level below it) */
+    table[N][R == FK_LRU ? 0 : R == FK_PLRU ? 1 : R == FK_LRU_E ? 3 : R == FK_PLRU_E ? 4 : R == FK_LRU_W ? 5 : 2](s, recs, n, fp);
 }
 
 static void run_general(cc_sim *s, const cc_rec *recs, size_t n) {
