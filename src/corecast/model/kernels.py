@@ -37,6 +37,7 @@ finite, not negative (or positive, for times), and a rational's denominator has 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -92,8 +93,9 @@ class KernelFit:
 
 
 # ============================================================================ kernels
-class Kernel:
-    """A family of functions of the core count n."""
+class Kernel(ABC):
+    """A family of functions of the core count n. Each family says how to evaluate it and how
+    to fit it (`evaluate`, `fit`)."""
 
     name: str = ""
     expr: str = ""
@@ -105,14 +107,16 @@ class Kernel:
         """Free parameters (what a fit needs points for)."""
         return len(self.param_names)
 
+    @abstractmethod
     def evaluate(self, theta: np.ndarray, n: np.ndarray, extra: dict | None = None) -> np.ndarray:
-        raise NotImplementedError
+        """The function with parameters `theta` at core counts `n`."""
 
     def denominator(self, theta: np.ndarray, n: np.ndarray) -> np.ndarray | None:
         return None
 
+    @abstractmethod
     def fit(self, n: np.ndarray, y: np.ndarray) -> KernelFit | None:
-        raise NotImplementedError
+        """The least-squares fit to (n, y), or None when it cannot be made."""
 
     def describe(self, theta: np.ndarray, extra: dict | None = None) -> str:
         vals = ", ".join(f"{k}={v:.4g}" for k, v in zip(self.param_names, theta))
