@@ -2059,6 +2059,22 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
     }
 }
 
+/* Prefetch the set of `line` in the k-th prefetched level: its first host lines and, with
+ * `wide` (a kernel that may meet sets wider than three host lines), up to pfrest[k] more. */
+static inline __attribute__((always_inline)) void fpf_set(const fpath *dp, int k, uint64_t line, const int wide) {
+    const uint8_t *b = dp->pfmem[k] + (line & dp->pfmask[k]) * dp->pfstride[k];
+    __builtin_prefetch(b);
+    __builtin_prefetch(b + dp->pfoff1);
+    __builtin_prefetch(b + dp->pfoff2);
+    if (wide) {
+#pragma GCC unroll 5
+        for (int i = 0; i < 5; i++) {
+            if (i >= dp->pfrest[k]) break;
+            __builtin_prefetch(b + 192 + 64 * i);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void run_fast_t(cc_sim *s, const cc_rec *recs, size_t n,
                                                              const fpath *fp, const int N, const int R) {
     const cc_config *c = &s->cfg;
@@ -2077,30 +2093,9 @@ static inline __attribute__((always_inline)) void run_fast_t(cc_sim *s, const cc
             const cc_rec *q = r + PF_DIST;
             if (q->kind - CC_K_LOAD <= CC_K_MODIFY - CC_K_LOAD) {
                 const uint64_t line = q->addr >> shift;
-                const uint8_t *b = dp->pfmem[0] + (line & dp->pfmask[0]) * dp->pfstride[0];
-                __builtin_prefetch(b);
-                __builtin_prefetch(b + dp->pfoff1);
-                __builtin_prefetch(b + dp->pfoff2);
-                if (FK_WIDE(R) || R == FK_MIXED) { /* the further lines of wide sets */
-#pragma GCC unroll 5
-                    for (int i = 0; i < 5; i++) {
-                        if (i >= dp->pfrest[0]) break;
-                        __builtin_prefetch(b + 192 + 64 * i);
-                    }
-                }
-                if (dp->npf > 1) {
-                    b = dp->pfmem[1] + (line & dp->pfmask[1]) * dp->pfstride[1];
-                    __builtin_prefetch(b);
-                    __builtin_prefetch(b + dp->pfoff1);
-                    __builtin_prefetch(b + dp->pfoff2);
-                    if (FK_WIDE(R) || R == FK_MIXED) { /* the further lines of wide sets */
-#pragma GCC unroll 5
-                        for (int i = 0; i < 5; i++) {
-                            if (i >= dp->pfrest[1]) break;
-                            __builtin_prefetch(b + 192 + 64 * i);
-                        }
-                    }
-                }
+                fpf_set(dp, 0, line, FK_WIDE(R) || R == FK_MIXED);
+                if (dp->npf > 1)
+                    fpf_set(dp, 1, line, FK_WIDE(R) || R == FK_MIXED);
             }
         }
         if ((R == FK_LRU_E || R == FK_PLRU_E) && dp->pfv >= 0 && r < pfend) {
