@@ -12,12 +12,13 @@ demo: setup
 test: setup
 	.venv/bin/python -m pytest -q $(PYTEST_ARGS)
 
-native:
-	.venv/bin/python native/build.py src/corecast/_native
+native: setup
+	.venv/bin/ninja -C build/editable
 
 bench: setup
-	@.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,bench]"
+	@.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
+		-Cbuild-dir=build/editable -e ".[test,bench]"
 	@for b in bench/[a-z]*.py; do echo "== $$b"; .venv/bin/python $$b || exit 1; done
 
 clean:
-	rm -rf build dist src/*.egg-info src/corecast/_native out
+	rm -rf build dist src/corecast/_native out .venv/.corecast-setup

@@ -1,12 +1,12 @@
 """Host instructions per simulated access of corecast's simulator, counted with callgrind.
 
 Timings on a shared machine move by tens of percent; instruction counts do not. This builds
-bench/sim_driver.c against native/sim/ (with the library's own flags), runs it under
+bench/sim_driver.c against native/sim/ at each --opt level (meson.build builds at -O2), runs it under
 `valgrind --tool=callgrind --toggle-collect=cc_sim_run` (only the batch entry point is
 counted, not the making of the trace) at two trace lengths, and prints the difference per
 access: the steady-state cost, cold misses excluded. Rows as in bench/sim_speed.py.
 
-    .venv/bin/python bench/sim_instructions.py [--general] [--replacement lru|plru|fifo|random]
+    .venv/bin/python bench/sim_instructions.py [--general] [--replacement lru|plru|fifo|random] [--opt 2,3]
 
 --general counts the general loop (every record through the multi-core code path) instead
 of the single-core kernel.
@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,16 +34,12 @@ ROWS = [("3-level, random loads, 256 KiB working set", 3, 256 * KiB, "random"),
         ("L1 only, sequential loads", 1, 0, "seq")]
 
 
-def build(outdir: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "native"))
-    import build as nb  # native/build.py: the flags every native target gets
-
-    with open(SIM / "build.toml", "rb") as fh:
-        target = next(t for t in tomllib.load(fh)["target"] if t["name"] == "libcorecast_sim.so")
-    exe = outdir / "sim_driver"
-    cmd = [nb.compiler(), *nb.DEFAULT_CFLAGS, *target.get("cflags", []), f"-I{SIM}",
-           "-o", str(exe), str(ROOT / "bench" / "sim_driver.c"),
-           *(str(SIM / s) for s in target["sources"])]
+def build(outdir: Path, opt: str) -> Path:
+    """bench/sim_driver.c with native/sim's sources, at -O{opt}, otherwise with the flags
+    meson.build gives every C part (C11 with GNU extensions, NDEBUG, no debug info)."""
+    exe = outdir / f"sim_driver_O{opt}"
+    cmd = [os.environ.get("CC", "cc"), "-std=gnu11", f"-O{opt}", "-DNDEBUG", f"-I{SIM}",
+           "-o", str(exe), str(ROOT / "bench" / "sim_driver.c"), str(SIM / "sim.c"), str(SIM / "lackey.c")]
     subprocess.run(cmd, check=True)
     return exe
 
@@ -65,6 +60,8 @@ def main() -> int:
     ap.add_argument("--general", action="store_true", help="count the general loop")
     ap.add_argument("--replacement", default="lru", choices=["lru", "plru", "fifo", "random"])
     ap.add_argument("-n", type=int, default=1_000_000, help="accesses in the shorter run")
+    ap.add_argument("--opt", default="2,3",
+                    help="optimisation levels to compare (meson.build uses 2; default 2,3)")
     args = ap.parse_args()
     _machine.header("corecast sim: host instructions per simulated access (callgrind)")
     if not shutil.which("valgrind"):
@@ -75,12 +72,17 @@ def main() -> int:
     print(f"# {'general loop' if args.general else 'single-core kernel'}, "
           f"{args.replacement}; instructions of cc_sim_run per access between {n1:,} and "
           f"{n2:,} accesses")
+    opts = [o.strip() for o in args.opt.split(",") if o.strip()]
     with tempfile.TemporaryDirectory() as tmp:
-        exe = build(Path(tmp))
+        exes = {o: build(Path(tmp), o) for o in opts}
+        print(f"{'':>44}  " + "  ".join(f"{'-O' + o:>8}" for o in opts))
         for name, levels, ws, pattern in ROWS:
-            a = count(exe, [str(levels), str(ws), str(n1), pattern, *extra], Path(tmp))
-            b = count(exe, [str(levels), str(ws), str(n2), pattern, *extra], Path(tmp))
-            print(f"{name:>44}: {(b - a) / (n2 - n1):7.1f} instructions per access")
+            cells = []
+            for o in opts:
+                a = count(exes[o], [str(levels), str(ws), str(n1), pattern, *extra], Path(tmp))
+                b = count(exes[o], [str(levels), str(ws), str(n2), pattern, *extra], Path(tmp))
+                cells.append(f"{(b - a) / (n2 - n1):8.1f}")
+            print(f"{name:>44}: " + "  ".join(cells) + "  instructions per access")
     return 0
 
 

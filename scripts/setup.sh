@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything corecast needs on a fresh Debian machine, idempotently:
 # Debian packages (setup/debian-packages.txt), a virtual environment in .venv, and corecast
-# itself installed into it (which compiles the C parts under native/ and workloads/).
+# itself installed into it, editable (meson compiles the C parts under native/ and workloads/).
+# A second run on an unchanged tree does no work beyond checking.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,8 +32,29 @@ fi
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     "$PY" -m venv .venv
-    .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
 fi
-echo "setup: installing corecast into .venv (builds the C parts)"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" \
-    || { echo "setup: pip install failed"; exit 1; }
+
+# corecast is installed editable with meson-python: the C parts are built in build/ by ninja,
+# in parallel, and rebuilt (only what changed) whenever corecast is imported. So pip only runs
+# when what it acts on changed: the package metadata and dependencies (pyproject.toml) or the
+# list of C targets (meson.build files). A stamp holds their hash.
+stamp=.venv/.corecast-setup
+want=$(cat pyproject.toml meson.build $(find native workloads -name meson.build | sort) | sha256sum | cut -c1-64)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import corecast.native' 2>/dev/null; then
+    rm -f "$stamp"
+    # The build backend goes into .venv itself (no isolated build environment each time), so
+    # that the build directory stays valid between runs.
+    build_reqs=$("$PY" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+    echo "setup: installing corecast into .venv (meson builds the C parts in build/)"
+    export PATH="$PWD/.venv/bin:$PATH"   # meson and ninja from .venv
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pip install -q --disable-pip-version-check $build_reqs \
+        || { echo "setup: pip install of the build backend failed"; exit 1; }
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
+        -Cbuild-dir=build/editable -e ".[test]" \
+        || { echo "setup: pip install failed"; exit 1; }
+    echo "$want" > "$stamp"
+fi
+# Build whatever C changed now (not at the first import inside a test), and say so if it fails.
+.venv/bin/ninja -C build/editable >/tmp/corecast-ninja.log 2>&1 \
+    || { tail -30 /tmp/corecast-ninja.log; echo "setup: building the C parts failed"; exit 1; }

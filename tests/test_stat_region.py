@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from corecast import region as reg
-from corecast.native import NATIVE_DIR
+from corecast.native import include_dir, library_dir
 
 C_PROG = r"""
 #include <corecast_region.h>
@@ -33,14 +33,13 @@ int main(void) {
 
 @pytest.fixture(scope="module")
 def cprog(tmp_path_factory):
-    if not (NATIVE_DIR / "libcorecast_region.so").exists():
-        pytest.skip("native region library not built")
+    inc, lib = include_dir(), library_dir("libcorecast_region.so")
     d = tmp_path_factory.mktemp("region")
     src = d / "r.c"
     src.write_text(C_PROG)
     exe = d / "r"
-    subprocess.run(["gcc", f"-I{NATIVE_DIR / 'include'}", "-pthread", "-o", str(exe), str(src),
-                    f"-L{NATIVE_DIR}", "-lcorecast_region", f"-Wl,-rpath,{NATIVE_DIR}"], check=True)
+    subprocess.run(["gcc", f"-I{inc}", "-pthread", "-o", str(exe), str(src),
+                    f"-L{lib}", "-lcorecast_region", f"-Wl,-rpath,{lib}"], check=True)
     return str(exe)
 
 

@@ -1,26 +1,58 @@
-"""Where the compiled parts (native/, workloads/) live once corecast is installed."""
+"""Where the compiled parts (native/, workloads/) live once corecast is installed.
+
+A wheel holds them flat in `corecast/_native/` (headers in its `include/`). An editable install
+(meson-python, what `make test` sets up) leaves them in the build directory and maps each one
+into the package, so they are looked up through `importlib.resources`, which knows that map.
+"""
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 
 from .errors import UserError
 
+#: The folder of the compiled parts in an installed wheel.
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
 
 
+def _lookup(*parts: str) -> Path | None:
+    p = NATIVE_DIR.joinpath(*parts)
+    if p.exists():
+        return p
+    try:
+        res = importlib.resources.files(__package__).joinpath("_native", *parts)
+    except (ModuleNotFoundError, TypeError, ValueError):
+        return None
+    # A real path when corecast is installed from a wheel or editable; anything else (a zip, a
+    # mapped folder) is not something a program can be run or linked from.
+    if isinstance(res, Path) and res.exists():
+        return res
+    return None
+
+
 def native_path(name: str) -> Path:
-    """Path of a compiled product (a shared library, an executable or a header directory).
+    """Path of a compiled product (a shared library or an executable).
 
     Raises UserError when it is missing: corecast was installed without a C compiler, or a
     source checkout was never built.
     """
-    p = NATIVE_DIR / name
-    if not p.exists():
+    p = _lookup(name)
+    if p is None:
         raise UserError(
-            f"corecast's compiled component '{name}' is missing from {NATIVE_DIR} "
+            f"corecast's compiled component '{name}' is missing "
             "(install gcc, then reinstall corecast with `pip install .` or run `make setup`)")
     return p
 
 
 def include_dir() -> Path:
-    return native_path("include")
+    """The folder holding corecast_region.h (for programs that use the region API)."""
+    p = _lookup("include", "corecast_region.h")
+    if p is None:
+        raise UserError("corecast's header 'corecast_region.h' is missing "
+                        "(reinstall corecast with `pip install .` or run `make setup`)")
+    return p.parent
+
+
+def library_dir(name: str = "libcorecast_region.so") -> Path:
+    """The folder of a shared library, for `-L` and `-Wl,-rpath` when linking against it."""
+    return native_path(name).parent

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.util
 import os
 import pkgutil
 import sys
@@ -50,9 +51,10 @@ def _commands() -> list[_Command]:
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue
-        path = Path(__path__[0]) / f"{info.name}.py"
+        # The module's own source file (in an editable install __path__ is not a real folder).
+        spec = importlib.util.find_spec(f"{__name__}.{info.name}")
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8")) if spec and spec.origin else None
         except (OSError, SyntaxError):
             tree = None
         consts: dict[str, str] = {}

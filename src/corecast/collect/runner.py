@@ -122,9 +122,12 @@ def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
     if found:
         return found
     if name.startswith("corecast-"):
-        from ..native import NATIVE_DIR
-        p = NATIVE_DIR / name
-        if p.exists() and os.access(p, os.X_OK):
+        from ..native import native_path
+        try:
+            p = native_path(name)
+        except UserError:
+            return None
+        if os.access(p, os.X_OK):
             return str(p)
     return None
 

@@ -1,0 +1,96 @@
+"""The build: meson-python, incremental, and a wheel tagged for what it holds."""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from corecast.native import include_dir, library_dir, native_path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTS = ["corecast-launch", "libcorecast_region.so", "libcorecast_shim.so", "corecast-shim-bench",
+            "libcorecast_sim.so", "libcorecast_ticks.so", "corecast-barrier", "corecast-lockbench",
+            "corecast-membw"]
+
+
+def elf_section_names(data: bytes) -> list[str]:
+    """Section names of a 64-bit little-endian ELF file (enough to see debug info)."""
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, "not a 64-bit LE ELF file"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    str_off, str_size = sections[shstrndx][4], sections[shstrndx][5]
+    strtab = data[str_off:str_off + str_size]
+    return [strtab[s[0]:strtab.index(b"\0", s[0])].decode() for s in sections]
+
+
+def test_every_product_is_found():
+    for name in PRODUCTS:
+        p = native_path(name)
+        assert p.is_file(), name
+        if not name.endswith(".so"):
+            assert os.access(p, os.X_OK), name
+    assert (include_dir() / "corecast_region.h").is_file()
+    assert (library_dir() / "libcorecast_region.so").is_file()
+
+
+def test_elf_reader_sees_debug_sections(tmp_path):
+    """The reader used below on the wheel finds .debug_info when there is some."""
+    src = tmp_path / "x.c"
+    src.write_text("int f(int x) { return x + 1; }\n")
+    for flag, expect in (("-g", True), ("-g0", False)):
+        obj = tmp_path / f"x{flag}.o"
+        subprocess.run(["cc", "-c", flag, "-o", str(obj), str(src)], check=True)
+        assert (".debug_info" in elf_section_names(obj.read_bytes())) is expect
+
+
+@pytest.mark.skipif(not (ROOT / "build" / "editable" / "build.ninja").exists(),
+                    reason="not the editable install that `make setup` makes")
+def test_unchanged_tree_has_nothing_to_build():
+    ninja = Path(sys.executable).parent / "ninja"
+    r = subprocess.run([str(ninja if ninja.exists() else "ninja"), "-C", str(ROOT / "build" / "editable"), "-n"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "no work to do" in r.stdout
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / ".corecast-setup").exists(),
+                    reason="not the environment that `make setup` makes")
+def test_second_setup_does_not_reinstall():
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "installing corecast" not in r.stdout
+    assert "creating .venv" not in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_wheel_is_platform_specific_without_abi_and_without_debug_info(tmp_path):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    wheels = list(tmp_path.glob("corecast-*.whl"))
+    assert len(wheels) == 1
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    assert wheels[0].name.endswith(f"-py3-none-{platform}.whl"), wheels[0].name
+    with zipfile.ZipFile(wheels[0]) as z:
+        names = z.namelist()
+        wheel_meta = z.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+        assert "Root-Is-Purelib: false" in wheel_meta
+        native = {n.rsplit("/", 1)[1]: n for n in names if "/corecast/_native/" in n and not n.endswith("/")}
+        for name in PRODUCTS:
+            assert name in native, name
+            assert not [s for s in elf_section_names(z.read(native[name])) if s.startswith(".debug")], name
+        assert any(n.endswith("/corecast/_native/include/corecast_region.h") for n in names)
+        assert any(n.endswith("/corecast/sim/machines/zen4-genoa.toml") for n in names)
+        assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+        scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
+        assert {"corecast-barrier", "corecast-lockbench", "corecast-membw"} <= scripts
