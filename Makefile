@@ -16,7 +16,7 @@ native: setup
 	.venv/bin/ninja -C build/editable
 
 bench: setup
-	@.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
+	@PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
 		-Cbuild-dir=build/editable -e ".[test,bench]"
 	@for b in bench/[a-z]*.py; do echo "== $$b"; .venv/bin/python $$b || exit 1; done
 
