@@ -1,0 +1,351 @@
+/* Miss-rate curves in one pass over a trace (driven from Python by ctypes: src/corecast/sim/mrc.py).
+ *
+ * Exact LRU stack distances (Mattson's stack algorithm, counted with Olken's method): every line's
+ * most recent access holds a mark at its position in time, in a Fenwick tree; the stack distance
+ * of an access is the number of marks after the line's previous position (the distinct lines
+ * touched since). A fully associative LRU cache of S lines hits exactly the accesses whose
+ * distance is below S, so one histogram of distances is the miss curve for every size at once.
+ * Memory is proportional to the distinct lines, not to the trace: when the time axis fills up,
+ * the live marks are renumbered 1..live (compaction, amortised O(1) per access).
+ *
+ * Spatial sampling (SHARDS, Waldspurger et al., FAST'15): only lines whose hash falls under a
+ * threshold T of a modulus P are tracked (rate R = T/P); their distances are scaled by 1/R and
+ * each counts 1/R accesses; Python applies the SHARDS_adj correction from the counts kept here.
+ *
+ * Set-associative LRU caches of several geometries are simulated together in one pass
+ * (cc_sa_*), for the points where a fully associative curve is not the question.
+ *
+ * Records are the simulator's (native/sim/ccsim.h): 16 bytes, address, aux, tid, kind, size.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef struct {
+    uint64_t addr;
+    uint32_t aux;
+    uint16_t tid;
+    uint8_t kind;
+    uint8_t size;
+} rec_t;
+
+_Static_assert(sizeof(rec_t) == 16, "record layout");
+
+enum { K_FETCH, K_LOAD, K_STORE, K_MODIFY, K_BRANCH, K_MARKER, K_UOP };
+
+/* ---------------------------------------------------------------------- helpers */
+
+static inline uint64_t mix64(uint64_t x) { /* a 64-bit finaliser: spreads line numbers */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* For each record whose kind is in kindmask and whose thread matches (tid < 0: every thread),
+ * runs BODY with first and last set to the first and last line it touches. An access that would
+ * run past the top of the address space is clamped there. */
+#define FOR_RECORDS(recs, n, kindmask, tid, shift, BODY)                                      \
+    for (size_t i_ = 0; i_ < (n); i_++) {                                                     \
+        const rec_t *r_ = &(recs)[i_];                                                        \
+        if (!((kindmask) >> r_->kind & 1)) continue;                                          \
+        if ((tid) >= 0 && r_->tid != (uint32_t)(tid)) continue;                               \
+        uint64_t a_ = r_->addr, e_ = a_ + (r_->size ? r_->size : 1) - 1;                      \
+        if (e_ < a_) e_ = UINT64_MAX;                                                         \
+        const uint64_t first = a_ >> (shift), last = e_ >> (shift);                           \
+        BODY;                                                                                 \
+    }
+
+/* ---------------------------------------------------------------------- stack distances */
+
+typedef struct {
+    int shift;                /* log2 of the line size */
+    uint64_t threshold, modulus_mask; /* sampled when (mix64(line) & mask) < threshold */
+    /* line -> position (open addressing; key stored as line + 1, 0 = empty) */
+    uint64_t *hkey;
+    uint64_t *hpos;
+    size_t hcap, hcount;
+    /* Fenwick tree over positions 1..tn, and the line at each position */
+    int32_t *bit;
+    uint64_t *pline;
+    size_t tn, now;
+    /* histogram of distances (in sampled lines); cold accesses apart */
+    uint64_t *hist;
+    size_t histn;
+    uint64_t cold, refs;      /* sampled accesses: first touches, all */
+    uint64_t seen;            /* accesses offered (sampled or not) */
+    /* An access is one record: when it straddles lines, each line is looked up in order (so
+     * the stack evolves as for separate accesses), and the access counts once, at the largest
+     * distance of its lines (it hits a cache only if every line does), as the simulator counts. */
+} cc_sd;
+
+static int sd_hash_grow(cc_sd *s) {
+    size_t ncap = s->hcap ? s->hcap * 2 : 1 << 12;
+    uint64_t *nk = calloc(ncap, sizeof *nk), *np = malloc(ncap * sizeof *np);
+    if (!nk || !np) { free(nk); free(np); return -1; }
+    for (size_t i = 0; i < s->hcap; i++) {
+        if (!s->hkey[i]) continue;
+        size_t j = mix64(s->hkey[i]) & (ncap - 1);
+        while (nk[j]) j = (j + 1) & (ncap - 1);
+        nk[j] = s->hkey[i];
+        np[j] = s->hpos[i];
+    }
+    free(s->hkey);
+    free(s->hpos);
+    s->hkey = nk;
+    s->hpos = np;
+    s->hcap = ncap;
+    return 0;
+}
+
+/* The slot of line (inserted with position 0 if absent); NULL on allocation failure. */
+static uint64_t *sd_slot(cc_sd *s, uint64_t line) {
+    if (2 * (s->hcount + 1) > s->hcap && sd_hash_grow(s)) return NULL;
+    uint64_t key = line + 1;
+    size_t j = mix64(key) & (s->hcap - 1);
+    while (s->hkey[j] && s->hkey[j] != key) j = (j + 1) & (s->hcap - 1);
+    if (!s->hkey[j]) {
+        s->hkey[j] = key;
+        s->hpos[j] = 0;
+        s->hcount++;
+    }
+    return &s->hpos[j];
+}
+
+static inline void bit_add(int32_t *bit, size_t n, size_t i, int32_t v) {
+    for (; i <= n; i += i & -i) bit[i] += v;
+}
+
+static inline int64_t bit_sum(const int32_t *bit, size_t i) {
+    int64_t t = 0;
+    for (; i; i -= i & -i) t += bit[i];
+    return t;
+}
+
+/* Renumbers the live marks 1..live and sizes the time axis to twice that (at least 64 Ki). */
+static int sd_compact(cc_sd *s) {
+    size_t live = 0;
+    for (size_t p = 1; p < s->now; p++) {
+        if (!s->pline[p]) continue;
+        uint64_t *slot = sd_slot(s, s->pline[p] - 1);
+        if (!slot) return -1;
+        if (*slot != p) continue;            /* a stale position */
+        s->pline[++live] = s->pline[p];
+        *slot = live;
+    }
+    size_t ntn = 2 * live > (1 << 16) ? 2 * live : (1 << 16);
+    int32_t *nb = calloc(ntn + 1, sizeof *nb);
+    uint64_t *npl = calloc(ntn + 1, sizeof *npl);
+    if (!nb || !npl) { free(nb); free(npl); return -1; }
+    memcpy(npl + 1, s->pline + 1, live * sizeof *npl);
+    for (size_t i = 1; i <= ntn; i++) {      /* O(n) Fenwick build: ones at 1..live */
+        nb[i] += i <= live;
+        size_t j = i + (i & -i);
+        if (j <= ntn) nb[j] += nb[i];
+    }
+    free(s->bit);
+    free(s->pline);
+    s->bit = nb;
+    s->pline = npl;
+    s->tn = ntn;
+    s->now = live + 1;
+    return 0;
+}
+
+API cc_sd *cc_sd_new(int line_shift, uint64_t threshold, int modulus_bits) {
+    cc_sd *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->shift = line_shift;
+    s->modulus_mask = modulus_bits >= 64 ? UINT64_MAX : ((uint64_t)1 << modulus_bits) - 1;
+    s->threshold = threshold;
+    s->now = 1;
+    if (sd_compact(s) || sd_hash_grow(s)) {
+        free(s->bit);
+        free(s->pline);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+API void cc_sd_free(cc_sd *s) {
+    if (!s) return;
+    free(s->hkey);
+    free(s->hpos);
+    free(s->bit);
+    free(s->pline);
+    free(s->hist);
+    free(s);
+}
+
+static int sd_count(cc_sd *s, uint64_t d) {
+    if (d >= s->histn) {
+        size_t nn = s->histn ? s->histn : 1024;
+        while (nn <= d) nn *= 2;
+        uint64_t *nh = realloc(s->hist, nn * sizeof *nh);
+        if (!nh) return -1;
+        memset(nh + s->histn, 0, (nn - s->histn) * sizeof *nh);
+        s->hist = nh;
+        s->histn = nn;
+    }
+    s->hist[d]++;
+    return 0;
+}
+
+/* Looks a tracked line up: its distance, or -1 on a first touch, or -2 when out of memory. */
+static inline int64_t sd_touch(cc_sd *s, uint64_t line) {
+    if (s->now > s->tn && sd_compact(s)) return -2;
+    uint64_t *slot = sd_slot(s, line);
+    if (!slot) return -2;
+    size_t p = (size_t)*slot, t = s->now++;
+    int64_t d = -1;
+    if (p) {
+        d = bit_sum(s->bit, t - 1) - bit_sum(s->bit, p);
+        bit_add(s->bit, s->tn, p, -1);
+        s->pline[p] = 0;
+    }
+    bit_add(s->bit, s->tn, t, 1);
+    s->pline[t] = line + 1;
+    *slot = t;
+    return d;
+}
+
+/* One access to lines first..last; 0, or -1 when out of memory. */
+static int sd_access(cc_sd *s, uint64_t first, uint64_t last) {
+    s->seen++;
+    int tracked = 0, cold = 0;
+    int64_t dmax = 0;
+    for (uint64_t line = first;; line++) {
+        if ((mix64(line) & s->modulus_mask) < s->threshold) {
+            int64_t d = sd_touch(s, line);
+            if (d == -2) return -1;
+            tracked = 1;
+            if (d < 0) cold = 1;
+            else if (d > dmax) dmax = d;
+        }
+        if (line == last) break;
+    }
+    if (!tracked) return 0;
+    s->refs++;
+    if (cold) s->cold++;
+    else if (sd_count(s, (uint64_t)dmax)) return -1;
+    return 0;
+}
+
+/* Feeds a batch; returns 0, or -1 when memory ran out. */
+API int cc_sd_run(cc_sd *s, const rec_t *recs, size_t n, uint32_t kindmask, int tid) {
+    FOR_RECORDS(recs, n, kindmask, tid, s->shift, if (sd_access(s, first, last)) return -1);
+    return 0;
+}
+
+/* Feeds line numbers directly, one access each (for tests and other front ends). */
+API int cc_sd_lines(cc_sd *s, const uint64_t *lines, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (sd_access(s, lines[i], lines[i])) return -1;
+    return 0;
+}
+
+/* counts[0..3] = accesses offered, sampled accesses, sampled first touches, distinct sampled lines;
+ * returns the histogram's length (distances 0..len-1). */
+API size_t cc_sd_counts(const cc_sd *s, uint64_t *counts) {
+    counts[0] = s->seen;
+    counts[1] = s->refs;
+    counts[2] = s->cold;
+    counts[3] = s->hcount;
+    size_t len = s->histn;
+    while (len && !s->hist[len - 1]) len--;
+    return len;
+}
+
+API void cc_sd_hist(const cc_sd *s, uint64_t *out, size_t n) {
+    size_t k = n < s->histn ? n : s->histn;
+    memcpy(out, s->hist, k * sizeof *out);
+    if (n > k) memset(out + k, 0, (n - k) * sizeof *out);
+}
+
+/* ---------------------------------------------------------------------- set-associative */
+
+typedef struct {
+    uint64_t sets, ways;      /* sets a power of two */
+    uint64_t *tag;            /* sets * ways, line + 1 (0 = invalid) */
+    uint64_t *stamp;          /* last use, for LRU */
+    uint64_t access, miss, clock;
+} sa_conf;
+
+typedef struct {
+    int shift;
+    int n;
+    sa_conf *c;
+} cc_sa;
+
+API cc_sa *cc_sa_new(int line_shift, int n, const uint64_t *sets, const uint64_t *ways) {
+    cc_sa *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->shift = line_shift;
+    s->n = n;
+    s->c = calloc((size_t)n, sizeof *s->c);
+    if (!s->c) { free(s); return NULL; }
+    for (int i = 0; i < n; i++) {
+        sa_conf *c = &s->c[i];
+        if (!sets[i] || (sets[i] & (sets[i] - 1)) || !ways[i]) goto fail;
+        c->sets = sets[i];
+        c->ways = ways[i];
+        c->tag = calloc(sets[i] * ways[i], sizeof *c->tag);
+        c->stamp = calloc(sets[i] * ways[i], sizeof *c->stamp);
+        if (!c->tag || !c->stamp) goto fail;
+    }
+    return s;
+fail:
+    for (int i = 0; i < n; i++) { free(s->c[i].tag); free(s->c[i].stamp); }
+    free(s->c);
+    free(s);
+    return NULL;
+}
+
+API void cc_sa_free(cc_sa *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) { free(s->c[i].tag); free(s->c[i].stamp); }
+    free(s->c);
+    free(s);
+}
+
+/* One line looked up (and filled on a miss); 1 on a miss. */
+static inline int sa_line(sa_conf *c, uint64_t line) {
+    uint64_t *tag = c->tag + (line & (c->sets - 1)) * c->ways;
+    uint64_t *st = c->stamp + (line & (c->sets - 1)) * c->ways;
+    uint64_t key = line + 1, now = ++c->clock;
+    uint64_t victim = 0;
+    for (uint64_t w = 0; w < c->ways; w++) {
+        if (tag[w] == key) { st[w] = now; return 0; }
+        if (st[w] < st[victim]) victim = w;  /* invalid ways have stamp 0: taken first */
+    }
+    tag[victim] = key;
+    st[victim] = now;
+    return 1;
+}
+
+API void cc_sa_run(cc_sa *s, const rec_t *recs, size_t n, uint32_t kindmask, int tid) {
+    for (int i = 0; i < s->n; i++) {
+        sa_conf *c = &s->c[i];
+        FOR_RECORDS(recs, n, kindmask, tid, s->shift, {
+            int missed = 0;
+            for (uint64_t line = first;; line++) {
+                missed |= sa_line(c, line);
+                if (line == last) break;
+            }
+            c->access++;
+            c->miss += missed;
+        });
+    }
+}
+
+API void cc_sa_counts(const cc_sa *s, uint64_t *access, uint64_t *miss) {
+    for (int i = 0; i < s->n; i++) {
+        access[i] = s->c[i].access;
+        miss[i] = s->c[i].miss;
+    }
+}

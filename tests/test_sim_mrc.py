@@ -1,0 +1,248 @@
+"""Miss-rate curves in one pass (corecast.sim.mrc, native/mrc/mrc.c): exact against LRU caches
+simulated one size at a time, equal to the simulator's own caches, SHARDS within its error."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corecast.errors import UserError
+from corecast.sim import mrc
+from corecast.sim import native as N
+from corecast.sim.engine import SimOptions, Simulator
+from corecast.sim.machine import parse_machine
+
+HERE = Path(__file__).resolve().parent
+
+
+def lru_misses(lines, size: int) -> int:
+    """Misses of a fully associative LRU cache of `size` lines, simulated the slow, plain way."""
+    cache: OrderedDict[int, None] = OrderedDict()
+    misses = 0
+    for ln in lines:
+        if ln in cache:
+            cache.move_to_end(ln)
+        else:
+            misses += 1
+            cache[ln] = None
+            if len(cache) > size:
+                cache.popitem(last=False)
+    return misses
+
+
+def records(addr, kind=N.KIND_LOAD, size=8, tid=0) -> np.ndarray:
+    r = np.zeros(len(addr), dtype=N.RECORD_DTYPE)
+    r["addr"] = np.asarray(addr, dtype=np.uint64)
+    r["kind"], r["size"], r["tid"] = kind, size, tid
+    return r
+
+
+def test_stack_distances_of_a_small_sequence():
+    s = mrc.StackDistances(64)
+    s.feed_lines([1, 2, 3, 1, 2, 3, 4, 1])
+    h = s.histogram()
+    assert (h.offered, h.cold, h.lines) == (8, 4, 4)
+    assert list(h.counts) == [0, 0, 3, 1]
+    assert list(h.misses([64, 128, 192, 256, 320])) == [8, 8, 5, 4, 4]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_pass_equals_each_size_simulated(seed):
+    rng = np.random.default_rng(seed)
+    # a mixture of a hot set, a loop and random lines; 150,000 accesses force the time axis
+    # to be compacted (it starts at 64 Ki positions) several times
+    n = 150_000
+    kind = rng.integers(0, 3, n)
+    lines = np.where(kind == 0, rng.integers(0, 40, n),
+                     np.where(kind == 1, 1000 + np.arange(n) % 700, rng.integers(5000, 5600, n)))
+    s = mrc.StackDistances(64)
+    s.feed_lines(lines.astype(np.uint64))
+    h = s.histogram()
+    for size in (1, 7, 40, 41, 300, 700, 1000, 1400, 2000):
+        assert h.misses([size * 64])[0] == lru_misses(lines.tolist(), size), size
+
+
+def one_level(size: int, ways: int, line: int = 64) -> dict:
+    return {"name": "one-level", "frequency_hz": 1e9,
+            "cache": [{"level": 1, "kind": "unified", "size": size, "line_size": line, "ways": ways,
+                       "replacement": "lru", "write_allocate": True}]}
+
+
+def sim_misses(machine: dict, trace: np.ndarray) -> int:
+    sim = Simulator(parse_machine(machine), 1, SimOptions())
+    try:
+        sim.feed(trace)
+        st = sim.finish()
+    finally:
+        sim.close()
+    return int(sum(st.cache[0].miss))
+
+
+def mixed_trace(seed: int, n: int = 60_000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = 0x10000000
+    addr = np.where(rng.random(n) < 0.5, base + rng.integers(0, 1 << 16, n) * 8,
+                    base + (np.arange(n) * 24) % (1 << 18))
+    addr = addr + np.where(rng.random(n) < 0.05, rng.integers(1, 64, n), 0)    # some straddle
+    kind = rng.choice([N.KIND_LOAD, N.KIND_STORE, N.KIND_MODIFY, N.KIND_FETCH], size=n)
+    return records(addr, kind=kind, size=rng.choice([1, 4, 8, 16], size=n))
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_fully_associative_points_equal_the_simulator(seed):
+    trace = mixed_trace(seed)
+    res = mrc.analyse([trace[:20_000], trace[20_000:]], sizes=[4096, 16384, 65536], accesses="all")
+    for size, misses in zip(res.curves[0].sizes_bytes, res.curves[0].misses):
+        assert misses == sim_misses(one_level(size, size // 64), trace), size
+
+
+@pytest.mark.parametrize("ways", [1, 4, 8])
+def test_set_associative_points_equal_the_simulator(ways):
+    trace = mixed_trace(6)
+    sizes = [4096, 16384, 65536]
+    res = mrc.analyse([trace], sizes=sizes, assoc=ways)
+    sa = res.curves[0].set_associative
+    assert sa["ways"] == ways
+    for size, misses in zip(sizes, sa["misses"]):
+        assert misses == sim_misses(one_level(size, ways), trace), size
+
+
+def test_per_thread_and_shared_curves():
+    a = records(0x1000 + (np.arange(4000) % 100) * 64, tid=0)       # 100 lines, looped
+    b = records(0x900000 + (np.arange(4000) % 300) * 64, tid=1)     # 300 other lines
+    trace = np.empty(8000, dtype=N.RECORD_DTYPE)
+    trace[0::2], trace[1::2] = a, b
+    res = mrc.analyse([trace], sizes=[64 * 100, 64 * 300, 64 * 400], per_thread=True)
+    shared, t0, t1 = res.curves
+    assert (shared.scope, t0.scope, t1.scope) == ("shared", "thread 0", "thread 1")
+    assert t0.misses == [100, 100, 100]          # each thread alone: cold misses only, once it fits
+    assert t1.misses[1:] == [300, 300] and t1.misses[0] == 4000
+    # together: thread 0 reuses after 199 distinct lines (hits at 300), thread 1 after 399
+    assert shared.misses[2] == 400 and shared.misses[1] == 100 + 4000 and shared.misses[0] == 8000
+
+
+def test_knee_and_working_sets_of_two_loops():
+    # 64 lines looped 50 times, then 4096 lines looped 5 times: working sets of 4 KiB and 256 KiB
+    small = np.tile(np.arange(64), 50)
+    big = 10_000 + np.tile(np.arange(4096), 5)
+    trace = records(np.concatenate([small, big]) * 64)
+    res = mrc.analyse([trace])
+    c = res.curves[0]
+    assert any(4096 <= w <= 4096 * 1.2 for w in c.working_sets_bytes), c.working_sets_bytes
+    assert any(262144 <= w <= 262144 * 1.2 for w in c.working_sets_bytes), c.working_sets_bytes
+    assert c.knee_bytes is not None and 4096 <= c.knee_bytes <= 262144
+    assert c.miss_ratio == sorted(c.miss_ratio, reverse=True)       # never rises with size
+
+
+def test_access_at_the_top_of_the_address_space_ends():
+    """An access whose last byte would be past 2^64 - 1 is clamped, not looped over forever."""
+    trace = records([0xFFFFFFFFFFFFFFFC, 0xFFFFFFFFFFFFFFC0, 0x1000], size=8)
+    code = ("import numpy as np; from corecast.sim import mrc, native as N;"
+            "r = np.zeros(3, dtype=N.RECORD_DTYPE);"
+            f"r['addr'] = np.array({[int(a) for a in trace['addr']]}, dtype=np.uint64);"
+            "r['kind'] = N.KIND_LOAD; r['size'] = 8;"
+            "res = mrc.analyse([r], sizes=[128, 256], assoc=2);"
+            "print(res.curves[0].misses, res.curves[0].set_associative['misses'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # the first two touch the last line of the address space (the second hits), the third misses
+    assert out.stdout.strip() == "[2.0, 2.0] [2, 2]"
+
+
+def test_user_mistakes():
+    with pytest.raises(UserError, match="power of two"):
+        mrc.analyse([records([0])], line=48)
+    with pytest.raises(UserError, match="sampling rate"):
+        mrc.StackDistances(64, rate=0)
+    with pytest.raises(UserError, match="power of two"):
+        mrc.analyse([records([0])], sizes=[3 * 4096], assoc=4)
+    with pytest.raises(UserError, match="no memory accesses"):
+        mrc.analyse([records([0], kind=N.KIND_BRANCH)])
+    with pytest.raises(UserError, match="--assoc needs --sizes"):
+        mrc.analyse([records([0])], assoc=4)
+
+
+# ------------------------------------------------------------------ a captured real program
+
+BIG_PROG = r"""
+#include <stdlib.h>
+#include <stdio.h>
+/* A pointer chase over a 4 MiB random cycle of 64-byte nodes, mixed with a hot table and a
+ * streaming pass: a footprint of ~70,000 lines, so that a 1% sample still holds hundreds. */
+#define NODES (1 << 16)
+struct node { struct node *next; char pad[56]; };
+int main(void) {
+    struct node *v = malloc(sizeof(struct node) * NODES);
+    unsigned *perm = malloc(sizeof(unsigned) * NODES), hot[512] = {0};
+    unsigned long long x = 88172645463325252ULL;
+    for (unsigned i = 0; i < NODES; i++) perm[i] = i;
+    for (unsigned i = NODES - 1; i > 0; i--) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        unsigned j = x % (i + 1), t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    for (unsigned i = 0; i < NODES; i++) v[perm[i]].next = &v[perm[(i + 1) % NODES]];
+    struct node *p = &v[perm[0]];
+    unsigned long s = 0;
+    for (int round = 0; round < 3; round++)
+        for (unsigned i = 0; i < NODES; i++) {
+            p = p->next;
+            hot[(i * 7) & 511] += (unsigned)(unsigned long)p;
+            if ((i & 3) == 0) s += ((unsigned char *)v)[(i * 64 + round) % (sizeof(struct node) * NODES)];
+        }
+    printf("%lu %u\n", s, hot[3]);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def real_trace(tmp_path_factory):
+    if shutil.which("valgrind") is None or shutil.which("gcc") is None:
+        pytest.skip("needs valgrind and gcc (setup/debian-packages.txt installs them)")
+    d = tmp_path_factory.mktemp("mrcprog")
+    (d / "p.c").write_text(BIG_PROG)
+    subprocess.run(["gcc", "-O1", "-o", str(d / "p"), str(d / "p.c")], check=True)
+    out = d / "p.cctrace"
+    r = subprocess.run([sys.executable, "-m", "corecast", "sim", "capture", "-o", str(out), "--", str(d / "p")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    from corecast.sim.trace import load
+    return load(out)
+
+
+def test_real_program_one_pass_equals_each_size(real_trace):
+    """Up to 2 MiB against the simulator (it takes at most 65,535 ways); 4 MiB against the
+    plain LRU above, on the program's data accesses that stay within one line."""
+    sizes = [32 << 10, 256 << 10, 1 << 20, 2 << 20]
+    res = mrc.analyse(real_trace.chunks(1 << 20), sizes=sizes + [4 << 20], accesses="data")
+    trace = np.concatenate(list(real_trace.chunks(1 << 22)))
+    data = trace[np.isin(trace["kind"], [N.KIND_LOAD, N.KIND_STORE, N.KIND_MODIFY])]
+    assert len(data) > 500_000
+    for size, misses in zip(sizes, res.curves[0].misses):
+        assert misses == sim_misses(one_level(size, size // 64), data), size
+    size = np.maximum(data["size"].astype(np.uint64), 1)
+    one_line = (data["addr"] >> 6) == ((data["addr"] + size - 1) >> 6)
+    plain = data[one_line]
+    res1 = mrc.analyse([plain], sizes=[4 << 20])
+    assert res1.curves[0].misses[0] == lru_misses((plain["addr"] >> 6).tolist(), (4 << 20) // 64)
+
+
+def test_shards_at_one_percent_is_within_two_hundredths(real_trace):
+    """Over the sizes a 1% sample speaks for (from 1/rate lines = 8 KiB up to the footprint)."""
+    sampled = mrc.analyse(real_trace.chunks(1 << 20), accesses="data", rate=0.01)
+    assert sampled.sample_rate == pytest.approx(0.01, rel=1e-3)
+    assert sampled.curves[0].sizes_bytes[0] == 8192
+    exact = mrc.analyse(real_trace.chunks(1 << 20), accesses="data", sizes=sampled.curves[0].sizes_bytes)
+    a, b = np.array(exact.curves[0].miss_ratio), np.array(sampled.curves[0].miss_ratio)
+    assert exact.curves[0].footprint_bytes > 2 << 20
+    assert np.mean(np.abs(a - b)) < 0.02, (a, b)
+    assert sampled.sample_error and "SHARDS" in sampled.sample_error and "rough" not in sampled.sample_error
+    json.dumps(sampled.to_dict())
+    rough = mrc.analyse(real_trace.chunks(1 << 20), accesses="data", rate=0.01, sizes=[1024, 65536])
+    assert "1 asked" in rough.sample_error
