@@ -1,6 +1,14 @@
-"""Record a real program's trace with valgrind lackey.
+"""Record a real program's trace: with QEMU user mode and corecast's TCG plugin (fast), or
+with valgrind lackey (the fallback).
 
-`capture(["./app", "arg"], "app.cctrace")` runs
+`capture(..., backend="qemu")` runs the program under `qemu-x86_64 -plugin
+libcorecast_qemu.so,fd=N,maps=F` (native/qemu/capture_plugin.c): the plugin writes the same
+16-byte records the trace file holds, in blocks, down a pipe, with the guest thread as the
+thread id; at exit it saves the process's file mappings, from which the objects that ran (and
+their load addresses) are known for the annotation pass below. `backend="auto"` takes QEMU when
+this is an x86-64 machine with qemu-x86_64 installed, else lackey.
+
+`capture(["./app", "arg"], "app.cctrace", backend="lackey")` runs
 
     valgrind --tool=lackey --trace-mem=yes --trace-sched=yes -v -v --log-fd=N ./app arg
 
@@ -43,6 +51,30 @@ class CaptureInfo:
     objects: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+
+BACKENDS = ("auto", "qemu", "lackey")
+
+
+def qemu_path() -> str | None:
+    """qemu-x86_64 when it can run this machine's programs (an x86-64 host), else None."""
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    return shutil.which("qemu-x86_64")
+
+
+def choose_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend}: choose auto, qemu or lackey")
+    if backend == "qemu":
+        if qemu_path() is None:
+            raise UserError("--backend qemu needs qemu-x86_64 on an x86-64 machine "
+                            "(apt-get install qemu-user)")
+        return "qemu"
+    if backend == "auto":
+        return "qemu" if qemu_path() is not None else "lackey"
+    return "lackey"
 
 
 def valgrind_path() -> str:
@@ -103,9 +135,12 @@ def resolve_markers(markers: Sequence[str], objects: list[x86.LoadedObject]) -> 
 def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
             annotate: bool = True, chunk_bytes: int = 8 << 20,
             progress: Callable[[int], None] | None = None,
-            env: dict[str, str] | None = None) -> CaptureInfo:
-    """Run `cmd` under valgrind lackey and write its trace to `out` (`env`: the program's
-    environment, default corecast's own)."""
+            env: dict[str, str] | None = None, backend: str = "lackey") -> CaptureInfo:
+    """Run `cmd` under the chosen back end and write its trace to `out` (`env`: the program's
+    environment, default corecast's own). `progress` is called with the instructions so far."""
+    if choose_backend(backend) == "qemu":
+        return capture_qemu(cmd, out, markers=markers, annotate=annotate, chunk_bytes=chunk_bytes,
+                            progress=progress, env=env)
     vg = valgrind_path()
     _resolve_program(cmd)
     out = Path(out)
@@ -141,7 +176,7 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
                     break
                 recs = parser.feed(data)
                 writer.write(recs)
-                total += len(recs)
+                total += int(np.count_nonzero(recs["kind"] == N.KIND_FETCH))
                 if progress:
                     progress(total)
             writer.write(parser.feed(b"", final=True))
@@ -184,6 +219,162 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
             _unlink(raw_path)
     info.seconds = time.monotonic() - t0
     return info
+
+
+def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
+                 annotate: bool = True, chunk_bytes: int = 8 << 20,
+                 progress: Callable[[int], None] | None = None,
+                 env: dict[str, str] | None = None) -> CaptureInfo:
+    """`capture` through QEMU user mode and corecast's TCG plugin (see the module doc)."""
+    from ..native import native_path
+    qemu = qemu_path()
+    if qemu is None:
+        raise UserError("qemu-x86_64 is not installed (apt-get install qemu-user)")
+    _resolve_program(cmd)
+    prog = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0])
+    plugin = native_path("libcorecast_qemu.so")
+    out = Path(out)
+    t0 = time.monotonic()
+    hex_markers = np.array([int(m, 16) for m in markers if re.fullmatch(r"0x[0-9a-fA-F]+", m)],
+                           dtype=np.uint64)
+    use_objdump = annotate and x86.objdump_available()
+    warnings: list[str] = []
+    if annotate and not use_objdump:
+        warnings.append("objdump not found (apt-get install binutils): the trace has no branch "
+                        "or uop records, so branch MPKI and baseline CPI will be unavailable")
+    raw_path = out.with_name(out.name + ".raw") if use_objdump else out
+    maps_path = out.with_name(out.name + ".maps")
+    writer = TraceWriter(raw_path, {"source": "qemu", "command": list(cmd)})
+    rfd, wfd = os.pipe()
+    args = [qemu, "-plugin", f"{plugin},fd={wfd},maps={maps_path}", prog, *cmd[1:]]
+    try:
+        proc = subprocess.Popen(args, pass_fds=(wfd,), env=env)
+    except OSError as err:
+        os.close(rfd)
+        os.close(wfd)
+        writer.close()
+        raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
+    os.close(wfd)
+    instructions = 0
+    tids: set[int] = set()
+    rest = b""
+    size = N.RECORD_DTYPE.itemsize
+    try:
+        with os.fdopen(rfd, "rb", buffering=0) as fh:
+            while True:
+                data = fh.read(chunk_bytes)
+                if not data:
+                    break
+                data = rest + data
+                whole = len(data) - len(data) % size
+                rest = data[whole:]
+                recs = np.frombuffer(data[:whole], dtype=N.RECORD_DTYPE)
+                fetch = recs["kind"] == N.KIND_FETCH
+                if len(hex_markers) and not use_objdump:
+                    at = np.flatnonzero(fetch & np.isin(recs["addr"], hex_markers))
+                    if len(at):
+                        mk = recs[at].copy()
+                        mk["kind"], mk["size"] = N.KIND_MARKER, 0
+                        recs = np.insert(recs, at, mk)
+                writer.write(recs)
+                instructions += int(np.count_nonzero(fetch))
+                tids.update(np.unique(recs["tid"]).tolist())
+                if progress:
+                    progress(instructions)
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.wait()
+        writer.close({"interrupted": True})
+        _unlink(maps_path)
+        raise
+    status = proc.wait()
+    if writer.count == 0:
+        writer.close()
+        _unlink(raw_path)
+        _unlink(maps_path)
+        raise UserError(f"qemu-x86_64 produced no trace for {' '.join(cmd)} (exit status {status})")
+    if status != 0:
+        warnings.append(f"the program exited with status {status}; the trace covers what ran")
+    objects = objects_from_maps(maps_path, exclude=(qemu, str(plugin)))
+    _unlink(maps_path)
+    meta: dict[str, Any] = {"exit_status": status, "capture": "qemu-user TCG plugin"}
+    if len(tids) > 1:
+        meta["threads"] = len(tids)
+    meta["objects"] = [{"path": o.path, "bias": hex(o.bias)} for o in objects]
+    marker_addrs = resolve_markers(markers, objects) if markers else {}
+    for name, addr in marker_addrs.items():
+        if addr is None:
+            warnings.append(f"marker {name!r} was not found in any object the program loaded")
+    meta["markers"] = {k: (hex(v) if v is not None else None) for k, v in marker_addrs.items()}
+    writer.close(meta)
+    info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[0]),
+                       threads=max(1, len(tids)), exit_status=status, annotated=False,
+                       annotated_fraction=None, markers=marker_addrs,
+                       objects=[o.path for o in objects], warnings=warnings)
+    if use_objdump:
+        try:
+            _annotate_file(raw_path, out, objects,
+                           [a for a in marker_addrs.values() if a is not None], info)
+        finally:
+            _unlink(raw_path)
+    info.seconds = time.monotonic() - t0
+    return info
+
+
+_MAPS = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+\s+(/\S.*)$")
+_LOAD = re.compile(r"^\s*LOAD off\s+0x([0-9a-f]+) vaddr 0x([0-9a-f]+)")
+
+
+def _first_load(path: str) -> tuple[int, int] | None:
+    """(file offset, virtual address) of an ELF file's first loadable segment."""
+    try:
+        res = subprocess.run(["objdump", "-p", path], capture_output=True, text=True, errors="replace")
+    except OSError:
+        return None
+    for line in res.stdout.splitlines():
+        m = _LOAD.match(line)
+        if m:
+            return int(m.group(1), 16), int(m.group(2), 16)
+    return None
+
+
+def objects_from_maps(path: str | Path, exclude: Sequence[str] = ()) -> list[x86.LoadedObject]:
+    """Objects mapped from files (as /proc/PID/maps lists them) and their load addresses: where
+    each file's first mapping (offset 0) lies, against its first loadable segment's address.
+    Mappings at or above the lowest one of an `exclude`d file (QEMU itself, the plugin) are the
+    host's, not the program's, and are left out."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    skip = {os.path.realpath(e) for e in exclude}
+    rows = []
+    for line in text.splitlines():
+        m = _MAPS.match(line)
+        if m:
+            rows.append((int(m.group(1), 16), int(m.group(3), 16), m.group(4).strip()))
+    # The host side (QEMU, its libraries, the plugin) lies above the guest's address space:
+    # everything from the lowest mapping of an excluded file up is left out.
+    host = min((start for start, _, file in rows if os.path.realpath(file) in skip), default=None)
+    objs: list[x86.LoadedObject] = []
+    seen: set[tuple[str, int]] = set()
+    loads: dict[str, tuple[int, int] | None] = {}
+    for start, offset, file in rows:
+        if offset != 0 or (host is not None and start >= host):
+            continue
+        if file.startswith("/dev/") or os.path.realpath(file) in skip or not os.path.isfile(file):
+            continue
+        if (file, start) in seen:
+            continue
+        seen.add((file, start))
+        if file not in loads:
+            loads[file] = _first_load(file)
+        first = loads[file]
+        if first is None:
+            continue
+        off, vaddr = first
+        objs.append(x86.LoadedObject(file, vaddr - off, start))
+    return objs
 
 
 def _unlink(p: Path) -> None:

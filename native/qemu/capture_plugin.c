@@ -1,0 +1,210 @@
+/* A QEMU user-mode (TCG) plugin that records corecast's trace records: every executed
+ * instruction as a fetch (address, length), every memory access as a load or a store (address,
+ * size), with the thread (vCPU index: one per guest thread in user mode). Records are the
+ * simulator's 16-byte ones (native/sim/ccsim.h), written in blocks to a file descriptor that
+ * corecast reads as they come (src/corecast/sim/capture.py), which is why this is much faster
+ * than lackey: no text, no per-access formatting, no instrumentation framework of its own.
+ *
+ * Arguments (qemu-x86_64 -plugin libcorecast_qemu.so,fd=N,maps=PATH):
+ *   fd=N       where the records go (a pipe corecast opened)
+ *   maps=PATH  at exit, the executable file mappings of the process, so that corecast can find
+ *              which object each instruction came from (guest addresses are host addresses in
+ *              64-bit-on-64-bit user mode)
+ *
+ * QEMU does not install its plugin header on Debian; the declarations below are those of the
+ * plugin API (version 1, as QEMU 7.2 implements it), written from its documentation. Only the
+ * calls used here are declared.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- the QEMU plugin API */
+typedef uint64_t qemu_plugin_id_t;
+typedef uint32_t qemu_plugin_meminfo_t;
+struct qemu_plugin_tb;
+struct qemu_plugin_insn;
+typedef struct qemu_info_t qemu_info_t;   /* not looked into */
+
+enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
+enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_R = 1, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_MEM_RW };
+
+typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
+typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
+                                          uint64_t vaddr, void *userdata);
+typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+
+extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
+extern void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn,
+                                                   qemu_plugin_vcpu_udata_cb_t cb,
+                                                   enum qemu_plugin_cb_flags flags, void *userdata);
+extern void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                             enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                             void *userdata);
+extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
+extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+extern struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+extern uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+extern size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
+extern unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
+extern _Bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+
+#define EXPORT __attribute__((visibility("default")))
+EXPORT int qemu_plugin_version = 1;
+
+/* ---------------------------------------------------------------- records */
+typedef struct {
+    uint64_t addr;
+    uint32_t aux;
+    uint16_t tid;
+    uint8_t kind;
+    uint8_t size;
+} rec_t;
+_Static_assert(sizeof(rec_t) == 16, "record layout");
+enum { K_FETCH = 0, K_LOAD = 1, K_STORE = 2, K_MODIFY = 3 };
+
+#define BLOCK 8192                      /* records per write */
+
+/* One buffer per thread: guest threads run as host threads, each its own vCPU index. */
+typedef struct {
+    rec_t rec[BLOCK];
+    size_t n;
+} tbuf;
+
+static __thread tbuf *tls;
+static int out_fd = -1;
+static char *maps_path;
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static tbuf **all;                      /* every buffer, flushed at exit */
+static size_t nall, capall;
+static int failed;
+
+static void write_all(const void *p, size_t len) {
+    const char *c = p;
+    while (len && !failed) {
+        ssize_t w = write(out_fd, c, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            failed = 1;                 /* the reader went away: stop writing, let the guest run */
+            return;
+        }
+        c += w;
+        len -= (size_t)w;
+    }
+}
+
+static void flush(tbuf *b) {
+    if (!b->n) return;
+    pthread_mutex_lock(&write_lock);    /* blocks stay whole: records of a thread in order */
+    write_all(b->rec, b->n * sizeof(rec_t));
+    pthread_mutex_unlock(&write_lock);
+    b->n = 0;
+}
+
+static tbuf *buf(void) {
+    tbuf *b = tls;
+    if (__builtin_expect(b != NULL, 1)) return b;
+    b = calloc(1, sizeof *b);
+    if (!b) abort();
+    pthread_mutex_lock(&list_lock);
+    if (nall == capall) {
+        capall = capall ? 2 * capall : 16;
+        all = realloc(all, capall * sizeof *all);
+        if (!all) abort();
+    }
+    all[nall++] = b;
+    pthread_mutex_unlock(&list_lock);
+    tls = b;
+    return b;
+}
+
+static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned size) {
+    tbuf *b = buf();
+    /* A store to what the same instruction just loaded is one read-modify-write record, as
+     * lackey writes it ("M") and cachegrind counts it (a data read). */
+    if (kind == K_STORE && b->n) {
+        rec_t *p = &b->rec[b->n - 1];
+        if (p->kind == K_LOAD && p->addr == addr && p->size == size) {
+            p->kind = K_MODIFY;
+            return;
+        }
+    }
+    rec_t *r = &b->rec[b->n++];
+    r->addr = addr;
+    r->aux = 0;
+    r->tid = (uint16_t)vcpu;
+    r->kind = kind;
+    r->size = (uint8_t)(size > 255 ? 255 : size);
+    if (b->n == BLOCK) flush(b);
+}
+
+/* The instruction's address and length ride in userdata: length in the top byte. */
+static void on_exec(unsigned int vcpu, void *ud) {
+    uintptr_t v = (uintptr_t)ud;
+    emit(vcpu, v & 0x00ffffffffffffffULL, K_FETCH, (unsigned)(v >> 56));
+}
+
+static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud) {
+    (void)ud;
+    emit(vcpu, vaddr, qemu_plugin_mem_is_store(info) ? K_STORE : K_LOAD,
+         1u << qemu_plugin_mem_size_shift(info));
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint64_t pc = qemu_plugin_insn_vaddr(insn);
+        uint64_t len = qemu_plugin_insn_size(insn);
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, on_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(uintptr_t)((pc & 0x00ffffffffffffffULL) | (len << 56)));
+        qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, NULL);
+    }
+}
+
+static void save_maps(void) {
+    if (!maps_path) return;
+    FILE *in = fopen("/proc/self/maps", "r"), *out = fopen(maps_path, "w");
+    if (in && out) {
+        char line[4352];
+        while (fgets(line, sizeof line, in)) fputs(line, out);
+    }
+    if (in) fclose(in);
+    if (out) fclose(out);
+}
+
+static void on_exit_cb(qemu_plugin_id_t id, void *ud) {
+    (void)id, (void)ud;
+    pthread_mutex_lock(&list_lock);
+    for (size_t i = 0; i < nall; i++) flush(all[i]);
+    pthread_mutex_unlock(&list_lock);
+    save_maps();
+    if (out_fd >= 0) close(out_fd);
+    out_fd = -1;
+}
+
+EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
+    (void)info;
+    for (int i = 0; i < argc; i++) {
+        if (!strncmp(argv[i], "fd=", 3)) out_fd = atoi(argv[i] + 3);
+        else if (!strncmp(argv[i], "maps=", 5)) maps_path = strdup(argv[i] + 5);
+        else {
+            fprintf(stderr, "corecast qemu plugin: unknown argument %s\n", argv[i]);
+            return -1;
+        }
+    }
+    if (out_fd < 0) {
+        fprintf(stderr, "corecast qemu plugin: fd=N is required\n");
+        return -1;
+    }
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+    return 0;
+}
