@@ -392,3 +392,55 @@ def test_sigterm_interrupts_cleanly_and_resume_finishes(tmp_path):
 def test_error_names_the_command(cli, tmp_path):
     r = cli("measure", "-q", "-o", tmp_path / "x.db", "--cores", "zero", "--", "true")
     assert r.code == 2 and r.err.startswith("corecast measure: error: --cores")
+
+
+# ---------------------------------------------------------------- containment (issue 15)
+def test_processes_that_escape_with_setsid_are_killed_and_counted(cli, tmp_path):
+    """A child that leaves the process group (setsid) is still killed at the end of the run."""
+    pids = tmp_path / "escaped"
+    r, out = measure(cli, tmp_path, "--cores", "1", "--no-shim", "--", "sh", "-c",
+                     f"setsid sh -c 'echo $$ >> {pids}; sleep 60' & setsid sh -c 'echo $$ >> {pids}; sleep 60' & "
+                     "sleep 0.3; exit 0")
+    assert r.code == 0, r.err
+    escaped = [int(x) for x in pids.read_text().split()]
+    assert len(escaped) == 2
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in escaped) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in escaped)
+    rr = runs(out)
+    assert rr[0]["status"] == "ok"
+    assert rr[0]["details"]["stray_processes_killed"] >= 2
+
+
+def test_sigkill_of_corecast_takes_the_whole_tree_with_it(tmp_path):
+    """SIGKILL cannot be caught by corecast; its supervisor (corecast-launch) is told by the
+    kernel (parent-death signal) and kills every descendant, escaped ones included."""
+    import signal
+    import subprocess
+    import sys
+    pids = tmp_path / "tree"
+    cmd = [sys.executable, "-m", "corecast", "measure", "--cores", "1", "--reps", "1", "--warmup", "0", "-q",
+           "--no-shim", "-o", str(tmp_path / "k.db"), "--", "sh", "-c",
+           f"setsid sh -c 'echo $$ >> {pids}; sleep 60' & sh -c 'echo $$ >> {pids}; sleep 60' & sleep 60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while (not pids.exists() or len(pids.read_text().split()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tree = [int(x) for x in pids.read_text().split()]
+    assert len(tree) == 2 and all(_alive(p) for p in tree)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in tree) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in tree)
+
+
+def test_shim_sees_the_program_not_its_supervisor(cli, tmp_path):
+    """One single-threaded process measured: the shim reports exactly one process and one
+    thread (it used to be preloaded into corecast-launch too, which added one of each)."""
+    r, out = measure(cli, tmp_path, "--cores", "1", "--", "sh", "-c", "exit 0")
+    assert r.code == 0, r.err
+    shim = runs(out)[0]["details"]["shim"]
+    assert shim["processes"] == 1 and shim["threads"] == 1

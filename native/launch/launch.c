@@ -10,13 +10,22 @@
  *    on the child in between (inherited, enabled at exec).
  * 3. Starts the clock, lets the child exec PROGRAM, and reports "exec ok" or "exec_error ERRNO".
  * 4. Waits for the child. Past TIMEOUT_S (0: no limit) it sends SIGTERM to the child's process
- *    group, and SIGKILL after GRACE_S more. Processes of the group still alive when the child
- *    has exited are killed.
+ *    group, and SIGKILL after GRACE_S more. When the child has exited, every process still
+ *    descending from this supervisor is killed: those of the child's process group, and those
+ *    that left it (setsid, a new group) -- the supervisor is a child subreaper, so orphaned
+ *    descendants are reparented to it and stay findable. How many there were is reported.
+ *    If corecast itself dies, this supervisor gets SIGTERM (parent-death signal) and kills the
+ *    whole tree the same way before it exits.
  * 5. Reports how it ended and the child's rusage (wait4: the child and the descendants it
  *    waited for), then "end".
  *
  * The child is forked from this small process rather than from corecast's Python process so
  * that its peak RSS (ru_maxrss, which survives exec) is the program's own.
+ *
+ * A library to preload into the program (corecast's sync shim) comes in
+ * CORECAST_LAUNCH_PRELOAD and is put into LD_PRELOAD by the child just before exec, so that it
+ * is never loaded into this supervisor (whose threads and run-queue delay would otherwise be
+ * counted as the program's).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +42,7 @@
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +77,71 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Every process below this one: pids of /proc entries whose parent chain reaches us. Returns
+ * how many were found and signalled (SIGKILL); zombies among them are reaped by the caller. */
+static int kill_descendants(void) {
+    pid_t self = getpid();
+    int killed = 0;
+    for (int round = 0; round < 50; round++) {     /* a tree still forking: a few passes */
+        enum { MAXP = 1 << 16 };
+        static pid_t pid[MAXP], ppid[MAXP];
+        int n = 0;
+        DIR *d = opendir("/proc");
+        if (!d) return killed;
+        struct dirent *e;
+        while ((e = readdir(d)) && n < MAXP) {
+            char *end;
+            long p = strtol(e->d_name, &end, 10);
+            if (*end || p <= 0) continue;
+            char path[64], buf[512];
+            snprintf(path, sizeof path, "/proc/%ld/stat", p);
+            int fd = open(path, O_RDONLY);
+            if (fd < 0) continue;
+            ssize_t k = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (k <= 0) continue;
+            buf[k] = 0;
+            char *rp = strrchr(buf, ')');          /* the name may hold spaces and parentheses */
+            long pp;
+            char st;
+            if (!rp || sscanf(rp + 1, " %c %ld", &st, &pp) != 2) continue;
+            pid[n] = (pid_t)p;
+            ppid[n] = (pid_t)pp;
+            n++;
+        }
+        closedir(d);
+        int found = 0;
+        for (int i = 0; i < n; i++) {
+            pid_t q = ppid[i];
+            int depth = 0;
+            while (q > 1 && q != self && depth++ < 4096) {   /* walk up to us or to init */
+                int j;
+                for (j = 0; j < n && pid[j] != q; j++) {}
+                if (j == n) break;
+                q = ppid[j];
+            }
+            if (q == self) {
+                kill(pid[i], SIGKILL);
+                found++;
+            }
+        }
+        while (waitpid(-1, NULL, WNOHANG) > 0) {}
+        if (!found) break;
+        killed += found;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    }
+    return killed;
+}
+
+static volatile sig_atomic_t orphaned;
+
+static void on_parent_death(int sig) {
+    (void)sig;
+    orphaned = 1;
+}
+
 static FILE *rep;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -95,9 +170,16 @@ int main(int argc, char **argv) {
     rep = fdopen(rep_fd, "w");
     if (!rep)
         return 126;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* corecast's death reaches us as SIGTERM: the tree is killed, then we exit */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_parent_death;
+    sigaction(SIGTERM, &sa, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     if (getppid() == 1)
         return 125;
+    const char *preload = getenv("CORECAST_LAUNCH_PRELOAD");
 
     cpu_set_t set;
     int pin = strcmp(cpus, "-") != 0;
@@ -124,7 +206,12 @@ int main(int argc, char **argv) {
     if (child == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGTERM, SIG_DFL);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        if (preload) {
+            setenv("LD_PRELOAD", preload, 1);
+            unsetenv("CORECAST_LAUNCH_PRELOAD");
+        }
         int err = 0;
         if (pin && sched_setaffinity(0, sizeof set, &set) != 0)
             err = errno;
@@ -157,6 +244,7 @@ int main(int argc, char **argv) {
     if (r != 1) {              /* corecast went away before starting the run */
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
+        kill_descendants();
         return 125;
     }
     close(go_fd);
@@ -180,6 +268,11 @@ int main(int argc, char **argv) {
     int timed_out = 0, stage = 0;    /* stage 1: SIGTERM sent, 2: SIGKILL sent */
     double deadline = timeout > 0 ? t0 + timeout : 0, kill_at = 0;
     for (;;) {
+        if (orphaned) {        /* corecast is gone: nobody will read a report */
+            killpg(child, SIGKILL);
+            kill_descendants();
+            _exit(125);
+        }
         pid_t w = wait4(child, &status, WNOHANG, &ru);
         if (w == child)
             break;
@@ -214,11 +307,15 @@ int main(int argc, char **argv) {
         stray = 1;
         killpg(child, SIGKILL);
     }
+    /* whatever else is left below us: the group's processes not yet gone, and those that
+     * left the group (setsid) -- reparented to us as the subreaper */
+    int leftovers = kill_descendants();
     if (WIFSIGNALED(status))
         say("signal %d\n", WTERMSIG(status));
     else
         say("exit %d\n", WEXITSTATUS(status));
-    say("timeout %d\nstray %d\nwall_ns %.0f\n", timed_out, stray, (t1 - t0) * 1e9);
+    say("timeout %d\nstray %d\nleftovers %d\nwall_ns %.0f\n", timed_out, stray || leftovers > 0, leftovers,
+        (t1 - t0) * 1e9);
     say("rusage utime_us %ld stime_us %ld maxrss_kb %ld minflt %ld majflt %ld nvcsw %ld nivcsw %ld\n",
         tv_us(ru.ru_utime), tv_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, ru.ru_nvcsw,
         ru.ru_nivcsw);

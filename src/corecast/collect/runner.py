@@ -386,7 +386,11 @@ class Runner:
         for k, v in self.cfg.env.items():
             env[k] = plug.substitute(v, sub)
         if report_dir is not None and self.cfg.shim:
-            env.update(shimmod.shim_env(report_dir, env))
+            shim = shimmod.shim_env(report_dir, env)
+            # corecast-launch puts the preload into the program's environment at exec, so the
+            # shim never runs inside the supervisor (its threads would be counted as the run's)
+            env["CORECAST_LAUNCH_PRELOAD"] = shim.pop("LD_PRELOAD")
+            env.update(shim)
         return env
 
     def run_one(self, s: Slot) -> RunRecord:
@@ -535,10 +539,12 @@ class Runner:
             elif code != 0:
                 rec.status = "failed"
                 rec.message = f"exit status {code}"
+        leftovers = int(report.get("leftovers", "0") or 0)
         if stray:
-            rec.details["stray_processes_killed"] = True
-            self.notice_once("stray", "the program left processes running in its process group after it "
-                             "exited; corecast kills them at the end of each run")
+            rec.details["stray_processes_killed"] = max(leftovers, 1)
+            self.notice_once("stray", f"the program left {leftovers or 'some'} process(es) running after it "
+                             "exited (in its process group or escaped from it); corecast kills every "
+                             "descendant at the end of each run")
 
         # ---- rusage and time
         vals["time_s"] = float(report.get("wall_ns", "nan")) / 1e9
