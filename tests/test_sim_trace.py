@@ -159,3 +159,67 @@ def test_load_text_directly(tmp_path):
     (tmp_path / "a.lackey").write_text(LACKEY)
     tr = load(tmp_path / "a.lackey")
     assert len(tr) == 7 and tr.meta["source"] == "lackey"
+
+
+# ---------------------------------------------------------------- damaged files (issue 15)
+def _some_records(n: int) -> np.ndarray:
+    from corecast.sim import native as N
+    r = np.zeros(n, dtype=N.RECORD_DTYPE)
+    r["kind"] = N.KIND_LOAD
+    r["size"] = 8
+    r["addr"] = np.arange(n, dtype=np.uint64) * 8
+    return r
+
+
+def test_header_promising_more_records_than_the_file_holds(tmp_path):
+    from corecast.sim.trace import Trace, read_trace, write_trace
+    p = write_trace(tmp_path / "t.cctrace", Trace(_some_records(200_000), {}))
+    data = p.read_bytes()
+    (tmp_path / "cut.cctrace").write_bytes(data[:len(data) - 199_000 * 16])
+    with pytest.raises(UserError, match="promises 200,000 records but the file holds 1,000"):
+        read_trace(tmp_path / "cut.cctrace")
+
+
+def test_records_of_no_known_kind_are_refused(tmp_path):
+    from corecast.sim.trace import Trace, read_trace, write_trace
+    recs = _some_records(65_536)
+    rng = np.random.default_rng(1)
+    raw = rng.integers(0, 256, len(recs) * 16, dtype=np.uint8).view(recs.dtype)
+    p = write_trace(tmp_path / "r.cctrace", Trace(raw, {}))
+    tr = read_trace(p)
+    with pytest.raises(UserError, match="is not a record kind"):
+        for _ in tr.chunks():
+            pass
+
+
+def test_writer_leaves_nothing_behind_when_the_disk_fills(tmp_path, monkeypatch):
+    import errno
+    from corecast.sim.trace import TraceWriter
+    w = TraceWriter(tmp_path / "full.cctrace", {})
+    w.write(_some_records(10))
+
+    class Full:
+        def write(self, b):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self):
+            pass
+
+    w._fh = Full()
+    with pytest.raises(UserError, match="No space left on device; nothing was kept"):
+        w.write(_some_records(10))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_is_atomic_and_an_exception_removes_the_part(tmp_path):
+    from corecast.sim.trace import TraceWriter, read_trace
+    out = tmp_path / "a.cctrace"
+    with TraceWriter(out, {}) as w:
+        w.write(_some_records(5))
+        assert not out.exists()                       # not under its name until it is whole
+    assert len(read_trace(out).records) == 5
+    with pytest.raises(RuntimeError):
+        with TraceWriter(tmp_path / "b.cctrace", {}) as w:
+            w.write(_some_records(5))
+            raise RuntimeError("stop")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.cctrace"]

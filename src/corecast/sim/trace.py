@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import ctypes as C
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
@@ -62,8 +63,14 @@ class Trace:
         return len(self.records)
 
     def chunks(self, size: int = 1 << 20) -> Iterator[np.ndarray]:
+        """The records in slices; a record of no known kind (a damaged file) is a UserError."""
         for i in range(0, len(self.records), size):
-            yield self.records[i:i + size]
+            part = self.records[i:i + size]
+            if len(part) and int(part["kind"].max()) >= len(KIND_NAMES):
+                bad = i + int(np.argmax(part["kind"] >= len(KIND_NAMES)))
+                raise UserError(f"{self.path or 'trace'}: record {bad}: kind {int(self.records['kind'][bad])} "
+                                "is not a record kind (a damaged or foreign file)")
+            yield part
 
     @property
     def instructions(self) -> int:
@@ -84,8 +91,17 @@ def make_records(n: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 # binary files
 
+def _part(path: Path) -> Path:
+    return path.with_name(f".{path.name}.part")
+
+
 class TraceWriter:
-    """Write a trace file incrementally: `w.write(records)`, then `w.close(meta)`."""
+    """Write a trace file incrementally: `w.write(records)`, then `w.close(meta)`.
+
+    The records go to a hidden `.NAME.part` beside the file; `close` writes the header and
+    renames it into place, so a trace file is whole or absent (a full disk or a crash leaves
+    no half file under the name). `abort` (or leaving a `with` block by an exception) removes
+    the part."""
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None):
         self.path = Path(path)
@@ -93,11 +109,13 @@ class TraceWriter:
         self.count = 0
         self.kinds = np.zeros(len(KIND_NAMES), dtype=np.int64)
         self.tids: set[int] = set()
+        self._tmp = _part(self.path)
         try:
-            self._fh: IO[bytes] | None = open(self.path, "wb")
+            self._fh: IO[bytes] | None = open(self._tmp, "wb")
+            self._fh.write(b"\0" * HEADER_RESERVE)
         except OSError as err:
+            self._fh = None
             raise UserError(f"{self.path}: cannot write: {err.strerror}") from None
-        self._fh.write(b"\0" * HEADER_RESERVE)
 
     def write(self, records: np.ndarray) -> None:
         if self._fh is None:
@@ -105,7 +123,11 @@ class TraceWriter:
         records = N.as_records(records)
         if not len(records):
             return
-        self._fh.write(records.tobytes())
+        try:
+            self._fh.write(records.tobytes())
+        except OSError as err:
+            self.abort()
+            raise UserError(f"{self.path}: cannot write: {err.strerror}; nothing was kept") from None
         self.count += len(records)
         self.kinds += np.bincount(records["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
         self.tids.update(np.unique(records["tid"]).tolist())
@@ -121,23 +143,42 @@ class TraceWriter:
         m["has_uops"] = bool(self.kinds[N.KIND_UOP])
         m["records"] = self.count
         header = _header(m, HEADER_RESERVE)
-        if header is None:  # metadata too large for the reserved space: rewrite the file
+        try:
+            if header is None:  # metadata too large for the reserved space: rewrite the file
+                self._fh.close()
+                self._fh = None
+                data = np.fromfile(self._tmp, dtype=RECORD_DTYPE, offset=HEADER_RESERVE)
+                write_trace(self.path, Trace(data, m))
+                self._tmp.unlink(missing_ok=True)
+                return self.path
+            self._fh.seek(0)
+            self._fh.write(header)
             self._fh.close()
             self._fh = None
-            data = np.fromfile(self.path, dtype=RECORD_DTYPE, offset=HEADER_RESERVE)
-            write_trace(self.path, Trace(data, m))
-            return self.path
-        self._fh.seek(0)
-        self._fh.write(header)
-        self._fh.close()
-        self._fh = None
+            os.replace(self._tmp, self.path)
+        except OSError as err:
+            self.abort()
+            raise UserError(f"{self.path}: cannot write: {err.strerror}; nothing was kept") from None
         return self.path
+
+    def abort(self) -> None:
+        """Give the file up: nothing is left under its name or beside it."""
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError:
+                pass
+            self._fh = None
+        self._tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> "TraceWriter":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None and not issubclass(exc_type, KeyboardInterrupt):
+            self.abort()
+        else:
+            self.close()
 
 
 def _standard_meta(meta: dict[str, Any]) -> dict[str, Any]:
@@ -169,12 +210,15 @@ def write_trace(path: str | Path, trace: Trace) -> Path:
     header = _header(meta, None)
     assert header is not None
     path = Path(path)
+    tmp = _part(path)
     try:
-        with open(path, "wb") as fh:
+        with open(tmp, "wb") as fh:
             fh.write(header)
             fh.write(recs.tobytes())
+        os.replace(tmp, path)
     except OSError as err:
-        raise UserError(f"{path}: cannot write: {err.strerror}") from None
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write: {err.strerror}; nothing was kept") from None
     return path
 
 
@@ -215,6 +259,10 @@ def read_trace(path: str | Path) -> Trace:
         raise UserError(f"{path}: truncated trace ({nbytes % RECORD_DTYPE.itemsize} stray bytes "
                         "at the end)")
     n = nbytes // RECORD_DTYPE.itemsize
+    promised = meta.get("records")
+    if isinstance(promised, int) and promised != n:
+        raise UserError(f"{path}: the header promises {promised:,} records but the file holds {n:,} "
+                        f"({'truncated' if n < promised else 'extra data after them'})")
     if n == 0:
         recs = np.zeros(0, dtype=RECORD_DTYPE)
     else:
