@@ -153,3 +153,14 @@ def test_nominal_frequency_sources(tmp_path):
     assert tp.nominal_frequency_hz(tmp_path, {"cpu MHz": "2596.120"}) == pytest.approx(2.59612e9)
     (tmp_path / "cpu0" / "cpufreq" / "base_frequency").write_text("2100000\n")
     assert tp.nominal_frequency_hz(tmp_path, {"model name": "X @ 2.40GHz"}) == 2.1e9
+
+
+def test_huge_ranges_are_refused_before_they_are_made():
+    """`--cores 1-100000000` and a CPU list to 10^9 used to build the whole range first."""
+    from corecast.collect.topology import parse_core_counts, parse_cpulist
+    with pytest.raises(UserError, match="100000000 cores asked for, but only 2 are usable here.*1-all or pow2"):
+        parse_core_counts("1-100000000", 2)
+    with pytest.raises(UserError, match="goes past CPU 8191"):
+        parse_cpulist("0-1000000000")
+    assert parse_core_counts("1-all", 2) == [1, 2]
+    assert parse_cpulist("0-3:2,7") == [0, 2, 7]

@@ -38,6 +38,9 @@ SYSFS_NODE = Path("/sys/devices/system/node")
 ORDERS = ("socket", "spread", "smt-last")
 
 
+MAX_CPUS = 8192   # the kernel's largest NR_CPUS: a CPU list never names more
+
+
 def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
     """Parse the kernel's list format (`0-3,8,10-11`) into sorted unique ints."""
     s = text.strip()
@@ -54,6 +57,8 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
         step = int(m.group(3)) if m.group(3) else 1
         if hi < lo or step < 1:
             raise UserError(f"{what}: '{part}' is an empty range")
+        if hi >= MAX_CPUS:
+            raise UserError(f"{what}: '{part}' goes past CPU {MAX_CPUS - 1} (Linux's limit)")
         out.extend(range(lo, hi + 1, step))
     return sorted(set(out))
 
@@ -266,13 +271,19 @@ def parse_core_counts(spec: str, available: int) -> list[int]:
             step = int(m.group(3)) if m.group(3) else 1
             if lo < 1 or hi < lo or step < 1:
                 raise UserError(f"--cores: '{part}' must count from 1 upwards")
+            if hi > available:          # checked before the range is made: 1-100000000 is quick
+                _too_many(hi, available)
             out.extend(range(lo, hi + 1, step))
     counts = sorted(set(out))
-    too_many = [c for c in counts if c > available]
-    if too_many:
-        raise UserError(f"--cores: {too_many[0]} cores asked for, but only {available} are usable "
-                        f"here (with this --order)")
+    if counts and counts[-1] > available:
+        _too_many(counts[-1], available)
     return counts
+
+
+def _too_many(asked: int, available: int) -> None:
+    raise UserError(f"--cores: {asked} cores asked for, but only {available} are usable here (with this "
+                    "--order); measure what exists (--cores 1-all or pow2) and let `corecast predict "
+                    "--cores ...` speak for more")
 
 
 def cpuinfo() -> dict[str, str]:
