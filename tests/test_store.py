@@ -197,3 +197,51 @@ def test_resume_refuses_other_command_or_options(tmp_path, cli):
     r = cli("measure", "--resume", "-q", "-o", path)     # nothing left to do: fine
     assert r.code == 0
     assert len(store.load_dataset(path)) == 1
+
+
+# ---------------------------------------------------------------- half-made files (issue 15)
+def _create(path):
+    return store.Campaign.create(path, command=["prog"], config=CONFIG, machine=MACHINE)
+
+
+@pytest.mark.parametrize("kind", ["empty", "schema only"])
+def test_half_created_campaign_is_recognised_and_replaced(tmp_path, kind):
+    path = tmp_path / "h.db"
+    if kind == "empty":
+        path.write_bytes(b"")
+    else:                                   # what a SIGKILL between schema and metadata left
+        con = sqlite3.connect(path)
+        con.executescript(store.SCHEMA)
+        con.close()
+    assert store.half_created(path)
+    with pytest.raises(UserError, match="creation never finished.*without --resume"):
+        store.Campaign.open(path)
+    with _create(path) as c:
+        c.record_run(rec(0, 1, 0, time_s=1.0), COLS)
+    assert not store.half_created(path)
+    assert len(dataset.load(path)) == 1
+
+
+def test_other_files_are_never_taken_for_half_created(tmp_path):
+    foreign = tmp_path / "other.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE accounts(id INTEGER)")
+    con.close()
+    text = tmp_path / "notes.csv"
+    text.write_text("cores,time_s\n1,2\n")
+    for p in (foreign, text, make(tmp_path)):
+        assert not store.half_created(p)
+        with pytest.raises(UserError, match="already exists"):
+            _create(p)
+
+
+def test_failed_creation_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "link", full)
+    with pytest.raises(UserError, match="cannot create the campaign file.*No space left"):
+        _create(tmp_path / "n.db")
+    assert list(tmp_path.iterdir()) == []

@@ -144,35 +144,53 @@ class Campaign:
     @classmethod
     def create(cls, path: str | Path, *, command: list[str], config: Mapping[str, Any],
                machine: Machine, topology: Mapping[str, Any] | None = None) -> "Campaign":
+        """A new campaign file, made whole (schema and metadata) under a hidden name and then
+        linked into place, so that no crash or full disk leaves a half-made file under its
+        name. A half-made one left by an older corecast (empty, or without metadata and runs)
+        is recognised and replaced."""
         p = Path(path)
-        if p.exists():
-            raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
         if p.parent and not p.parent.exists():
             raise UserError(f"{p}: directory {p.parent} does not exist")
+        if p.exists():
+            if not half_created(p):
+                raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
+            _remove_db(p)
+        tmp = p.with_name(f".{p.name}.creating-{os.getpid()}")
+        _remove_db(tmp)
+        now = time.time()
         try:
-            con = _connect(p)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=FULL")
-            con.executescript(SCHEMA)
+            con = _connect(tmp)
+            try:
+                con.executescript(SCHEMA)
+                con.execute("BEGIN")
+                for k, v in {"format": FORMAT, "version": VERSION, "corecast_version": __version__,
+                             "command": list(command), "config": dict(config), "machine": machine.to_dict(),
+                             "topology": dict(topology or {}), "created_at": now, "updated_at": now}.items():
+                    con.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (k, json.dumps(v)))
+                con.execute("COMMIT")
+            finally:
+                con.close()
+            os.link(tmp, p)              # fails if the name was taken meanwhile
+        except FileExistsError:
+            _remove_db(tmp)
+            raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)") from None
         except sqlite3.Error as err:
+            _remove_db(tmp)
             raise UserError(f"{p}: cannot create the campaign file ({err})") from None
         except OSError as err:
+            _remove_db(tmp)
             raise UserError(f"{p}: cannot create the campaign file ({err.strerror or err})") from None
-        lock = cls._lock(p)
-        self = cls(p, con, lock)
-        now = time.time()
-        with self._tx():
-            for k, v in {"format": FORMAT, "version": VERSION, "corecast_version": __version__,
-                         "command": list(command), "config": dict(config), "machine": machine.to_dict(),
-                         "topology": dict(topology or {}), "created_at": now, "updated_at": now}.items():
-                self._con.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (k, json.dumps(v)))
-        return self
+        _remove_db(tmp)
+        return cls.open(p)
 
     @classmethod
     def open(cls, path: str | Path, *, write: bool = True) -> "Campaign":
         p = Path(path)
         if not p.exists():
             raise UserError(f"{p}: no such campaign file")
+        if half_created(p):
+            raise UserError(f"{p}: a campaign whose creation never finished (nothing was measured in it); "
+                            "run the measurement again without --resume and it will be replaced")
         _check_magic(p)
         lock = cls._lock(p) if write else None
         try:
@@ -307,6 +325,42 @@ class Campaign:
     def update_meta(self, key: str, value: Any) -> None:
         with self._tx() as con:
             con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+
+def half_created(p: Path) -> bool:
+    """True for a campaign file whose creation was cut short (SIGKILL in its first
+    milliseconds, a full disk): empty, or SQLite with no corecast metadata and no run. Anything
+    else -- another program's file included -- is not touched."""
+    try:
+        size = p.stat().st_size
+        if size == 0:
+            return True
+        with open(p, "rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return False
+    except OSError:
+        return False
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=1.0)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" in tables and con.execute("SELECT 1 FROM meta WHERE key='format'").fetchone():
+                return False
+            if "runs" in tables and con.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
+                return False
+            return not (tables - {"meta", "runs", "run_values", "columns", "notices"})
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+
+
+def _remove_db(p: Path) -> None:
+    for q in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm"), p.with_name(p.name + "-journal")):
+        try:
+            q.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _check_magic(p: Path) -> None:
