@@ -37,10 +37,19 @@ def _finite_or_none(a):
 def test_method_contract(name, data, calibrate):
     ds = fakes.MODEL_DATASETS[data]()
     f = predictors.fit(name, ds, calibrate=calibrate)
-    assert isinstance(f, Fitted)
-    assert f.method == name
     if calibrate and name != "auto":
         assert isinstance(f, CalibratedFit)
+    check_contract(name, ds, f, data)
+
+
+def test_auto_on_two_core_counts_keeps_the_contract():
+    ds = fakes.two_points()
+    check_contract("auto", ds, predictors.fit("auto", ds), "two_points")
+
+
+def check_contract(name, ds, f, data):
+    assert isinstance(f, Fitted)
+    assert f.method == name
     assert isinstance(f.warnings, list) and all(isinstance(w, str) for w in f.warnings)
 
     p = f.predict(TARGETS, 0.8)

@@ -204,7 +204,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, **kw: Any) -> Fitted:
     ts = time_series(ds1)
     if len(ts.cores) == 2:
         # Nothing to validate or combine: the bracket of the two-parameter laws.
-        return twopoint.fit_dataset(ds, size=None, **methods.options_for(twopoint.fit_dataset, kw))
+        return twopoint.fit_dataset(ds, size=size, **methods.options_for(twopoint.fit_dataset, kw))
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
