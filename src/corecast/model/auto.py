@@ -69,10 +69,6 @@ class AutoFit(Fitted):
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
 
-    @property
-    def chosen(self) -> str:
-        return "+".join(k for k in self.weights)
-
     def combined_validation(self) -> list[tuple[float, float]]:
         """(log distance, log error) of the combined prediction at every rolling-origin pair,
         the weights renormalised over the members that predicted it."""
@@ -196,7 +192,7 @@ class AutoFit(Fitted):
 
 def fit_dataset(ds: Dataset, size: float | None = None, **kw: Any) -> Fitted:
     """Validate the applicable methods and member laws, choose or combine, and return the fitted
-    `auto` predictor (the two-point predictor with two core counts). `opts`: the options of the
+    `auto` predictor (the two-point predictor with two core counts). `kw`: the options of the
     single methods (`methods.OPTIONS`), each passed to the methods that declare it."""
     methods.check_options(kw)
     ds1, warns = single_size(ds, size)

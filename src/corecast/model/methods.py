@@ -44,7 +44,6 @@ class Method:
     name: str
     fit: Callable[..., Fitted]
     role: str                       # "method" or "member"
-    summary: str
     needs_stalls: bool = False      # applicable only to data with stall categories
     combines: bool = False          # combines the registered methods: takes all their options
 
@@ -67,14 +66,13 @@ def _registry(*entries: Method) -> dict[str, Method]:
 
 #: Every single method, in the order they are shown, validated and combined.
 REGISTRY: Mapping[str, Method] = _registry(
-    Method("estima", estima.fit_dataset, "method",
-           "stall categories extrapolated separately, turned into time by a scaling factor",
-           needs_stalls=True),
-    Method("timex", timex.fit_dataset, "method", "the time series extrapolated directly"),
-    Method("usl", laws.fit_usl, "method", "the Universal Scalability Law of the throughput"),
-    Method("amdahl", laws.fit_amdahl, "member", "Amdahl's law: the USL with β = 0"),
-    Method("power", laws.fit_power, "member", "the local power law of the throughput"),
-    Method("pmnf", laws.fit_pmnf, "member", "Extra-P's one-term normal form of the throughput"),
+    # stall categories extrapolated one by one, turned into time by a scaling factor
+    Method("estima", estima.fit_dataset, "method", needs_stalls=True),
+    Method("timex", timex.fit_dataset, "method"),     # the time series extrapolated directly
+    Method("usl", laws.fit_usl, "method"),            # the Universal Scalability Law
+    Method("amdahl", laws.fit_amdahl, "member"),      # Amdahl's law: the USL with β = 0
+    Method("power", laws.fit_power, "member"),        # the local power law of the throughput
+    Method("pmnf", laws.fit_pmnf, "member"),          # Extra-P's one-term normal form of the throughput
 )
 
 #: The single methods offered as --method.

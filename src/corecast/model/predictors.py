@@ -23,9 +23,7 @@ from .series import check_categories
 
 #: Every method `fit` knows, `auto` first. auto's options are those of the methods it combines.
 REGISTRY: Mapping[str, Method] = {
-    "auto": Method("auto", auto.fit_dataset, "method",
-                   "validates every applicable method and law, then the stall method or a weighted "
-                   "combination", combines=True),
+    "auto": Method("auto", auto.fit_dataset, "method", combines=True),
     **methods.REGISTRY,
 }
 #: The methods offered as --method (predict, evaluate), `auto` first.
@@ -43,8 +41,9 @@ def fit(method: str, ds: Dataset, calibrate: bool = False, **kw: Any) -> Fitted:
         raise UserError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
     methods.check_options(kw)
     check_categories(ds, kw.get("categories"))
-    if method == "auto":
-        return auto.fit_dataset(ds, **kw)
+    entry = REGISTRY[method]
+    if entry.combines:                  # auto: its band is calibrated already
+        return entry.fit(ds, **kw)
     if calibrate:
         return calibration.calibrated(method, ds, **kw)
     return methods.fit(method, ds, **kw)
@@ -54,8 +53,9 @@ def fit_many(names: Sequence[str], ds: Dataset, calibrate: bool = False,
              **kw: Any) -> dict[str, Fitted | Exception]:
     """`fit` each of `names` on the same Dataset, without fitting anything twice: with `auto`
     among them and `calibrate`, a method `auto` fitted is taken from it, calibrated on the
-    validation it made (`AutoFit.calibrated_member`), rather than fitted and validated again. A method that cannot be fitted maps to the error it raised
-    (UserError, ValueError, LinAlgError)."""
+    validation it made (`AutoFit.calibrated_member`), rather than fitted and validated again.
+    A method that cannot be fitted maps to the error it raised (UserError, ValueError,
+    LinAlgError)."""
     out: dict[str, Fitted | Exception] = {}
     a: Fitted | None = None
     if "auto" in names:

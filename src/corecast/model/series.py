@@ -28,7 +28,6 @@ class TimeSeries:
     time: np.ndarray          # median time (s), or 1/median throughput (s per unit of work)
     metric: str               # the input metric: "time_s" or "throughput"
     source: str               # e.g. "time_s" or "1/throughput"
-    spread: np.ndarray        # relative spread of the repetitions (std / median), 0 with one
     dataset: Dataset
     warnings: list[str] = field(default_factory=list)
 
@@ -99,9 +98,7 @@ def time_series(ds: Dataset) -> TimeSeries:
         source, t = "time_s", ag.value
     else:
         source, t = "1/throughput", 1.0 / ag.value
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spread = np.where(ag.value != 0, ag.std / np.abs(ag.value), 0.0)
-    return TimeSeries(ag.cores, t, metric, source, spread, ds)
+    return TimeSeries(ag.cores, t, metric, source, ds)
 
 
 # ============================================================================ checks

@@ -31,7 +31,6 @@ from .base import Prediction
 
 LOWER = np.array([0.0, 0.0, 1e-300])
 UPPER = np.array([1.0, np.inf, np.inf])
-PARAMS = ("alpha", "beta", "gamma")
 
 
 def usl(n: np.ndarray | float, alpha: float, beta: float, gamma: float) -> np.ndarray:
