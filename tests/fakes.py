@@ -5,9 +5,13 @@ tests/ is on the path under pytest's default rootdir-based import).
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 import numpy as np
 
 from corecast.dataset import ColumnInfo, Dataset, Machine
+from corecast.model import methods
 
 
 # ============================================================================ model: synthetic datasets
@@ -75,3 +79,17 @@ def with_stalls(ds: Dataset) -> bool:
 
 #: Every fake above with 3 or more core counts, by name: what the method contract runs on.
 MODEL_DATASETS = {"amdahl_time": amdahl_time, "usl_throughput": usl_throughput, "lock_stalls": lock_stalls}
+
+
+def count_fits(monkeypatch, top: float) -> dict[str, int]:
+    """Wrap every single method of the registry (for the test's duration) to count its fits on
+    data reaching `top` cores; fits on fewer cores are the rolling-origin validation's."""
+    counts: dict[str, int] = {}
+    for name, m in list(methods.REGISTRY.items()):
+        def counted(ds, _fit=m.fit, _name=name, **kw):
+            if ds.cores.max() >= top:
+                counts[_name] = counts.get(_name, 0) + 1
+            return _fit(ds, **kw)
+        counted.__signature__ = inspect.signature(m.fit)     # the options it declares
+        monkeypatch.setitem(methods.REGISTRY, name, dataclasses.replace(m, fit=counted))
+    return counts

@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+import fakes
 from corecast.model import auto, predictors, synth
 
 CORES = "16,24,32,48,64"
@@ -227,29 +228,11 @@ def test_auto_falls_back_when_stalls_mislead(monkeypatch):
     assert abs(b.predict([24.0]).value[0] / (100 / 24 + 1) - 1) < 0.03
 
 
-def _count_full_fits(monkeypatch, top: float) -> dict[str, int]:
-    """Wrap every single method of the registry to count its fits on data reaching `top` cores
-    (fits on fewer cores are the rolling-origin validation's)."""
-    import dataclasses
-    import inspect
-
-    from corecast.model import methods
-    counts: dict[str, int] = {}
-    for name, m in list(methods.REGISTRY.items()):
-        def counted(ds, _fit=m.fit, _name=name, **kw):
-            if ds.cores.max() >= top:
-                counts[_name] = counts.get(_name, 0) + 1
-            return _fit(ds, **kw)
-        counted.__signature__ = inspect.signature(m.fit)     # its declared options
-        monkeypatch.setitem(methods.REGISTRY, name, dataclasses.replace(m, fit=counted))
-    return counts
-
-
 def test_what_auto_fitted_is_not_fitted_again(monkeypatch):
     ds, _, _ = synth.scaling_dataset("lock_hidden", seed=0)
     targets = [16.0, 32.0, 64.0]
     alone = {m: predictors.fit(m, ds, calibrate=True).predict(targets) for m in ("estima", "timex", "usl")}
-    counts = _count_full_fits(monkeypatch, float(ds.cores.max()))
+    counts = fakes.count_fits(monkeypatch, float(ds.cores.max()))
     fits = predictors.fit_many(["auto", "estima", "timex", "usl"], ds, calibrate=True)
     assert counts == {m: 1 for m in ("estima", "timex", "usl", "amdahl", "power", "pmnf")}
     for m, p in alone.items():        # the same predictions and calibrated bands as fitted alone
@@ -261,7 +244,7 @@ def test_what_auto_fitted_is_not_fitted_again(monkeypatch):
 def test_predict_plot_does_not_refit_auto_members(cli, lock_csv, tmp_path, monkeypatch):
     from corecast.dataset import load
     path, _ = lock_csv
-    counts = _count_full_fits(monkeypatch, float(load(path).cores.max()))
+    counts = fakes.count_fits(monkeypatch, float(load(path).cores.max()))
     r = cli("predict", path, "--cores", CORES, "--plot", tmp_path / "p.png")
     assert r.code == 0, r.err
     assert counts["timex"] == 1 and counts["usl"] == 1 and counts["estima"] == 1

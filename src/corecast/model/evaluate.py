@@ -123,7 +123,7 @@ def _intish(v: float | None) -> float | int | None:
 def evaluate_predictor(ds: Dataset, train_max_cores: float, name: str,
                        fit: Callable[[Dataset], Any], level: float = 0.8) -> MethodEvaluation:
     """Hold-out evaluation of one predictor given as a fit function (Dataset -> fitted)."""
-    input_metric(ds)
+    input_metric(ds)        # data without time or throughput: the caller's error, not the method's
     try:
         fitted = fit(ds.select(ds.cores <= train_max_cores))
     except (UserError, ValueError, np.linalg.LinAlgError) as err:
