@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
+import fakes
 from corecast.dataset import Dataset, load
 from corecast.model import evaluate as E
-import fakes
 from corecast.model import predictors, synth
 from corecast.model.base import Prediction
 
