@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
 
 from corecast.dataset import Dataset, load  # noqa: E402
-from corecast.model import auto, predictors, synth  # noqa: E402
+from corecast.model import auto, predictors, series, synth  # noqa: E402
 from corecast.model.base import Prediction  # noqa: E402
 from corecast.model.evaluate import evaluate_predictor  # noqa: E402
 
@@ -62,7 +62,7 @@ class ExtraPFit:
         # Extra-P's hypotheses (PMNF terms n^i log^j n, i >= 0) describe growing costs: it models
         # the throughput (rising with the cores), which favours it; predictions are converted to
         # the input metric.
-        self.metric = predictors.input_metric(ds)
+        self.metric = series.input_metric(ds)
         y = ds.column(self.metric)
         if self.metric == "time_s":
             y = 1.0 / y

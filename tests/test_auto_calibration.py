@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from corecast.dataset import Dataset, load
-from corecast.model import auto, laws, predictors, usl
+from corecast.model import auto, calibration, laws, predictors, usl
 from corecast.model.evaluate import evaluate
 
 
@@ -117,7 +117,7 @@ def test_single_method_bands_are_calibrated_on_their_own_errors():
     ds = Dataset(cores=n, metrics={"time_s": t})
     raw = predictors.fit("timex", ds)
     cal = predictors.fit("timex", ds, calibrate=True)
-    assert isinstance(cal, auto.CalibratedFit)
+    assert isinstance(cal, calibration.CalibratedFit)
     assert cal.validation and {v.method for v in cal.validation} == {"timex"}
     c = cal.calibration()
     targets = [16.0, 32, 64]

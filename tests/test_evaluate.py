@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import fakes
 from corecast.dataset import Dataset, load
 from corecast.model import evaluate as E
 from corecast.model import predictors, synth
@@ -107,3 +108,13 @@ def test_failing_method_is_reported_not_raised():
     est = ev.get("estima")
     assert not est.ok and "stall categories" in est.error
     assert ev.get("usl").ok
+
+
+def test_evaluate_fits_each_method_once(monkeypatch):
+    # auto validates and fits every method on the training rows; evaluate takes them from it.
+    ds, _, _ = synth.scaling_dataset("lock", seed=0, cores=list(range(1, 13)) + [16, 20, 24, 32])
+    before = E.evaluate(ds, 12)
+    counts = fakes.count_fits(monkeypatch, 12.0)
+    ev = E.evaluate(ds, 12)
+    assert counts == {m: 1 for m in ("estima", "timex", "usl", "amdahl", "power", "pmnf")}
+    assert ev.to_dict() == before.to_dict()

@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+import fakes
 from corecast.model import auto, predictors, synth
 
 CORES = "16,24,32,48,64"
@@ -225,3 +226,29 @@ def test_auto_falls_back_when_stalls_mislead(monkeypatch):
     b = auto.fit_dataset(ds)
     assert "estima" not in b.weights and "clearly worse" in b.reason
     assert abs(b.predict([24.0]).value[0] / (100 / 24 + 1) - 1) < 0.03
+
+
+def test_what_auto_fitted_is_not_fitted_again(monkeypatch):
+    ds, _, _ = synth.scaling_dataset("lock_hidden", seed=0)
+    targets = [16.0, 32.0, 64.0]
+    alone = {m: predictors.fit(m, ds, calibrate=True).predict(targets) for m in ("estima", "timex", "usl")}
+    counts = fakes.count_fits(monkeypatch, float(ds.cores.max()))
+    fits = predictors.fit_many(["auto", "estima", "timex", "usl"], ds, calibrate=True)
+    assert counts == {m: 1 for m in ("estima", "timex", "usl", "amdahl", "power", "pmnf")}
+    for m, p in alone.items():        # the same predictions and calibrated bands as fitted alone
+        q = fits[m].predict(targets)
+        assert np.allclose(q.value, p.value, rtol=1e-12) and np.allclose(q.low, p.low, rtol=1e-12)
+        assert np.allclose(q.high, p.high, rtol=1e-12) and q.params["band"] == p.params["band"]
+
+
+def test_predict_plot_does_not_refit_auto_members(cli, lock_csv, tmp_path, monkeypatch):
+    from corecast.dataset import load
+    path, _ = lock_csv
+    counts = fakes.count_fits(monkeypatch, float(load(path).cores.max()))
+    r = cli("predict", path, "--cores", CORES, "--plot", tmp_path / "p.png")
+    assert r.code == 0, r.err
+    assert counts["timex"] == 1 and counts["usl"] == 1 and counts["estima"] == 1
+    counts.clear()
+    r = cli("predict", path, "--cores", CORES, "--method", "usl", "--plot", tmp_path / "q.png")
+    assert r.code == 0, r.err
+    assert counts == {"usl": 1, "estima": 1, "timex": 1}       # no auto: the others fitted once each

@@ -96,3 +96,18 @@ def test_cli_predicts_from_two_core_counts_and_explicit_methods_say_why_not(cli,
     assert r.code == 2 and "`--method auto` gives a two-point estimate" in r.err
     r = cli("predict", p, "--cores", "16", "--plot", tmp_path / "two.png")
     assert r.code == 0 and (tmp_path / "two.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_auto_keeps_the_size_asked_for():
+    # Two problem sizes, each at 1 and 2 cores: --size picks the rows the two-point predictor
+    # fits (it used to fall back to the size measured at the most core counts, here the larger).
+    rows = [{"cores": n, "size": s, "time_s": t} for s, ts in ((10.0, (4.0, 2.5)), (20.0, (8.0, 4.0)))
+            for n, t in zip((1, 2), ts)]
+    ds = D.Dataset.from_rows(rows)
+    small = predictors.fit("auto", ds, size=10.0)
+    assert isinstance(small, twopoint.TwoPointFit)
+    assert small.series.time.tolist() == [4.0, 2.5]
+    assert not any("problem sizes" in w for w in small.warnings)
+    large = predictors.fit("auto", ds)
+    assert large.series.time.tolist() == [8.0, 4.0]
+    assert any("2 problem sizes in the data; using size 20" in w for w in large.warnings)

@@ -5,7 +5,7 @@ import json
 import math
 
 from .. import dataset as ds_mod
-from ..model import estima, predictors
+from ..model import estima, methods, predictors
 from ..model.kernels import kernels as kernel_set
 from ..errors import UserError
 from ..report import html as H
@@ -110,7 +110,14 @@ def run(args) -> int:
     data = ds_mod.load(args.file)
     opts = options(args, data)
     label = str(args.file)
-    fitted = predictors.fit(args.method, data, calibrate=True, **opts)
+    names = [args.method]
+    if args.plot or args.report:
+        # The plot shows the other applicable methods too; what `auto` fitted is not fitted again.
+        names += [m for m in methods.applicable(data, opts.get("categories")) if m != args.method]
+    fits = predictors.fit_many(names, data, calibrate=True, **opts)
+    fitted = fits[args.method]
+    if isinstance(fitted, Exception):
+        raise fitted
     doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level,
                            work=predictors.work_per_run(data))
     if args.json:
@@ -119,14 +126,8 @@ def run(args) -> int:
         R.render_terminal(doc, terminal.console())
     fig = None
     if args.plot or args.report:
-        fits = {args.method: fitted}
-        for m in predictors.applicable(data, opts.get("categories")):
-            if m != args.method:
-                try:
-                    fits[m] = predictors.fit(m, data, calibrate=True, **opts)
-                except UserError:
-                    pass
-        fig = R.figure(data, fits, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
+        shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
+        fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
     if args.plot:
         plots.save(fig, args.plot)
     if args.report:

@@ -1,13 +1,11 @@
 """`auto`: validate every applicable method on the measured points, then predict with the stall
 method or a weighted combination, with a band calibrated on the validation errors.
 
-Validation is rolling-origin: for each of the last few core counts c_j taken as an origin, every
-method is fitted on the points at cores ≤ c_j and predicts the larger measured counts; its
-error is the log ratio of predicted to measured time (≈ relative error). A method's score is the
-root mean square of its errors.
+Validation is rolling-origin (`corecast.model.calibration`): a method's score is the root mean
+square of its log errors at the last few origins.
 
 Members: the methods that apply (`estima` with stall categories, `timex`, `usl`) and the scaling
-laws of `corecast.model.laws` (`amdahl`, `power`, `pmnf`).
+laws `amdahl`, `power`, `pmnf`: the registry of `corecast.model.methods`, in its order.
 
 Choice:
 - with stall categories, the stall method is used, unless it validates clearly worse than the
@@ -29,6 +27,9 @@ error grows with the distance, g² = mean((e_i² − s²)⁺ / d_i²) over the k
 = ln(n / largest measured count); spread(n): the weighted standard deviation of the members' log
 predictions at n (they disagree where the data do not decide). Coverage is measured
 (`corecast.model.evaluate`, bench/predict_vs_extrap.py, tests/test_auto_calibration.py).
+
+With two core counts there is nothing to validate: `fit_dataset` returns the two-point
+predictor (`corecast.model.twopoint`).
 """
 from __future__ import annotations
 
@@ -37,17 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
-from .base import Prediction
-from . import usl
-from .predictors import MEMBERS, applicable, convert, fit as fit_method, input_metric, models_of
-from .timex import single_size, time_series
+from . import methods, twopoint
+from .base import Fitted, Prediction
+from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate, noise_of, validate
+from .series import convert, input_metric, single_size, time_series
 
-#: How many origins rolling-origin validation uses at most.
-MAX_ORIGINS = 4
 #: Stall method kept unless its validation score exceeds this factor of the best other's ...
 ESTIMA_TOLERANCE = 3.0
 #: ... and this absolute error (RMS of log errors).
@@ -59,101 +57,9 @@ SHRINK = 0.5
 
 
 @dataclass
-class ValidationPoint:
-    method: str
-    origin: float           # largest core count fitted on
-    cores: float            # core count predicted
-    measured: float         # time
-    predicted: float        # time
-    low: float | None
-    high: float | None
-
-    @property
-    def log_error(self) -> float:
-        return math.log(self.predicted / self.measured)
-
-    @property
-    def distance(self) -> float:
-        return math.log(self.cores / self.origin)
-
-
-@dataclass
-class Calibration:
-    """What the band is made of (see the module's docstring)."""
-
-    noise: float            # s: relative noise of the data
-    growth: float           # g: error growth per unit of log distance
-    points: int             # k: validation errors it is estimated from
-    dof: int
-
-    def half_width(self, d: np.ndarray, spread: np.ndarray, level: float) -> np.ndarray:
-        z = float(stats.t.ppf((1 + level) / 2, max(self.dof, 1)))
-        return z * np.sqrt(self.noise ** 2 + (self.growth * d) ** 2 + spread ** 2)
-
-
-def calibrate(points: Sequence[tuple[float, float]], noise: float) -> Calibration | None:
-    """Band parameters from rolling-origin (log distance, log error) pairs and the data's noise:
-    g² = mean((e² − s²)⁺ / d²)."""
-    pts = [(d, e) for d, e in points if d > 0 and math.isfinite(e)]
-    if not pts:
-        return None
-    d = np.array([p[0] for p in pts])
-    e = np.array([p[1] for p in pts])
-    g = float(np.sqrt(np.mean(np.maximum(e * e - noise * noise, 0.0) / (d * d))))
-    return Calibration(noise=noise, growth=g, points=len(pts), dof=len(pts) - 1)
-
-
-@dataclass
-class CalibratedFit:
-    """One method with its band replaced by the calibrated one: the method's own rolling-origin
-    errors, h(n) = t(k−1) · sqrt(s² + g² d(n)²). Everything else is the method's (attributes
-    are passed through). With nothing to calibrate on, the method's own band is kept."""
-
-    fitted: Any
-    validation: list[ValidationPoint]
-    top: float
-    noise: float
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("fitted", "validation", "top", "noise"):
-            raise AttributeError(name)
-        return getattr(self.fitted, name)
-
-    def calibration(self) -> Calibration | None:
-        return calibrate([(v.distance, v.log_error) for v in self.validation], self.noise)
-
-    def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
-        cores = np.asarray(cores, dtype=float)
-        p = self.fitted.predict(cores, level)
-        cal = self.calibration()
-        if cal is None:
-            return p
-        t = convert(p, "time_s")
-        d = np.log(np.maximum(cores, self.top) / self.top)
-        h = cal.half_width(d, np.zeros_like(d), level)
-        with np.errstate(over="ignore", invalid="ignore"):
-            lo, hi = t.value * np.exp(-h), t.value * np.exp(h)
-        q = Prediction(cores=t.cores, value=t.value, metric="time_s", low=lo, high=hi, level=level,
-                       method=p.method, model=p.model, params=dict(p.params), warnings=list(p.warnings))
-        q.params["band"] = {"calibrated": True, "noise": cal.noise, "error_growth_per_log_distance": cal.growth,
-                            "calibration_points": cal.points}
-        return convert(q, p.metric)
-
-
-def calibrated(method: str, ds: Dataset, **kw: Any) -> CalibratedFit:
-    """Fit `method` and calibrate its band on its own rolling-origin errors."""
-    ds1, _ = single_size(ds, kw.get("size"))
-    f = fit_method(method, ds, **kw)
-    kw2 = {k: v for k, v in kw.items() if k != "size"}
-    ts = time_series(ds1)
-    val = validate(ds1, [method], **kw2) if len(ts.cores) > 3 else []
-    return CalibratedFit(f, val, float(ts.cores.max()), noise_of(ds1))
-
-
-@dataclass
-class AutoFit:
+class AutoFit(Fitted):
     metric: str
-    fits: dict[str, Any]
+    fits: dict[str, Fitted]
     scores: dict[str, float]
     weights: dict[str, float]
     validation: list[ValidationPoint]
@@ -162,10 +68,6 @@ class AutoFit:
     noise: float = 0.0
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def chosen(self) -> str:
-        return "+".join(k for k in self.weights)
 
     def combined_validation(self) -> list[tuple[float, float]]:
         """(log distance, log error) of the combined prediction at every rolling-origin pair,
@@ -259,7 +161,7 @@ class AutoFit:
     def models(self, horizon: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k in self.weights:
-            for col, m in models_of(self.fits[k], horizon).items():
+            for col, m in self.fits[k].models(horizon).items():
                 out[col if len(self.weights) == 1 else f"{k}:{col}"] = m
         cal = self.calibration()
         out["auto"] = {"chosen": list(self.weights), "weights": dict(self.weights),
@@ -277,74 +179,37 @@ class AutoFit:
         est = self.fits.get("estima")
         return est.bottlenecks(cores) if est is not None else []
 
-
-def validate(ds: Dataset, methods: Sequence[str], max_origins: int = MAX_ORIGINS,
-             level: float = 0.8, **kw: Any) -> list[ValidationPoint]:
-    """Rolling-origin validation of `methods` on the measured points of `ds`."""
-    ts = time_series(ds)
-    cores = ts.cores
-    m = len(cores)
-    out: list[ValidationPoint] = []
-    first = max(3, m - max_origins)
-    for j in range(first, m):
-        origin = float(cores[j - 1])
-        sub = ds.select(ds.cores <= origin)
-        tgt = cores[j:]
-        truth = ts.time[j:]
-        for meth in methods:
-            try:
-                f = fit_method(meth, sub, **kw)
-                p = convert(f.predict(tgt, level), "time_s")
-            except (UserError, ValueError, np.linalg.LinAlgError):
-                continue
-            for c, y, v, lo, hi in zip(tgt, truth, p.value, _or_none(p.low, len(tgt)), _or_none(p.high, len(tgt))):
-                if np.isfinite(v) and v > 0:
-                    out.append(ValidationPoint(meth, origin, float(c), float(y), float(v), lo, hi))
-    return out
+    def calibrated_member(self, name: str) -> CalibratedFit | None:
+        """The member `name` with its band calibrated on its own validation errors: what
+        `calibration.calibrated(name, ...)` gives on the same data, from the fit and the
+        validation `auto` already made (None when the member could not be fitted). Its
+        warnings do not repeat the choice of a problem size (auto's own do)."""
+        if name not in self.fits:
+            return None
+        return CalibratedFit(self.fits[name], [v for v in self.validation if v.method == name], self.top,
+                             self.noise)
 
 
-def _or_none(a: np.ndarray | None, n: int) -> list[float | None]:
-    return [None] * n if a is None else [float(x) for x in a]
-
-
-def noise_of(ds: Dataset) -> float:
-    """Relative noise of the data: RMS log residual of the USL fitted to every point (degrees of
-    freedom counted), 0 when nothing is left to estimate it."""
-    N, X, _ = ds.throughput()
-    ok = np.isfinite(X) & (X > 0)
-    N, X = N[ok], X[ok]
-    if len(N) <= 3:
-        return 0.0
-    try:
-        f = usl.fit(N, X)
-    except (ValueError, np.linalg.LinAlgError):
-        return 0.0
-    fx = f.fitted(N)
-    if np.any(fx <= 0) or not np.all(np.isfinite(fx)):
-        return 0.0
-    r = np.log(X / fx)
-    return float(math.sqrt(np.sum(r * r) / (len(N) - 3)))
-
-
-def fit_dataset(ds: Dataset, methods: Sequence[str] | None = None, **kw: Any) -> AutoFit:
+def fit_dataset(ds: Dataset, size: float | None = None, **kw: Any) -> Fitted:
     """Validate the applicable methods and member laws, choose or combine, and return the fitted
-    `auto` predictor."""
-    ds1, warns = single_size(ds, kw.pop("size", None))
+    `auto` predictor (the two-point predictor with two core counts). `kw`: the options of the
+    single methods (`methods.OPTIONS`), each passed to the methods that declare it."""
+    methods.check_options(kw)
+    ds1, warns = single_size(ds, size)
     metric = input_metric(ds1)
     ts = time_series(ds1)
     if len(ts.cores) == 2:
         # Nothing to validate or combine: the bracket of the two-parameter laws.
-        from . import twopoint
-        return twopoint.fit_dataset(ds, size=kw.pop("size", None) if "size" in kw else None, **kw)
+        return twopoint.fit_dataset(ds, size=size, **methods.options_for(twopoint.fit_dataset, kw))
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
-    cand = list(methods) if methods else applicable(ds1, kw.get("categories")) + list(MEMBERS)
-    fits: dict[str, Any] = {}
+    cand = methods.applicable(ds1, kw.get("categories")) + list(methods.MEMBERS)
+    fits: dict[str, Fitted] = {}
     errors: dict[str, str] = {}
     for meth in cand:
         try:
-            fits[meth] = fit_method(meth, ds1, **kw)
+            fits[meth] = methods.fit(meth, ds1, **kw)
         except UserError as err:
             errors[meth] = str(err)
     if not fits:

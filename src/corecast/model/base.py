@@ -1,14 +1,16 @@
 """The face every predictor shows.
 
-A fit function takes a Dataset (or arrays) and returns a small fitted object whose
-`predict(cores, level)` returns a `Prediction`: values at the requested core counts, low/high
-bounds at a stated level, the model and parameters used, and warnings. `evaluate`, `auto`,
-plots and reports work on this face only, so a new method plugs in without touching them.
+A fit function takes a Dataset and returns a small fitted object, a `Fitted`: its
+`predict(cores, level)` returns a `Prediction` (values at the requested core counts, low/high
+bounds at a stated level, the model and parameters used, and warnings), its `models(horizon)`
+says what was fitted. `evaluate`, `auto`, plots and reports work on this face only, so a new
+method plugs in without touching them (`corecast.model.methods` holds the registry).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -41,18 +43,29 @@ class Prediction:
         if self.high is not None:
             self.high = np.asarray(self.high, dtype=float)
 
-    def as_throughput(self) -> np.ndarray:
-        return self.value if self.metric == "throughput" else 1.0 / self.value
-
     def as_time(self) -> np.ndarray:
         return self.value if self.metric == "time_s" else 1.0 / self.value
 
 
-@runtime_checkable
-class Fitted(Protocol):
-    """What a fit function returns."""
+class Fitted(ABC):
+    """What every method's fit function returns.
+
+    `method` is the name it was fitted as ("usl", "auto", ...); `warnings` what the fit noticed
+    (they are repeated in every prediction). Subclasses are dataclasses that declare both as
+    fields.
+    """
 
     method: str
+    warnings: list[str]
 
+    @abstractmethod
     def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
-        ...
+        """The input metric at `cores`, with its band at `level`."""
+
+    @abstractmethod
+    def models(self, horizon: float) -> dict[str, Any]:
+        """What was fitted, per series, for predictions up to `horizon` cores (JSON-ready)."""
+
+    def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Any]:
+        """Stall categories ranked by their growth up to `cores`; none for a method without stalls."""
+        return []

@@ -28,10 +28,10 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
-from .base import Prediction
+from .base import Fitted, Prediction
 from .kernels import DEFAULT_KERNELS, Kernel, KernelFit, LinearKernel
 from .select import Candidate, Selection, SelectionError, select
-from .timex import TimeSeries, _check_ratio, need_points, single_size, time_series, to_prediction
+from .series import TimeSeries, check_categories, prepare, to_prediction
 
 #: Candidates for the scaling factor: the best realistic fit of every kernel whose checkpoint
 #: error is within this factor of the best compete on correlation.
@@ -88,7 +88,7 @@ class _Solved:
 
 
 @dataclass
-class EstimaFit:
+class EstimaFit(Fitted):
     series: TimeSeries
     categories: list[Category]
     kernels: Sequence[Kernel] | None = None
@@ -386,10 +386,7 @@ def stall_categories(ds: Dataset, names: Sequence[str] | None = None) -> tuple[l
     """Median stall cycles per core count for every stall category (or those named)."""
     warnings: list[str] = []
     if names:
-        for nm in names:
-            if nm not in ds.metrics:
-                avail = ", ".join(ds.stall_names) or "none"
-                raise UserError(f"{ds.label}: unknown stall category '{nm}' (stall columns: {avail})")
+        check_categories(ds, names)
         use = list(names)
     else:
         use = ds.stall_names
@@ -435,12 +432,8 @@ def fit_dataset(ds: Dataset, kernels: Sequence[Kernel] | None = None, checkpoint
                 freq_ratio: float = 1.0, categories: Sequence[str] | None = None,
                 work_stall: bool = True) -> EstimaFit:
     """The stall method on a Dataset: fit, then `.predict(cores, level)`, `.bottlenecks(cores)`."""
-    ds1, warns = single_size(ds, size)
-    ts = time_series(ds1)
-    ts.warnings.extend(warns)
-    need_points(ts, "estima")
-    _check_ratio(size_ratio, "--size-ratio")
-    _check_ratio(freq_ratio, "--freq-ratio")
+    prep = prepare(ds, "estima", size, freq_ratio, size_ratio)
+    ds1, ts = prep.data, prep.series
     cats, cw = stall_categories(ds1, categories)
     if not cats:
         raise UserError(f"{ds.label}: estima needs stall categories (columns other than cores, repetition, "

@@ -17,9 +17,10 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
-from .base import Prediction
-from .predictors import METHODS, applicable, convert, fit as fit_method, input_metric
-from .timex import single_size
+from . import predictors
+from .base import Fitted, Prediction
+from .methods import applicable
+from .series import convert, input_metric, single_size
 
 
 @dataclass
@@ -122,13 +123,23 @@ def _intish(v: float | None) -> float | int | None:
 def evaluate_predictor(ds: Dataset, train_max_cores: float, name: str,
                        fit: Callable[[Dataset], Any], level: float = 0.8) -> MethodEvaluation:
     """Hold-out evaluation of one predictor given as a fit function (Dataset -> fitted)."""
+    input_metric(ds)        # data without time or throughput: the caller's error, not the method's
+    try:
+        fitted = fit(ds.select(ds.cores <= train_max_cores))
+    except (UserError, ValueError, np.linalg.LinAlgError) as err:
+        return MethodEvaluation(name, error=str(err))
+    return evaluate_fitted(ds, train_max_cores, name, fitted, level)
+
+
+def evaluate_fitted(ds: Dataset, train_max_cores: float, name: str, fitted: Fitted,
+                    level: float = 0.8) -> MethodEvaluation:
+    """Hold-out evaluation of a predictor fitted on the rows of `ds` with cores ≤ train_max_cores."""
     metric = input_metric(ds)
     ag = ds.aggregate(metric)
     train = ag.cores <= train_max_cores
     test = ~train
     res = MethodEvaluation(name)
     try:
-        fitted = fit(ds.select(ds.cores <= train_max_cores))
         p: Prediction = convert(fitted.predict(ag.cores[test], level), metric)
     except (UserError, ValueError, np.linalg.LinAlgError) as err:
         res.error = str(err)
@@ -148,7 +159,8 @@ def evaluate_predictor(ds: Dataset, train_max_cores: float, name: str,
 
 def evaluate(ds: Dataset, train_max_cores: float, methods: Sequence[str] | None = None,
              level: float = 0.8, size: float | None = None, **kw: Any) -> Evaluation:
-    """Fit every method on cores ≤ K, predict the rest, and score each."""
+    """Fit every method on cores ≤ K (bands calibrated, nothing fitted twice:
+    `predictors.fit_many`), predict the rest, and score each."""
     ds1, _ = single_size(ds, size)
     metric = input_metric(ds1)
     ag = ds1.aggregate(metric)
@@ -160,14 +172,17 @@ def evaluate(ds: Dataset, train_max_cores: float, methods: Sequence[str] | None 
     if len(test) == 0:
         raise UserError(f"{ds.label}: --train-max-cores {train_max_cores:g} leaves no measured core count "
                         f"to predict (largest measured: {ag.cores.max():g})")
+    train_ds = ds1.select(ds1.cores <= train_max_cores)
     if methods is None:
-        methods = ["auto"] + applicable(ds1.select(ds1.cores <= train_max_cores), kw.get("categories"))
+        methods = ["auto"] + applicable(train_ds, kw.get("categories"))
     for m in methods:
-        if m not in METHODS:
-            raise UserError(f"unknown method '{m}' (choose from {', '.join(METHODS)})")
+        if m not in predictors.METHODS:
+            raise UserError(f"unknown method '{m}' (choose from {', '.join(predictors.METHODS)})")
+    fitted = predictors.fit_many(methods, train_ds, calibrate=True, **kw)
     out = []
     for m in methods:
-        out.append(evaluate_predictor(ds1, train_max_cores, m,
-                                      lambda d, m=m: fit_method(m, d, calibrate=True, **kw), level=level))
+        f = fitted[m]
+        out.append(MethodEvaluation(m, error=str(f)) if isinstance(f, Exception)
+                   else evaluate_fitted(ds1, train_max_cores, m, f, level=level))
     return Evaluation(ds.label, float(train_max_cores), metric, level, list(map(float, train)),
                       list(map(float, test)), out)

@@ -33,6 +33,10 @@ prediction:
 A fit is *realistic* when, everywhere between 1 core and the largest target, its values are
 finite, not negative (or positive, for times), and a rational's denominator has neither a root
 (a pole) nor a sign change. ESTIMA rejects the fits that are not.
+
+Size: a little over 600 lines, kept as one module on purpose: the kernel families, their
+fitting methods and the realism check are one subject (a kernel is defined by how it is
+fitted and checked), and `select` and every extrapolating method use them as one unit.
 """
 from __future__ import annotations
 

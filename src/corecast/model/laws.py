@@ -1,11 +1,17 @@
-"""Small scaling laws that `auto` combines with the USL and time extrapolation.
+"""Scaling laws of the throughput as methods: the USL (`--method usl`) and the small laws that
+`auto` combines with it and with time extrapolation.
 
-Each fits the one-value-per-core-count series of a Dataset (median time, or 1/throughput) and
-predicts in the dataset's input metric, so it shows the same face as the other methods:
+Each fits a Dataset and predicts in the dataset's input metric, so it shows the same face as
+the other methods:
 
+- `usl`: the Universal Scalability Law (`corecast.model.usl`) fitted to every measured
+  throughput (1/time), X(n) = γ n / (1 + α (n − 1) + β n (n − 1)).
 - `amdahl`: Amdahl's law, the USL with β = 0, X(n) = γ n / (1 + α (n − 1)). Throughput only
   saturates, it never falls: the USL's β is often fitted on noise and predicts a decline that
   never comes.
+
+The members, fitted on the one-value-per-core-count series (median time, or 1/throughput):
+
 - `power`: the local scaling exponent, X(n) = c · n^p with p ≤ 1, fitted by least squares on
   log X against log n over the upper half of the measured core counts (at least 3). It says
   "the scaling seen lately goes on", which is often the best short-range guess on real data.
@@ -29,9 +35,9 @@ from scipy import stats
 from ..dataset import Dataset
 from ..errors import UserError
 from . import usl
-from .base import Prediction
+from .base import Fitted, Prediction
 from .kernels import PMNF, KernelFit, fit_kernel
-from .timex import TimeSeries, _check_ratio, need_points, single_size, time_series, to_prediction
+from .series import Prepared, TimeSeries, convert, input_metric, prepare, to_prediction
 
 #: The local power law is fitted on the upper half of the measured core counts, at least this many.
 POWER_MIN_POINTS = 3
@@ -44,7 +50,7 @@ def _t(level: float, dof: int) -> float:
 
 
 @dataclass
-class PowerFit:
+class PowerFit(Fitted):
     """X(n) = c · n^p on the upper half of the measured core counts."""
 
     series: TimeSeries
@@ -84,14 +90,11 @@ class PowerFit:
                                "fitted_from_cores": float(self.n_fit[0])}}
 
 
-def fit_power(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-              **_: Any) -> PowerFit:
+def fit_power(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
+              size_ratio: float = 1.0) -> PowerFit:
     """The local power law of a Dataset's throughput (1/time)."""
-    ds1, warns = single_size(ds, size)
-    ts = time_series(ds1)
-    need_points(ts, "the power law")
-    _check_ratio(freq_ratio, "--freq-ratio")
-    _check_ratio(size_ratio, "--size-ratio")
+    prep = prepare(ds, "the power law", size, freq_ratio, size_ratio)
+    ts, warns = prep.series, prep.warnings
     m = len(ts.cores)
     k = min(m, max(POWER_MIN_POINTS, m // 2))
     n = ts.cores[-k:]
@@ -111,7 +114,7 @@ def fit_power(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, s
 
 
 @dataclass
-class PMNFThroughputFit:
+class PMNFThroughputFit(Fitted):
     """Extra-P's one-term normal form fitted to the throughput."""
 
     series: TimeSeries
@@ -155,14 +158,11 @@ class PMNFThroughputFit:
         return {"throughput": d}
 
 
-def fit_pmnf(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-             **_: Any) -> PMNFThroughputFit:
+def fit_pmnf(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
+             size_ratio: float = 1.0) -> PMNFThroughputFit:
     """Extra-P's normal form (one term) fitted to a Dataset's throughput (1/time)."""
-    ds1, warns = single_size(ds, size)
-    ts = time_series(ds1)
-    need_points(ts, "pmnf")
-    _check_ratio(freq_ratio, "--freq-ratio")
-    _check_ratio(size_ratio, "--size-ratio")
+    prep = prepare(ds, "pmnf", size, freq_ratio, size_ratio)
+    ts, warns = prep.series, prep.warnings
     X = 1.0 / ts.time
     f = fit_kernel(PMNF, ts.cores, X)
     if f is None:
@@ -178,7 +178,65 @@ def fit_pmnf(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, si
     return PMNFThroughputFit(ts, f, sd, inv, freq_ratio, size_ratio, warnings=warns)
 
 
-def fit_amdahl(ds: Dataset, **kw: Any) -> Any:
+# ============================================================================ the USL and Amdahl's law
+@dataclass
+class USLMethod(Fitted):
+    """The USL fit of the throughput, shown in the input metric."""
+
+    fit: usl.USLFit
+    metric: str
+    source: str
+    freq_ratio: float = 1.0
+    size_ratio: float = 1.0
+    method: str = "usl"
+    warnings: list[str] = field(default_factory=list)
+
+    def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
+        p = self.fit.predict(np.asarray(cores, dtype=float), level)
+        s = self.freq_ratio * self.size_ratio
+        if s != 1.0:
+            p = Prediction(cores=p.cores, value=p.value / s, metric="throughput",
+                           low=None if p.low is None else p.low / s,
+                           high=None if p.high is None else p.high / s, level=p.level,
+                           method=p.method, model=p.model, params=p.params, warnings=p.warnings)
+        p.warnings = list(self.warnings) + list(p.warnings)
+        return convert(p, self.metric)
+
+    def models(self, horizon: float = 0.0) -> dict[str, Any]:
+        f = self.fit
+        return {"throughput" if self.source == "throughput" else self.source: {
+            "kernel": "Amdahl" if f.amdahl else "USL",
+            "formula": "γ n / (1 + α (n − 1))" if f.amdahl else "γ n / (1 + α (n − 1) + β n (n − 1))",
+            "params": {"alpha": f.alpha, "beta": f.beta, "gamma": f.gamma},
+            "points": int(f.n)}}
+
+
+def _usl_family(ds: Dataset, size: float | None, freq_ratio: float, size_ratio: float,
+                amdahl: bool) -> USLMethod:
+    what = "Amdahl's law" if amdahl else "the USL"
+
+    def check(prep: Prepared, what: str) -> None:
+        input_metric(prep.data)
+        N, X, _ = prep.data.throughput()
+        if len(np.unique(N)) < 3:
+            raise UserError(f"{ds.label}: {what} needs measurements at 3 or more distinct core counts "
+                            f"(got {len(np.unique(N))})")
+        if np.any(X <= 0):
+            raise UserError(f"{ds.label}: throughput must be > 0 at every point to fit {what}")
+
+    prep = prepare(ds, what, size, freq_ratio, size_ratio, check=check)
+    N, X, source = prep.data.throughput()
+    return USLMethod(usl.fit(N, X, amdahl=amdahl), input_metric(prep.data), source, freq_ratio, size_ratio,
+                     method="amdahl" if amdahl else "usl", warnings=prep.warnings)
+
+
+def fit_usl(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
+            size_ratio: float = 1.0) -> USLMethod:
+    """The USL of a Dataset's throughput."""
+    return _usl_family(ds, size, freq_ratio, size_ratio, amdahl=False)
+
+
+def fit_amdahl(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
+               size_ratio: float = 1.0) -> USLMethod:
     """Amdahl's law (the USL with β = 0) of a Dataset's throughput."""
-    from .predictors import fit_usl
-    return fit_usl(ds, amdahl=True, **kw)
+    return _usl_family(ds, size, freq_ratio, size_ratio, amdahl=True)

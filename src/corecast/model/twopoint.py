@@ -35,9 +35,9 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
-from .base import Prediction
+from .base import Fitted, Prediction
 from .estima import Bottleneck
-from .timex import TimeSeries, single_size, time_series, to_prediction
+from .series import Prepared, TimeSeries, prepare, to_prediction
 
 BAND_NOTE = ("two core counts fix only two-parameter laws: the band spans the laws that pass through both "
              "points, it is not a statistical interval at the stated level; measure at 3 or more core "
@@ -108,7 +108,7 @@ class StallLaw:
 
 
 @dataclass
-class TwoPointFit:
+class TwoPointFit(Fitted):
     series: TimeSeries
     stalls: list[StallLaw]
     clock_hz: float | None
@@ -225,18 +225,18 @@ class TwoPointFit:
         return rows
 
 
+def _two_points(prep: Prepared, what: str) -> None:
+    if len(prep.series.cores) != 2:
+        raise UserError(f"{prep.data.label}: {what} needs exactly 2 distinct core counts "
+                        f"(got {len(prep.series.cores)})")
+
+
 def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-                categories: Sequence[str] | None = None, **_: Any) -> TwoPointFit:
+                categories: Sequence[str] | None = None) -> TwoPointFit:
     """The two-point predictor (see the module's docstring)."""
-    ds1, warns = single_size(ds, size)
-    ts = time_series(ds1)
-    if len(ts.cores) != 2:
-        raise UserError(f"{ds.label}: the two-point predictor needs exactly 2 distinct core counts "
-                        f"(got {len(ts.cores)})")
-    for v, what in ((freq_ratio, "--freq-ratio"), (size_ratio, "--size-ratio")):
-        if not (math.isfinite(v) and v > 0):
-            raise UserError(f"{what} must be a number > 0 (got {v:g})")
-    warns = list(warns) + list(ts.warnings)
+    prep = prepare(ds, "the two-point predictor", size, freq_ratio, size_ratio, check=_two_points)
+    ds1, ts = prep.data, prep.series
+    warns = list(ts.warnings)        # the size selection's
     names = list(categories) if categories else ds1.stall_names
     clock = ds1.machine.nominal_freq_hz
     stalls: list[StallLaw] = []

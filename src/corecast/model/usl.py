@@ -12,6 +12,10 @@ as R's `usl` package (nls with the port algorithm).
 
 Standard errors come from the Jacobian at the optimum (σ² (JᵀJ)⁻¹ with σ² = RSS/(n − 3)), as
 nls reports them; intervals use Student's t with n − 3 degrees of freedom.
+
+Size: about 650 lines, one subject: Gunther's methodology is the law, its bounded fit and the
+checks of the data against the fitted law (`analyze`), and the checks read the fit's
+statistics throughout. The USL as a predicting method (`--method usl`) is `laws.USLMethod`.
 """
 from __future__ import annotations
 
@@ -27,7 +31,6 @@ from .base import Prediction
 
 LOWER = np.array([0.0, 0.0, 1e-300])
 UPPER = np.array([1.0, np.inf, np.inf])
-PARAMS = ("alpha", "beta", "gamma")
 
 
 def usl(n: np.ndarray | float, alpha: float, beta: float, gamma: float) -> np.ndarray:
@@ -651,6 +654,7 @@ def analyze_dataset(ds: Any, metric: str | None = None, level: float = 0.95) -> 
 
 
 def fit_dataset(ds: Any, metric: str | None = None) -> USLFit:
-    """The predictor face: fit a Dataset, then `.predict(cores, level)`."""
+    """The raw USL fit of a Dataset's throughput (the predicting method, in the input metric and
+    with the ratio options, is `laws.fit_usl`)."""
     N, X, _ = ds.throughput(metric)
     return fit(N, X)

@@ -11,7 +11,7 @@ import numpy as np
 from ..dataset import Dataset
 from ..model.base import Prediction
 from ..model.evaluate import Evaluation
-from ..model.predictors import convert, models_of
+from ..model.series import convert
 from . import html as H
 from . import terminal as T
 
@@ -58,7 +58,7 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
     doc: dict[str, Any] = {
         "file": label, "method": method, "metric": metric, "level": level,
         "model": p.model, "predictions": preds, "work_per_run": k, "throughput_unit": unit,
-        "models": models_of(fitted, float(cores.max())),
+        "models": fitted.models(float(cores.max())),
         "bottlenecks": bottlenecks,
         "warnings": list(dict.fromkeys(p.warnings)),
     }
