@@ -275,3 +275,36 @@ def test_small_wiggles_on_a_plateau_are_not_flagged():
     flagged = [p.cores for p in b.points if "out-of-pattern" in p.flags]
     assert flagged == [40.0]                                            # not its neighbours
     assert any("non-monotone at N = 40" in w and "dip" in w for w in b.warnings)
+
+
+def test_memory_is_proportional_to_the_rows():
+    """20,000 rows: the studentised residuals used an n x n hat matrix (3.2 GB); now the
+    analysis stays within a few MB per 10,000 rows (tracemalloc sees numpy's buffers)."""
+    import tracemalloc
+    rng = np.random.default_rng(3)
+    n = rng.integers(1, 65, 20_000).astype(float)
+    x = usl.usl(n, 0.02, 0.0004, 1000.0) * rng.normal(1.0, 0.03, len(n))
+    tracemalloc.start()
+    try:
+        a = usl.analyze(n, x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100e6, peak
+    assert a.fit.params[0] == pytest.approx(0.02, rel=0.2)
+
+
+def test_studentised_residuals_flag_the_point_off_the_curve():
+    n = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64], float)
+    x = usl.usl(n, 0.03, 0.0005, 100.0)
+    x[4] *= 1.25                                  # one point far off
+    a = usl.analyze(n, x)
+    assert any("out of pattern at N = 12" in w or "N = 12" in w for w in a.warnings)
+
+
+def test_predict_range_is_bounded(cli):
+    r = cli("usl", str(DATA / "usl" / "specsdm91.csv"), "--predict", "1-1000000000")
+    assert r.code == 2
+    assert "1,000,000,000 core counts; at most 10,000" in r.err
+    r = cli("usl", str(DATA / "usl" / "specsdm91.csv"), "--predict", "1-1000000000:2x", "--json")
+    assert r.code == 0 and len(r.json()["predictions"]) == 30

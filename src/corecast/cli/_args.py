@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 
 
+MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
+
+
 def core_list(text: str) -> list[float]:
     """`16,24,32`, ranges `1-16`, and steps `1-64:2x` (doubling) or `8-64:8` (step 8)."""
     out: list[float] = []
@@ -30,6 +33,10 @@ def core_list(text: str) -> list[float]:
                     s = int(step) if step else 1
                     if s <= 0:
                         raise ValueError
+                    if (hi - lo) // s + 1 + len(out) > MAX_COUNTS:
+                        raise argparse.ArgumentTypeError(
+                            f"'{part}' names {(hi - lo) // s + 1:,} core counts; at most {MAX_COUNTS:,} "
+                            "(use a step: 1-1000000:2x doubles, 8-4096:8 steps by 8)")
                     out.extend(float(v) for v in range(lo, hi + 1, s))
             else:
                 v = float(part)

@@ -610,8 +610,9 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
         _, J = _model_and_jac(f.params[None, :], N[None, :])
         J = J[0]
         try:
-            H = J @ np.linalg.pinv(J.T @ J) @ J.T
-            h = np.clip(np.diag(H), 0.0, 0.9999)
+            # the hat matrix's diagonal only, row by row: J P J^T would be n x n (3.2 GB at 20,000 rows)
+            P = np.linalg.pinv(J.T @ J)
+            h = np.clip(np.einsum("ij,jk,ik->i", J, P, J), 0.0, 0.9999)
         except np.linalg.LinAlgError:
             h = np.zeros(len(N))
         stud = f.residuals / (f.sigma * np.sqrt(1.0 - h))
