@@ -246,3 +246,40 @@ def test_shards_at_one_percent_is_within_two_hundredths(real_trace):
     json.dumps(sampled.to_dict())
     rough = mrc.analyse(real_trace.chunks(1 << 20), accesses="data", rate=0.01, sizes=[1024, 65536])
     assert "1 asked" in rough.sample_error
+
+
+# ------------------------------------------------------------------ the command
+def test_cli_json_dataset_and_plot(cli, tmp_path):
+    from corecast import dataset
+    from corecast.sim.trace import Trace, write_trace
+    small = np.tile(np.arange(64), 50)
+    big = 10_000 + np.tile(np.arange(4096), 5)
+    t = write_trace(tmp_path / "t.cctrace", Trace(records(np.concatenate([small, big]) * 64), {}))
+    r = cli("sim", "mrc", t, "--sizes", "4KiB,64KiB,256KiB,512KiB", "--assoc", "4", "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    c = d["curves"][0]
+    assert c["sizes_bytes"] == [4096, 65536, 262144, 524288]
+    assert c["misses"][-1] == 64 + 4096                 # cold misses only once both loops fit
+    assert c["set_associative"]["ways"] == 4
+    out, png = tmp_path / "curve.csv", tmp_path / "curve.png"
+    r = cli("sim", "mrc", t, "-o", out, "--plot", png)
+    assert r.code == 0, r.err
+    ds = dataset.load(out)
+    assert list(ds.column("cache_bytes"))[0] == 1024 and "miss_ratio" in ds.metric_names
+    assert png.stat().st_size > 10_000
+    assert "knee" in r.out and "working sets" in r.out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sizes", "12KiB", "--assoc", "4"], "power of two"),
+    (["--sizes", "lots"], "is not a size"),
+    (["--assoc", "many"], "give full or a number of ways"),
+    (["--sample", "2"], "sampling rate"),
+    (["--line", "48"], "power of two"),
+])
+def test_cli_mistakes(cli, tmp_path, args, message):
+    from corecast.sim.trace import Trace, write_trace
+    t = write_trace(tmp_path / "t.cctrace", Trace(records(np.arange(100) * 64), {}))
+    r = cli("sim", "mrc", t, *args)
+    assert r.code == 2 and message in r.err and "Traceback" not in r.err

@@ -16,7 +16,8 @@ DESCRIPTION = """\
 Simulate a trace on a machine's caches, TLBs, branch predictor and issue logic.
 
   corecast sim TRACE --machine M [--cores N] [--json]    simulate a trace
-  corecast sim capture -o TRACE [--marker SYM] -- CMD   record CMD with valgrind lackey
+  corecast sim capture -o TRACE [--marker SYM] -- CMD   record CMD (QEMU plugin, or lackey)
+  corecast sim mrc TRACE [--sizes LIST] [--assoc N]      miss-rate curves in one pass
   corecast sim convert INPUT -o TRACE [--from lackey|din|csv]
   corecast sim gen KIND -o TRACE [...]                   synthetic traces (stream, random,
                                                          pingpong, transactions)
@@ -26,7 +27,7 @@ Run `corecast sim capture -h` (and so on) for each action's options. TRACE is a 
 trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
 """
 
-ACTIONS = ("capture", "convert", "gen", "machines")
+ACTIONS = ("capture", "convert", "gen", "machines", "mrc")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,10 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     fmt = argparse.RawDescriptionHelpFormatter
     cap = _Parser(prog=f"{prog} capture", formatter_class=fmt,
-                  description="Record a program's instruction and memory trace with valgrind "
-                              "lackey, add branch outcomes and register dependencies from its "
+                  description="Record a program's instruction and memory trace (QEMU user mode "
+                              "with corecast's plugin where qemu-x86_64 is installed, else valgrind "
+                              "lackey), add branch outcomes and register dependencies from its "
                               "disassembly (objdump), and write a corecast trace.")
     cap.add_argument("-o", "--output", required=True, metavar="TRACE", help="trace file to write")
+    cap.add_argument("--backend", choices=["auto", "qemu", "lackey"], default="auto",
+                     help="how to record: qemu (fast), lackey (valgrind), auto (qemu when present)")
     cap.add_argument("--marker", action="append", default=[], metavar="SYM|0xADDR",
                      help="a function or address whose execution starts a transaction "
                           "(repeatable)")
@@ -120,7 +124,26 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                    description="List the bundled machine descriptions, or show one.")
     mach.add_argument("name", nargs="?", help="machine name or TOML file to show")
     mach.add_argument("--json", action="store_true")
-    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach}
+    mrc = _Parser(prog=f"{prog} mrc", formatter_class=fmt,
+                  description="Miss-rate curves of a trace in one pass: exact LRU stack distances "
+                              "(every fully associative size at once), SHARDS sampling for large "
+                              "traces, set-associative points beside them, per-thread curves, the "
+                              "knee and the working sets. See docs/sim.md.")
+    mrc.add_argument("trace", metavar="TRACE")
+    mrc.add_argument("--sizes", default="auto", metavar="LIST|auto",
+                     help="cache sizes, e.g. 32KiB,1MiB,32MiB (default: powers of two up to the footprint)")
+    mrc.add_argument("--line", type=int, default=64, help="line size in bytes (default 64)")
+    mrc.add_argument("--assoc", default="full", metavar="full|N",
+                     help="also simulate N-way LRU caches at the sizes (default: full only)")
+    mrc.add_argument("--sample", type=float, default=1.0, metavar="R",
+                     help="SHARDS sampling rate in (0, 1] (default 1: exact)")
+    mrc.add_argument("--accesses", choices=["all", "data", "instr"], default="all",
+                     help="which accesses make the curve (default all: a unified cache)")
+    mrc.add_argument("--per-thread", action="store_true", help="a curve per thread beside the shared one")
+    mrc.add_argument("--json", action="store_true", help="print the result as JSON")
+    mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
+    mrc.add_argument("-o", "--output", metavar="DATASET", help="write the curve as a Dataset (CSV or JSON)")
+    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc}
 
 
 # ----------------------------------------------------------------------------------------
@@ -135,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         return _gen(args)
     if action == "machines":
         return _machines(args)
+    if action == "mrc":
+        return _mrc(args)
     return _simulate(args)
 
 
@@ -270,7 +295,14 @@ def _capture(args: argparse.Namespace) -> int:
     cmd = list(args.program)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate)
+    progress = None
+    if sys.stderr.isatty():
+        def progress(n: int) -> None:
+            print(f"\rcapturing: {n:,} instructions", end="", file=sys.stderr, flush=True)
+    info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
+                   backend=args.backend, progress=progress)
+    if progress:
+        print(file=sys.stderr)
     err = sys.stderr
     print(f"wrote {info.path}: {info.records:,} records, {info.instructions:,} instructions, "
           f"{info.threads} thread{'s' if info.threads > 1 else ''}"
@@ -283,6 +315,48 @@ def _capture(args: argparse.Namespace) -> int:
     for w in info.warnings:
         print(f"warning: {w}", file=err)
     return 0
+
+
+def _mrc(args: argparse.Namespace) -> int:
+    from ..report import mrc as R
+    from ..report.terminal import console
+    from ..sim import mrc
+    from ..sim.trace import load
+
+    sizes = None if args.sizes.strip().lower() == "auto" else [
+        _size(s) for s in args.sizes.split(",") if s.strip()]
+    assoc = None
+    if args.assoc.strip().lower() != "full":
+        try:
+            assoc = int(args.assoc)
+        except ValueError:
+            raise UserError(f"--assoc {args.assoc}: give full or a number of ways") from None
+    if args.plot:
+        from ..report.plots import check_plot_path
+        check_plot_path(args.plot)
+    tr = load(args.trace)
+    res = mrc.analyse(tr.chunks(1 << 20), sizes=sizes, line=args.line, accesses=args.accesses,
+                      rate=args.sample, assoc=assoc, per_thread=args.per_thread)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=1))
+    else:
+        R.render_terminal(res, console())
+    if args.plot:
+        from ..report.plots import save
+        save(R.figure(res, f"miss-rate curve: {Path(args.trace).name}"), args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    if args.output:
+        R.to_dataset(res, str(args.trace)).save(args.output)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _size(text: str) -> int:
+    from ..sim.machine import _Reader
+    v: Any = text.strip()
+    if v.isdigit():
+        v = int(v)
+    return _Reader({"size": v}, "--sizes", "").size("size")
 
 
 def _convert(args: argparse.Namespace) -> int:

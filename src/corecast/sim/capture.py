@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import UserError
 from . import native as N
-from .trace import LackeyParser, TraceWriter, read_trace
+from .trace import HEADER_RESERVE, LackeyParser, TraceWriter, read_trace
 from . import x86
 
 
@@ -245,52 +245,41 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
     raw_path = out.with_name(out.name + ".raw") if use_objdump else out
     maps_path = out.with_name(out.name + ".maps")
     writer = TraceWriter(raw_path, {"source": "qemu", "command": list(cmd)})
-    rfd, wfd = os.pipe()
+    # The plugin appends its records straight to the trace file being written: no pipe, no
+    # Python in the path of the data. Progress comes from the file's growth.
+    wfd = os.open(f"/proc/self/fd/{writer.fileno()}", os.O_WRONLY | os.O_APPEND)
     args = [qemu, "-plugin", f"{plugin},fd={wfd},maps={maps_path}", prog, *cmd[1:]]
     try:
         proc = subprocess.Popen(args, pass_fds=(wfd,), env=env)
     except OSError as err:
-        os.close(rfd)
         os.close(wfd)
-        writer.close()
+        writer.abort()
         raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
     os.close(wfd)
-    instructions = 0
-    tids: set[int] = set()
-    rest = b""
-    size = N.RECORD_DTYPE.itemsize
     try:
-        with os.fdopen(rfd, "rb", buffering=0) as fh:
-            while True:
-                data = fh.read(chunk_bytes)
-                if not data:
-                    break
-                data = rest + data
-                whole = len(data) - len(data) % size
-                rest = data[whole:]
-                recs = np.frombuffer(data[:whole], dtype=N.RECORD_DTYPE)
-                fetch = recs["kind"] == N.KIND_FETCH
-                if len(hex_markers) and not use_objdump:
-                    at = np.flatnonzero(fetch & np.isin(recs["addr"], hex_markers))
-                    if len(at):
-                        mk = recs[at].copy()
-                        mk["kind"], mk["size"] = N.KIND_MARKER, 0
-                        recs = np.insert(recs, at, mk)
-                writer.write(recs)
-                instructions += int(np.count_nonzero(fetch))
-                tids.update(np.unique(recs["tid"]).tolist())
-                if progress:
-                    progress(instructions)
+        while True:
+            try:
+                proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if progress:   # about 2.5 records an instruction (fetch, loads, stores)
+                    progress(int(writer.appended_records() / 2.5))
     except KeyboardInterrupt:
         proc.kill()
         proc.wait()
+        writer.adopt_appended()
         writer.close({"interrupted": True})
         _unlink(maps_path)
         raise
-    status = proc.wait()
+    writer.adopt_appended()
+    if len(hex_markers) and not use_objdump and writer.count:
+        writer = _with_markers(writer, hex_markers)
+    tids = set(writer.tids)
+    if progress:
+        progress(int(writer.kinds[N.KIND_FETCH]))
+    status = proc.returncode
     if writer.count == 0:
-        writer.close()
-        _unlink(raw_path)
+        writer.abort()
         _unlink(maps_path)
         raise UserError(f"qemu-x86_64 produced no trace for {' '.join(cmd)} (exit status {status})")
     if status != 0:
@@ -319,6 +308,30 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
             _unlink(raw_path)
     info.seconds = time.monotonic() - t0
     return info
+
+
+def _with_markers(writer: TraceWriter, markers: np.ndarray) -> TraceWriter:
+    """A writer of the same trace with a marker record before every fetch of a marker address
+    (the plugin does not know them); the unmarked part is given up."""
+    data = np.memmap(writer._tmp, dtype=N.RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(writer.count,))
+    out = TraceWriter(writer.path.with_name(f"{writer.path.name}.marked"), dict(writer.meta))
+    out.path = writer.path                      # renamed into the trace's own name at close
+    try:
+        for i in range(0, writer.count, 1 << 22):
+            recs = np.asarray(data[i:i + (1 << 22)])
+            at = np.flatnonzero((recs["kind"] == N.KIND_FETCH) & np.isin(recs["addr"], markers))
+            if len(at):
+                mk = recs[at].copy()
+                mk["kind"], mk["size"] = N.KIND_MARKER, 0
+                recs = np.insert(recs, at, mk)
+            out.write(recs)
+    except BaseException:
+        out.abort()
+        raise
+    finally:
+        del data
+    writer.abort()
+    return out
 
 
 _MAPS = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+\s+(/\S.*)$")

@@ -296,7 +296,7 @@ def sample_error_note(rate: float, line: int, tracked_lines: int,
     if rate >= 1.0:
         return None
     res = resolution_bytes(line, rate)
-    note = (f"SHARDS at rate {rate:g}: each tracked access stands for {1 / rate:.0f}; from "
+    note = (f"SHARDS at rate {rate:.4g}: each tracked access stands for {1 / rate:.0f}; from "
             f"{fmt_bytes(res)} up the mean absolute error of the curve was under 0.02 (miss ratio) "
             f"at rate 0.01 on the traces tested (tests/test_sim_mrc.py)")
     small = [s for s in sizes if s < res]

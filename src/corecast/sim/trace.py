@@ -132,6 +132,42 @@ class TraceWriter:
         self.kinds += np.bincount(records["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
         self.tids.update(np.unique(records["tid"]).tolist())
 
+    def fileno(self) -> int:
+        """The descriptor of the part being written, for another process to append records to
+        (then call `adopt_appended`)."""
+        if self._fh is None:
+            raise ValueError("writer closed")
+        self._fh.flush()
+        return self._fh.fileno()
+
+    def appended_records(self) -> int:
+        """Records in the part so far, those another process appended included."""
+        if self._fh is None:
+            return self.count
+        return max(0, os.fstat(self._fh.fileno()).st_size - HEADER_RESERVE) // RECORD_DTYPE.itemsize
+
+    def adopt_appended(self) -> None:
+        """Count what another process appended through `fileno()` as if written here (a partial
+        record at the end, from a writer killed mid-write, is cut off)."""
+        if self._fh is None:
+            raise ValueError("writer closed")
+        self._fh.seek(0, os.SEEK_END)
+        size = self._fh.tell() - HEADER_RESERVE
+        whole = size - size % RECORD_DTYPE.itemsize
+        if whole != size:
+            self._fh.truncate(HEADER_RESERVE + whole)
+            self._fh.seek(0, os.SEEK_END)
+        n = whole // RECORD_DTYPE.itemsize
+        if n > self.count:
+            data = np.memmap(self._tmp, dtype=RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(n,))
+            step = 1 << 22
+            for i in range(self.count, n, step):
+                part = data[i:min(n, i + step)]
+                self.kinds += np.bincount(part["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
+                self.tids.update(np.unique(part["tid"]).tolist())
+            del data
+            self.count = n
+
     def close(self, meta: dict[str, Any] | None = None) -> Path:
         if self._fh is None:
             return self.path
