@@ -356,3 +356,23 @@ def test_kernel_penryn_exact_hierarchy(pattern, shrink):
         assert l1.writebacks > 0 and l2.writebacks > 0 and st.mem_writebacks > 0
     if pattern != "sequential":
         assert st.stlb_hit[1] > 0
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_access_at_the_top_of_the_address_space_ends(general):
+    """`load,0xfffffffffffffffc,8` wrapped addr+size-1 to 3 and the TLB page walk never ended
+    (deaf to Ctrl-C). The access is clamped to the last bytes of the address space."""
+    import subprocess
+    import sys
+    code = ("import numpy as np; from corecast.sim import native as N;"
+            "from corecast.sim.engine import SimOptions, Simulator;"
+            "from corecast.sim.machine import load_machine;"
+            "r = np.zeros(3, dtype=N.RECORD_DTYPE);"
+            "r['addr'] = np.array([0xFFFFFFFFFFFFFFFC, 0xFFFFFFFFFFFFFFF8, 0x1000], dtype=np.uint64);"
+            "r['kind'] = N.KIND_LOAD; r['size'] = 8;"
+            f"sim = Simulator(load_machine('zen4-genoa'), 1, SimOptions(general_loop={general}));"
+            "sim.feed(r); st = sim.finish();"
+            "print(st.records, st.access[N.KIND_LOAD], st.split[N.KIND_LOAD])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["3", "3", "0"]    # three loads, none split across lines

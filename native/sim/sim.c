@@ -1337,6 +1337,7 @@ static __attribute__((noinline)) void mem_access_slow(cc_sim *s, core_t *co, int
  * the L1 touched last -- no replacement state changes. */
 static inline void mem_access(cc_sim *s, core_t *co, int side, int cls, uint64_t addr, unsigned size) {
     if (size == 0) size = 1;
+    if (__builtin_expect(addr + size < addr, 0)) size = (unsigned)(0 - addr); /* no wrap past 2^64 */
     if (co->ntlb[side]) tlb_access(s, co, side, addr, size);
     const cpath *p = &co->path[side];
     if (p->n) {
@@ -2035,6 +2036,9 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
                                                           const int W, const int side, int cls,
                                                           uint64_t addr, unsigned size,
                                                           const int shift) {
+    /* an access is clamped at the top of the address space: its last byte would wrap to 0 and
+     * the page and line walks below would never reach their end */
+    if (__builtin_expect(addr + size < addr, 0)) size = (unsigned)(0 - addr);
     if (fp->tlb) ftlb(s, fp, side, addr, size ? size : 1);
     if (__builtin_expect((addr & fp->line_mask) + size > fp->line_size, 0)) { /* two lines or more */
         mem_access_slow(s, co, side, cls, addr, size);
