@@ -9,7 +9,7 @@ A restructure that claims "behaviour unchanged" is checked with it:
 
 Each command runs as `python -m corecast ...` in a child process (so PYTHONPATH picks the tree);
 its exit status, stdout and stderr are stored. `compare` reports every command whose exit status
-or stdout differs (JSON compared as data, floats to 1e-9 relative), and exits 1 if any does.
+or stdout differs (JSON compared as data, floats to 1e-9 relative or 1e-12 absolute), and exits 1 if any does.
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def _same(a, b) -> bool:
             return False
         if math.isnan(a) and math.isnan(b):
             return True
-        return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300)
+        return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):

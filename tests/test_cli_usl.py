@@ -120,3 +120,23 @@ def test_info_describes_columns_and_runs(cli, tmp_path):
     assert (lock["kind"], lock["values"], lock["missing"], lock["max"]) == ("stall", 2, 1, 5e6)
     assert doc["stall_categories"] == ["lock_wait_cycles"]
     assert "time_s" in cli("info", p).out
+
+
+def test_no_library_warning_reaches_the_user(tmp_path):
+    """numpy's overflow notices (with source paths) leaked to stderr on data at the edge of
+    the floats."""
+    from conftest import run_corecast
+    p = tmp_path / "flat.csv"
+    p.write_text("cores,throughput\n" + "".join(f"{n},1e308\n" for n in (1, 2, 4, 8, 16, 32)))
+    r = run_corecast("usl", p, "--json")
+    assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr and ".py:" not in r.stderr
+
+
+def test_piped_output_is_not_wrapped(data_dir):
+    """Piped into grep, a wrapped line was missed: output to a pipe keeps its lines whole."""
+    from conftest import run_corecast
+    r = run_corecast("usl", data_dir / "usl" / "specsdm91.csv")
+    assert r.returncode == 0, r.stderr
+    legend = [line for line in r.stdout.splitlines() if line.startswith("X: measured throughput")]
+    assert len(legend) == 1 and legend[0].rstrip().endswith("coherency (β)")

@@ -20,6 +20,7 @@ import os
 import pkgutil
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USER_ERROR
+    # Library warnings (numpy's overflow or invalid-value notices, with their source paths) are
+    # not for a user: what a result cannot say is in corecast's own warnings and notes.
+    warnings.simplefilter("ignore", RuntimeWarning)
     try:
         return int(args._run(args) or 0)
     except UserError as err:

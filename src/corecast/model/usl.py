@@ -36,7 +36,7 @@ UPPER = np.array([1.0, np.inf, np.inf])
 def usl(n: np.ndarray | float, alpha: float, beta: float, gamma: float) -> np.ndarray:
     """Throughput the USL predicts at load `n`."""
     n = np.asarray(n, dtype=float)
-    return gamma * n / (1.0 + alpha * (n - 1.0) + beta * n * (n - 1.0))
+    return gamma * (n / (1.0 + alpha * (n - 1.0) + beta * n * (n - 1.0)))   # no overflow of gamma * n
 
 
 def _model_and_jac(p: np.ndarray, N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def _model_and_jac(p: np.ndarray, N: np.ndarray) -> tuple[np.ndarray, np.ndarray
     D = 1.0 + a * nm1 + b * N * nm1
     base = N / D
     f = g * base
-    dD = -g * N / (D * D)
+    dD = -g * (base / D)
     J = np.stack([dD * nm1, dD * N * nm1, base], axis=-1)
     return f, J
 
@@ -187,6 +187,11 @@ def fit_batch(N: np.ndarray, X: np.ndarray, W: np.ndarray | None = None,
     W = np.ones_like(N) if W is None else np.atleast_2d(np.asarray(W, dtype=float))
     N = np.where(W > 0, N, 1.0)
     X = np.where(W > 0, X, 0.0)
+    # Fitted on a unit scale (throughput / its largest value) and scaled back: data at 1e-308
+    # or 1e308 would otherwise meet the optimiser's absolute tolerances and overflows.
+    scale = np.max(np.where(W > 0, np.abs(X), 0.0), axis=1, keepdims=True)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+    X = X / scale
     free = np.array([True, not amdahl, True])
     starts = _starts(N, X, W)
     if amdahl:
@@ -199,7 +204,11 @@ def fit_batch(N: np.ndarray, X: np.ndarray, W: np.ndarray | None = None,
     best = np.argmin(np.where(np.isfinite(cost), cost, np.inf), axis=0)
     sel = best * B + np.arange(B)
     p, cost, _ = _lm(N, X, W, p[sel], free, max_iter=200, lam0=lam[sel])
-    return p, 2.0 * cost
+    p = p.copy()
+    p[:, 2] *= scale[:, 0]
+    with np.errstate(over="ignore", invalid="ignore"):     # past the floats: inf, shown as unknown
+        rss = np.where(cost == 0, 0.0, 2.0 * cost * scale[:, 0] ** 2)
+    return p, rss
 
 
 # ============================================================================ fit object
@@ -443,11 +452,11 @@ class Analysis:
             "gamma_ci": [num(ci[2, 0]), num(ci[2, 1])],
             "n_max": num(f.n_max), "n_max_se": num(f.n_max_se()),
             "x_max": num(f.x_max), "n_opt": num(f.n_opt), "x_roof": num(f.x_roof),
-            "r2": num(f.r2), "rss": f.rss, "sigma": num(f.sigma), "dof": f.dof, "n": f.n,
+            "r2": num(f.r2), "rss": num(f.rss), "sigma": num(f.sigma), "dof": f.dof, "n": f.n,
             "verdict": self.verdict, "verdict_kind": self.verdict_kind,
             "amdahl": {
                 "alpha": self.nested.amdahl.alpha, "gamma": self.nested.amdahl.gamma,
-                "rss": self.nested.amdahl.rss, "x_roof": num(self.nested.amdahl.x_roof),
+                "rss": num(self.nested.amdahl.rss), "x_roof": num(self.nested.amdahl.x_roof),
                 "f_stat": num(self.nested.f_stat), "p_value": num(self.nested.p_value),
                 "aicc_usl": num(self.nested.aicc_usl), "aicc_amdahl": num(self.nested.aicc_amdahl),
                 "beta_needed": self.nested.beta_needed, "summary": self.nested.summary,

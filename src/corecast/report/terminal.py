@@ -14,14 +14,18 @@ from rich.text import Text
 def console(file: Any = None) -> Console:
     """A console on stdout (or `file`) that does not colour numbers by itself.
 
-    Output that goes to a file or a pipe is laid out 120 columns wide (rich would use 80),
-    unless COLUMNS says otherwise.
+    Output that goes to a file or a pipe is never wrapped (so that grep finds whole lines):
+    text keeps its lines and tables take their natural width, whatever COLUMNS says (shells
+    and test runners export it for the terminal, not for the file).
     """
     out = file or sys.stdout
-    width = None
-    if not (hasattr(out, "isatty") and out.isatty()) and not os.environ.get("COLUMNS"):
-        width = 120
-    return Console(file=out, highlight=False, soft_wrap=False, width=width)
+    if not (hasattr(out, "isatty") and out.isatty()):
+        return Console(file=out, highlight=False, soft_wrap=True, width=PIPE_WIDTH)
+    return Console(file=out, highlight=False, soft_wrap=False)
+
+
+#: The width of output to a file or a pipe: wider than any line corecast writes.
+PIPE_WIDTH = 100_000
 
 
 def fmt(v: Any, sig: int = 4) -> str:
