@@ -118,3 +118,13 @@ def test_evaluate_fits_each_method_once(monkeypatch):
     ev = E.evaluate(ds, 12)
     assert counts == {m: 1 for m in ("estima", "timex", "usl", "amdahl", "power", "pmnf")}
     assert ev.to_dict() == before.to_dict()
+
+
+def test_every_method_failing_is_exit_status_2(cli, tmp_path):
+    """The table said each method could not run, and the command exited 0 (issue 15)."""
+    p = tmp_path / "bad.csv"
+    p.write_text("cores,throughput\n1,10\n2,19\n4,0\n8,-1\n16,70\n")
+    r = cli("evaluate", p, "--train-max-cores", "4", "--methods", "usl,timex")
+    assert r.code == 2
+    assert "no method could be evaluated" in r.err and "throughput must be > 0" in r.err
+    assert "could not run" in r.out                 # the table still says why, method by method

@@ -6,6 +6,7 @@ import json
 from .. import dataset as ds_mod
 from ..model import evaluate as E
 from ..model import predictors
+from ..errors import UserError
 from ..report import prediction as R
 from ..report import terminal
 from ._args import level
@@ -54,4 +55,8 @@ def run(args) -> int:
         print(json.dumps(R.evaluation_doc(ev), indent=2, allow_nan=False))
     else:
         R.render_evaluation(ev, terminal.console())
+    if not any(m.ok for m in ev.methods):
+        # the table (or JSON) says why each failed; the status says that nothing was evaluated
+        why = "; ".join(f"{m.method}: {m.error}" for m in ev.methods if m.error)
+        raise UserError(f"no method could be evaluated on {args.file}" + (f" ({why})" if why else ""))
     return 0
