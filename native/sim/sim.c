@@ -2036,11 +2036,12 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
                                                           const int W, const int side, int cls,
                                                           uint64_t addr, unsigned size,
                                                           const int shift) {
-    /* an access is clamped at the top of the address space: its last byte would wrap to 0 and
-     * the page and line walks below would never reach their end */
-    if (__builtin_expect(addr + size < addr, 0)) size = (unsigned)(0 - addr);
+    const int cross = (addr & fp->line_mask) + size > fp->line_size;      /* two lines or more */
+    /* an access is clamped at the top of the address space (only one that crosses a line can
+     * pass it): its last byte would wrap to 0 and the page and line walks would never end */
+    if (__builtin_expect(cross, 0) && addr + size < addr) size = (unsigned)(0 - addr);
     if (fp->tlb) ftlb(s, fp, side, addr, size ? size : 1);
-    if (__builtin_expect((addr & fp->line_mask) + size > fp->line_size, 0)) { /* two lines or more */
+    if (__builtin_expect(cross, 0)) {
         mem_access_slow(s, co, side, cls, addr, size);
         return;
     }

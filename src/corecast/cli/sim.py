@@ -396,10 +396,15 @@ def _gen(args: argparse.Namespace) -> int:
         recs = synth.random_accesses(args.n, ws, write_fraction=args.write_fraction,
                                      seed=args.seed)
     elif args.kind == "pingpong":
-        if args.threads < 2:
-            raise UserError("--threads: ping-pong needs at least 2 threads")
-        recs = synth.pingpong(args.n, args.threads, args.pattern,
-                              false_sharing=args.false_sharing)
+        if not 2 <= args.threads <= 65536:
+            raise UserError(f"--threads {args.threads}: ping-pong needs 2 to 65,536 threads")
+        from ..sim.trace import TraceWriter
+        with TraceWriter(args.output, {"source": "synthetic pingpong"}) as w:   # streamed
+            for part in synth.pingpong_chunks(args.n, args.threads, args.pattern,
+                                              false_sharing=args.false_sharing):
+                w.write(part)
+        print(f"wrote {args.output}: {w.count:,} records", file=sys.stderr)
+        return 0
     elif args.kind == "transactions":
         recs = synth.transactions(args.n, seed=args.seed)
     else:

@@ -7,7 +7,8 @@ Every generator returns a numpy array of `RECORD_DTYPE`; `Trace(records)` wraps 
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
+
 
 import numpy as np
 
@@ -66,21 +67,31 @@ def pingpong(rounds: int, threads: int = 2, pattern: str = "write", addr: int = 
     thread `pattern`s ("write" or "read") -- the line a shared counter or flag.
 
     With `false_sharing` each thread uses its own 8-byte word of the same line."""
+    parts = list(pingpong_chunks(rounds, threads, pattern, addr, false_sharing, fetch))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
+
+
+def pingpong_chunks(rounds: int, threads: int = 2, pattern: str = "write", addr: int = HEAP_BASE,
+                    false_sharing: bool = False, fetch: bool = True,
+                    chunk_records: int = 1 << 18) -> Iterator[np.ndarray]:
+    """`pingpong` in slices of about `chunk_records` records, made as they are consumed: memory
+    stays bounded whatever rounds x threads is (2,000 threads used to fill 24 GB)."""
     if pattern not in ("write", "read"):
         raise ValueError("pattern is 'write' or 'read'")
-    recs = []
-    for _ in range(rounds):
-        for t in range(threads):
-            a = addr + (8 * t if false_sharing else 0)
-            k = N.KIND_STORE if (t == 0 or pattern == "write") else N.KIND_LOAD
-            recs.append((a, t, k))
-    d = np.zeros(len(recs), dtype=RECORD_DTYPE)
-    arr = np.array(recs, dtype=np.uint64)
-    d["addr"] = arr[:, 0]
-    d["tid"] = arr[:, 1]
-    d["kind"] = arr[:, 2]
-    d["size"] = 8
-    return _interleave_fetch(d) if fetch else d
+    t = np.arange(threads, dtype=np.uint64)
+    one_addr = np.full(threads, addr, dtype=np.uint64) + (np.uint64(8) * t if false_sharing else np.uint64(0))
+    one_kind = np.where((t == 0) | (pattern == "write"), N.KIND_STORE, N.KIND_LOAD).astype(np.uint8)
+    per = max(4, (max(1, chunk_records // threads) // 4) * 4)   # whole rounds, a multiple of 4
+    done = 0
+    while done < rounds:
+        k = min(per, rounds - done)
+        d = np.zeros(k * threads, dtype=RECORD_DTYPE)
+        d["addr"] = np.tile(one_addr, k)
+        d["tid"] = np.tile(t.astype(np.uint16), k)
+        d["kind"] = np.tile(one_kind, k)
+        d["size"] = 8
+        yield _interleave_fetch(d) if fetch else d
+        done += k
 
 
 def transactions(count: int, per_tx: int = 200, stack_bytes: int = 2048,
