@@ -9,7 +9,7 @@ _shtab_corecast_subparsers=(evaluate events export info measure predict sim stat
 
 _shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --methods --level --clock --size --stalls --kernels --checkpoints --refit --json)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format)
-_shtab_corecast_export_option_strings=(-h --help -o --output --format)
+_shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata)
 _shtab_corecast_info_option_strings=(-h --help --json)
 _shtab_corecast_measure_option_strings=(-h --help --cores --reps --warmup --timeout --order --events --throughput --plugin --env --threads-per-core --no-shim -o --output --resume -q --quiet --json)
 _shtab_corecast_predict_option_strings=(-h --help --cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --refit --json --plot --report)
@@ -22,7 +22,8 @@ _shtab_corecast_option_strings=(-h --help --version)
 
 
 _shtab_corecast_events___format_choices=(table json)
-_shtab_corecast_export___format_choices=(csv json)
+_shtab_corecast_export___format_choices=(csv json records)
+_shtab_corecast_export___metadata_choices=(sidecar inline none)
 _shtab_corecast_predict___method_choices=(auto estima timex usl)
 _shtab_corecast_sim___split_choices=(auto threads transactions chunks)
 _shtab_corecast_sim___straddle_choices=(line access)

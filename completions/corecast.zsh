@@ -12,7 +12,7 @@ _shtab_corecast_commands() {
   local _commands=(
     evaluate:'Fit every method (auto, estima when there are stall categories, timex, usl) on the rows with'
     events:'Without options: the CPU, the perf PMUs, every mnemonic and the backend-stall catalog with'
-    export:'Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it as'
+    export:'Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it:'
     info:'show what a Dataset or campaign file holds: machine, columns and their sources, runs'
     measure:'Run a program at several core counts (pinned to exactly those cores, warm-ups first, then'
     predict:'Extrapolate from the core counts measured to the ones asked for.'
@@ -64,7 +64,8 @@ _shtab_corecast_events_defaults_added=0
 _shtab_corecast_export_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   {-o,--output}"[output file (.csv or .json)\; default\: standard output]:FILE:"
-  "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json)"
+  "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json records)"
+  "--metadata[CSV only\: where the metadata goes (default\: sidecar with -o, none on standard output)]:metadata:(sidecar inline none)"
   ":Dataset or campaign file:"
 )
 

@@ -1,6 +1,7 @@
 """The Dataset: readers, writers, validation, aggregation."""
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -179,3 +180,43 @@ def test_any_dataset_round_trips_exactly(tmp_path_factory, rows):
         assert np.array_equal(back.cores, ds.cores)
         for k in ds.metrics:
             assert np.array_equal(back.column(k), ds.column(k), equal_nan=True)
+
+
+# ---------------------------------------------------------------- outputs other tools read (issue 15)
+def test_exported_csv_loads_in_pandas_and_round_trips(cli, tmp_path):
+    pd = pytest.importorskip("pandas")
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps({"format": "corecast-dataset", "version": 1,
+                               "machine": {"cpu_model": "X", "cores": 8},
+                               "columns": {"lock_wait_cycles": {"kind": "stall", "unit": "cycles", "source": "shim"}},
+                               "rows": [{"cores": c, "repetition": r, "time_s": 10 / c, "lock_wait_cycles": c * 1e6}
+                                        for c in (1, 2, 4) for r in (0, 1)]}))
+    out = tmp_path / "x.csv"
+    r = cli("export", src, "-o", out)
+    assert r.code == 0, r.err
+    frame = pd.read_csv(out)
+    assert frame.shape == (6, 4) and list(frame.columns) == ["cores", "repetition", "time_s", "lock_wait_cycles"]
+    back = D.load(out)                                        # the sidecar brings the metadata back
+    assert back.machine.cpu_model == "X" and back.columns["lock_wait_cycles"].unit == "cycles"
+    r = cli("export", src, "--format", "records")
+    assert pd.read_json(io.StringIO(r.out)).shape == (6, 4)
+    r = cli("export", src, "--metadata", "inline")
+    assert r.out.startswith("# corecast:")
+    inline = tmp_path / "inline.csv"
+    inline.write_text(r.out)
+    assert D.load(inline).machine.cpu_model == "X"            # the old form is still read
+
+
+def test_csv_with_a_byte_order_mark(tmp_path):
+    p = tmp_path / "bom.csv"
+    p.write_bytes("\ufeffcores,throughput\n1,10\n2,19\n".encode("utf-8"))
+    d = D.load(p)
+    assert list(d.cores) == [1, 2] and "throughput" in d.metrics
+
+
+def test_a_fifo_without_a_writer_does_not_hang(tmp_path):
+    import os
+    f = tmp_path / "fifo"
+    os.mkfifo(f)
+    with pytest.raises(UserError, match="empty file"):
+        D.load(f)

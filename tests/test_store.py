@@ -88,7 +88,8 @@ def test_export_round_trip_keeps_failed_rows(tmp_path):
     csv_path = tmp_path / "d.csv"
     ds.to_csv(csv_path)
     text = csv_path.read_text()
-    assert "exit_status" in text.splitlines()[1]
+    assert "exit_status" in text.splitlines()[0]              # a plain CSV: the header first
+    assert dataset.sidecar_path(csv_path).exists()            # the metadata beside it
     back = dataset.load(csv_path)
     assert len(back) == 3 and back.metrics["exit_status"][2] == 139 and np.isnan(back.metrics["time_s"][2])
     assert back.columns["lock_wait_cycles"].kind == "stall" and back.machine.cores == 2

@@ -23,13 +23,15 @@ import csv
 import io
 import json
 import math
+import os
+import stat
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from .errors import UserError, opened, where
+from .errors import UserError, where
 
 FORMAT_NAME = "corecast-dataset"
 FORMAT_VERSION = 1
@@ -328,9 +330,17 @@ class Dataset:
         return meta
 
     # ------------------------------------------------------------------ output
-    def to_csv(self, path: str | Path | None = None) -> str:
+    def to_csv(self, path: str | Path | None = None, metadata: str = "sidecar") -> str:
+        """A plain CSV (a header, then one line a row) that any CSV reader loads as it is.
+
+        metadata: "sidecar" (written to path + ".meta.json" beside the CSV, which `read_csv`
+        picks up; nothing when there is no path), "inline" (a `# corecast: {json}` first line,
+        which readers other than corecast must be told to skip), or "none"."""
+        if metadata not in ("sidecar", "inline", "none"):
+            raise ValueError(f"metadata: {metadata!r}")
         buf = io.StringIO()
-        buf.write(f"{CSV_META_PREFIX} {json.dumps(self.metadata(), sort_keys=True)}\n")
+        if metadata == "inline":
+            buf.write(f"{CSV_META_PREFIX} {json.dumps(self.metadata(), sort_keys=True)}\n")
         header = ["cores"]
         if self.repetition is not None:
             header.append("repetition")
@@ -342,6 +352,18 @@ class Dataset:
         for row in self.rows():
             w.writerow(["" if row[h] is None else _fmt(row[h]) for h in header])
         text = buf.getvalue()
+        if path is not None:
+            _write_atomic(Path(path), text)
+            side = sidecar_path(path)
+            if metadata == "sidecar":
+                _write_atomic(side, json.dumps(self.metadata(), indent=1, sort_keys=True) + "\n")
+            elif side.exists():
+                side.unlink()               # a stale sidecar would be read back with this CSV
+        return text
+
+    def to_records(self, path: str | Path | None = None) -> str:
+        """The rows as a JSON array of objects (what `pandas.read_json` reads as a table)."""
+        text = json.dumps(list(self.rows()), indent=1, allow_nan=False) + "\n"
         if path is not None:
             _write_atomic(Path(path), text)
         return text
@@ -453,6 +475,15 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
             data_start = i + 1
         else:
             break
+    if not meta:
+        side = sidecar_path(path)
+        if side.is_file():
+            try:
+                meta = json.loads(_read_text(str(side)))
+            except json.JSONDecodeError as err:
+                raise UserError(f"{side}:{err.lineno}: metadata is not valid JSON ({err.msg})") from None
+            if not isinstance(meta, dict):
+                raise UserError(f"{side}: metadata must be a JSON object")
     body = lines[data_start:]
     if not body:
         raise UserError(f"{path}: empty file (expected a header such as 'cores,throughput')")
@@ -563,12 +594,58 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
     return ds
 
 
-def _read_text(path: str) -> str:
+def sidecar_path(path: str | Path) -> Path:
+    """Where a CSV's metadata lives: `data.csv` -> `data.csv.meta.json`."""
+    p = Path(path)
+    return p.with_name(p.name + ".meta.json")
+
+
+def _read_bytes(path: str | Path) -> tuple[bytes, bool]:
+    """The whole file, and whether it is a regular file. A named pipe (FIFO) or `<(...)` is
+    opened without waiting for a writer: with one, it is read to its end; with none, it reads
+    as empty -- never a read that waits forever."""
     try:
-        with opened(path, "r", what="file", encoding="utf-8") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a file") from None
+    except PermissionError:
+        raise UserError(f"{path}: permission denied") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UserError(f"{path}: is a directory, not a file")
+        regular = stat.S_ISREG(st.st_mode)
+        if not regular:               # a pipe with a writer: wait for its data (blocking again)
+            import fcntl
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        chunks = []
+        while True:
+            try:
+                b = os.read(fd, 1 << 20)
+            except OSError as err:
+                raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks), regular
+    finally:
+        os.close(fd)
+
+
+def _decode(path: object, data: bytes) -> str:
+    try:
+        # utf-8-sig: a byte-order mark (as spreadsheets write it) is read as pandas reads it
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (CSV or JSON expected)") from None
+
+
+def _read_text(path: str) -> str:
+    return _decode(path, _read_bytes(path)[0])
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -577,15 +654,16 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 def load(path: str | Path) -> Dataset:
     """Read a Dataset from a CSV, JSON or SQLite campaign file (chosen by content)."""
     p = Path(path)
-    with opened(p, "rb", what="file") as fh:
-        head = fh.read(64)
-    if head.startswith(SQLITE_MAGIC):
+    data, regular = _read_bytes(p)
+    if data.startswith(SQLITE_MAGIC):
+        if not regular:
+            raise UserError(f"{path}: a campaign file must be read from a file, not a pipe")
         try:
             from . import store
         except ImportError:
             raise UserError(f"{path}: is a campaign file, and this corecast cannot read campaigns") from None
         return store.load_dataset(p)
-    text = _read_text(str(p))
+    text = _decode(p, data)
     stripped = text.lstrip()
     if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
         return read_json(p, text)

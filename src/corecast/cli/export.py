@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .. import dataset as ds_mod
 from ..errors import UserError
@@ -9,18 +10,27 @@ from ..errors import UserError
 COMMAND = "export"
 HELP = "convert a Dataset or campaign file to CSV or JSON"
 DESCRIPTION = """\
-Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it as
-CSV or JSON, with its metadata (machine, command, column sources and units).
+Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it:
+
+  csv      a plain CSV (a header, one line a row: pandas.read_csv loads it as it is); the
+           metadata (machine, command, column sources and units) goes to FILE.meta.json beside
+           it, which corecast reads back with the CSV (--metadata inline puts it in a
+           `# corecast:` first line instead; --metadata none leaves it out)
+  json     one object: the metadata and "rows" (a list of row objects)
+  records  the rows alone as a JSON array of objects (pandas.read_json loads it as it is)
 
 examples:
-  corecast export campaign.db -o data.csv
-  corecast export data.csv --format json > data.json"""
+  corecast export campaign.db -o data.csv          # data.csv and data.csv.meta.json
+  corecast export data.csv --format records > rows.json"""
 
 
 def add_arguments(p) -> None:
     p.add_argument("file", help="Dataset or campaign file")
     p.add_argument("-o", "--output", metavar="FILE", help="output file (.csv or .json); default: standard output")
-    p.add_argument("--format", choices=("csv", "json"), help="output format (default: from -o's extension, else csv)")
+    p.add_argument("--format", choices=("csv", "json", "records"),
+                   help="output format (default: from -o's extension, else csv)")
+    p.add_argument("--metadata", choices=("sidecar", "inline", "none"),
+                   help="CSV only: where the metadata goes (default: sidecar with -o, none on standard output)")
 
 
 def run(args) -> int:
@@ -32,9 +42,23 @@ def run(args) -> int:
             raise UserError(f"{args.output}: cannot tell the format from the extension (use .csv or .json, or --format)")
         fmt = ext
     fmt = fmt or "csv"
-    text = data.to_json() if fmt == "json" else data.to_csv()
-    if args.output:
-        ds_mod._write_atomic(__import__("pathlib").Path(args.output), text)
+    if args.metadata and fmt != "csv":
+        raise UserError("--metadata is for CSV output (JSON carries its metadata; records are rows only)")
+    out = Path(args.output) if args.output else None
+    if fmt == "csv":
+        how = args.metadata or ("sidecar" if out else "none")
+        if how == "sidecar" and out is None:
+            raise UserError("--metadata sidecar needs -o FILE (a sidecar lives beside a file)")
+        text = data.to_csv(out, metadata=how)
+        if out is not None:
+            written = [str(out)] + ([str(ds_mod.sidecar_path(out))] if how == "sidecar" else [])
+            print(f"wrote {', '.join(written)}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    text = data.to_json(out) if fmt == "json" else data.to_records(out)
+    if out is not None:
+        print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
