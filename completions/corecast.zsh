@@ -34,7 +34,9 @@ _shtab_corecast_defaults_added=0
 
 _shtab_corecast_evaluate_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
-  "--train-max-cores[fit on cores \<\= K, predict the rest]:K:"
+  "--train-max-cores[fit on cores \<\= K, predict the rest (needed with a file)]:K:"
+  "--corpus[evaluate on every series of a corpus instead of one file]:DIR:"
+  "--train-frac[with --corpus\: fit on the cores up to F of each series\' largest count (at least its two smallest\; default 0.25)]:F:"
   "--methods[methods to compare (comma-separated from auto, estima, timex, usl\; default\: all that apply)]:LIST:"
   "--level[level of the bands (default 0.8)]:level:"
   "--clock[the measured machine\'s clock frequency, for data that does not record it]:GHZ:"
@@ -118,6 +120,9 @@ _shtab_corecast_predict_options=(
   "--kernels[kernels to choose from (comma-separated\; \'paper\' for ESTIMA\'s six\; default\: all)]:NAMES:"
   "--checkpoints[checkpoints for kernel selection (default from the number of points)]:C:"
   "--refit[refit the selected kernel on all points (default\: keep the fit validated on the checkpoints)]"
+  "--target-machine[predict for this machine\: a bundled name (e.g. epyc-9654-2s), a TOML file, \`corecast calibrate\`\'s JSON, \`lstopo --of xml\` or \`lscpu \[-J\]\` output, or sockets\=2,cores\=32,smt\=2\[,ghz\=2.4\] \/ cpus\=64]:SPEC:"
+  "--placement[how threads are laid out on the target (default compact\: a socket\'s cores, then its SMT siblings, then the next socket)]:placement:(compact spread smt-last)"
+  "--smt-yield[what a thread on an SMT sibling adds, as a share of a core (default\: the prior learned from the corpus)]:Y:"
   "--json[print a JSON object instead of tables]"
   "--plot[write the prediction plot (.png, .svg or .pdf)]:FILE:"
   "--report[write a self-contained HTML report]:FILE.html:"

@@ -21,15 +21,26 @@ absolute % error per point, MAPE, max error, the share of measured points inside
 (coverage at --level; every band is calibrated on the method's own rolling-origin errors
 within the rows fitted on), and whether the core count of best performance was found.
 
+With --corpus DIR instead of a file: every series of a corpus of real scaling curves (a folder
+of sources, each a folder of cores,throughput CSVs with a source.toml; data/corpus is bundled)
+is fitted on its first --train-frac of core counts and predicted beyond; per source, the
+median over its series of each method's median absolute % error and the coverage of its band;
+overall, the median over the sources (each source weighs the same).
+
 examples:
   corecast evaluate run.csv --train-max-cores 8
-  corecast evaluate data/usl/raytracer.csv --train-max-cores 20 --json"""
+  corecast evaluate data/usl/raytracer.csv --train-max-cores 20 --json
+  corecast evaluate --corpus data/corpus --train-frac 0.25"""
 
 
 def add_arguments(p) -> None:
-    p.add_argument("file", help="Dataset (CSV, JSON or campaign file)")
-    p.add_argument("--train-max-cores", type=float, required=True, metavar="K",
-                   help="fit on cores <= K, predict the rest")
+    p.add_argument("file", nargs="?", help="Dataset (CSV, JSON or campaign file)")
+    p.add_argument("--train-max-cores", type=float, default=None, metavar="K",
+                   help="fit on cores <= K, predict the rest (needed with a file)")
+    p.add_argument("--corpus", metavar="DIR", help="evaluate on every series of a corpus instead of one file")
+    p.add_argument("--train-frac", type=float, default=0.25, metavar="F",
+                   help="with --corpus: fit on the cores up to F of each series' largest count "
+                        "(at least its two smallest; default 0.25)")
     p.add_argument("--methods", default=None, metavar="LIST",
                    help=f"methods to compare (comma-separated from {', '.join(predictors.METHODS)}; "
                         "default: all that apply)")
@@ -45,6 +56,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.corpus:
+        return _corpus(args)
+    if not args.file:
+        raise UserError("give a Dataset file (with --train-max-cores K) or --corpus DIR")
+    if args.train_max_cores is None:
+        raise UserError("--train-max-cores K is needed with a file (fit on cores <= K, predict the rest)")
     data = ds_mod.load(args.file)
     opts = options(args, data)
     size = opts.pop("size")
@@ -59,4 +76,17 @@ def run(args) -> int:
         # the table (or JSON) says why each failed; the status says that nothing was evaluated
         why = "; ".join(f"{m.method}: {m.error}" for m in ev.methods if m.error)
         raise UserError(f"no method could be evaluated on {args.file}" + (f" ({why})" if why else ""))
+    return 0
+
+
+def _corpus(args) -> int:
+    from ..model import corpus as C
+    if args.file:
+        raise UserError("give either a file or --corpus, not both")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    ev = C.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac, level=args.level)
+    if args.json:
+        print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
+    else:
+        R.render_corpus(ev, terminal.console())
     return 0

@@ -68,6 +68,16 @@ def add_arguments(p) -> None:
                    help="checkpoints for kernel selection (default from the number of points)")
     p.add_argument("--refit", action="store_true",
                    help="refit the selected kernel on all points (default: keep the fit validated on the checkpoints)")
+    p.add_argument("--target-machine", metavar="SPEC",
+                   help="predict for this machine: a bundled name (e.g. epyc-9654-2s), a TOML file, "
+                        "`corecast calibrate`'s JSON, `lstopo --of xml` or `lscpu [-J]` output, or "
+                        "sockets=2,cores=32,smt=2[,ghz=2.4] / cpus=64")
+    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
+                   help="how threads are laid out on the target (default compact: a socket's cores, "
+                        "then its SMT siblings, then the next socket)")
+    p.add_argument("--smt-yield", type=float, default=None, metavar="Y",
+                   help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
+                        "learned from the corpus)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
     p.add_argument("--plot", metavar="FILE", help="write the prediction plot (.png, .svg or .pdf)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
@@ -118,6 +128,13 @@ def run(args) -> int:
     fitted = fits[args.method]
     if isinstance(fitted, Exception):
         raise fitted
+    if args.target_machine:
+        from ..model.topo import OnTarget
+        from ..target import parse_spec
+        fitted = OnTarget(fitted, parse_spec(args.target_machine), args.placement, args.smt_yield,
+                          measured_sockets=data.machine.sockets or None)
+    elif args.smt_yield is not None:
+        raise UserError("--smt-yield is for --target-machine")
     doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level,
                            work=predictors.work_per_run(data))
     if args.json:

@@ -49,10 +49,14 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
             t = (k or 1.0) / x
     unit = "runs/s (1/time_s)" if metric == "time_s" and k is None else "as measured"
     preds = []
+    tgt = p.params.get("target")
     for i, c in enumerate(cores):
         preds.append({"cores": _intish(c), "time_s": _num(t[i]), "throughput": _num(x[i]),
                       "low": None if p.low is None else _num(p.low[i]),
                       "high": None if p.high is None else _num(p.high[i])})
+        if tgt:
+            preds[-1].update(tgt["positions"][i])
+            preds[-1]["effective_cores"] = tgt["effective_cores"][i]
     bn = getattr(fitted, "bottlenecks", None)
     bottlenecks = [b.to_dict() for b in bn(cores)] if bn else []
     doc: dict[str, Any] = {
@@ -62,6 +66,9 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
         "bottlenecks": bottlenecks,
         "warnings": list(dict.fromkeys(p.warnings)),
     }
+    if tgt:
+        doc["target_machine"] = {**tgt["machine"], "placement": tgt["placement"], "smt_yield": tgt["smt_yield"],
+                                 "smt_yield_source": tgt["smt_yield_source"]}
     if method == "auto":
         doc["chosen"] = list(p.params.get("chosen", []))
         doc["reason"] = p.params.get("reason")
@@ -87,7 +94,16 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
         con.print(f"  {doc['reason']}")
     lvl = int(round(100 * doc["level"]))
     rows = [[p["cores"], p["time_s"], p["throughput"], p["low"], p["high"]] for p in doc["predictions"]]
-    con.print(T.make_table(f"Predictions ({metric} band at {lvl}%)", _prediction_header(doc), rows))
+    header = _prediction_header(doc)
+    tm = doc.get("target_machine")
+    if tm:
+        con.print(f"  target: {tm['sockets']} socket(s) × {tm['cores_per_socket']} cores × "
+                  f"{tm['threads_per_core']} thread(s) = {tm['cpus']} CPUs"
+                  + (f" ({tm['name']})" if tm.get("name") else "") + f", placement {tm['placement']}")
+        header = header + ["sockets", "SMT shared", "effective cores"]
+        for r, p in zip(rows, doc["predictions"]):
+            r += [p["sockets_used"], "oversubscribed" if p["oversubscribed"] else p["smt_shared"], p["effective_cores"]]
+    con.print(T.make_table(f"Predictions ({metric} band at {lvl}%)", header, rows))
     if doc.get("work_per_run"):
         con.print(f"  throughput = work per run / time_s, work per run {doc['work_per_run']:.6g} "
                   "(median of the measured throughput × time_s)")
@@ -135,6 +151,32 @@ def render_evaluation(ev: Evaluation, con: Any) -> None:
     con.print(T.make_table("Per method", ["method", "MAPE %", "max error %", "coverage", "best cores found",
                                           "model"], srows,
                            justify=["left", "right", "right", "right", "right", "left"]))
+
+
+def render_corpus(ev: Any, con: Any) -> None:
+    """The corpus evaluation (corecast.model.corpus.CorpusEvaluation) as one table."""
+    con.print(f"fitted on the cores up to {ev.train_frac:g} of each series' largest count (at least two), "
+              f"predicting the rest; median absolute % error per source (median over its series), "
+              f"coverage of the {100 * ev.level:.0f}% band in brackets")
+    headers = ["source", "series"] + ev.methods
+    rows = []
+    for s in ev.sources:
+        row = [s.source, s.series]
+        for m in ev.methods:
+            if m not in s.median_error:
+                row.append(f"failed ({s.failed.get(m, 0)})")
+                continue
+            cell = f"{s.median_error[m]:.1f}%"
+            if m in s.coverage:
+                cell += f" [{100 * s.coverage[m]:.0f}%]"
+            if s.failed.get(m):
+                cell += f" ({s.failed[m]} failed)"
+            row.append(cell)
+        rows.append(row)
+    overall = ev.overall()
+    rows.append(["all sources (median)", sum(s.series for s in ev.sources)]
+                + [f"{overall[m]:.1f}%" if math.isfinite(overall[m]) else "-" for m in ev.methods])
+    con.print(T.make_table("Corpus evaluation", headers, rows, justify=["left"] + ["right"] * (len(headers) - 1)))
 
 
 def evaluation_doc(ev: Evaluation) -> dict[str, Any]:

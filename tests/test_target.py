@@ -1,0 +1,143 @@
+"""Machine descriptions for prediction (corecast.target) and the corpus (corecast.model.corpus)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corecast import target as T
+from corecast.errors import UserError
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "target"
+ROOT = HERE.parent
+
+TWO_SOCKET_SMT_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<topology version="2.0"><object type="Machine">""" + "".join(
+    f'<object type="Package" os_index="{p}"><info name="CPUModel" value="Test Xeon"/>'
+    f'<object type="NUMANode" os_index="{p}"/>'
+    + "".join(f'<object type="Core"><object type="PU" os_index="{p * 8 + c * 2}"/>'
+              f'<object type="PU" os_index="{p * 8 + c * 2 + 1}"/></object>' for c in range(4))
+    + "</object>" for p in range(2)) + "</object></topology>"
+
+
+@pytest.mark.parametrize("name", ["vm-lstopo.xml", "vm-lscpu.json", "vm-lscpu.txt"])
+def test_this_machine_captured_three_ways(name):
+    m = T.parse_spec(str(DATA / name))
+    assert (m.sockets, m.cores_per_socket, m.threads_per_core, m.cpus) == (1, 2, 1, 2)
+    assert "EPYC" in m.model
+
+
+def test_hwloc_xml_of_a_two_socket_smt_machine(tmp_path):
+    p = tmp_path / "t.xml"
+    p.write_text(TWO_SOCKET_SMT_XML)
+    m = T.parse_spec(str(p))
+    assert (m.sockets, m.cores_per_socket, m.threads_per_core, m.numa_nodes, m.model) == (2, 4, 2, 2, "Test Xeon")
+
+
+def test_inline_and_bundled_forms():
+    m = T.parse_spec("sockets=2,cores=32,smt=2,ghz=2.4")
+    assert (m.cores, m.cpus, m.ghz) == (64, 128, 2.4)
+    c = T.parse_spec("cpus=64")
+    assert c.cpus == 64 and c.known == "cpus" and "topology unknown" in c.describe()
+    assert {"xeon-e7-8880v4-4s", "epyc-9654-2s"} <= set(T.bundled())
+    x = T.parse_spec("xeon-e7-8880v4-4s")
+    assert (x.sockets, x.cores_per_socket, x.threads_per_core, x.ghz) == (4, 22, 2, 2.2)
+
+
+def test_calibration_json(tmp_path):
+    p = tmp_path / "target.json"
+    p.write_text('{"kind": "corecast-target", "version": 1, "machine": {"sockets": 2, "cores_per_socket": 8, '
+                 '"threads_per_core": 2, "numa_nodes": 2, "cpus": 32, "ghz": null, "model": "M"}, '
+                 '"core_to_core_ns": {"smt": 12.0, "same_socket": 40.0, "cross_socket": 110.0, "pairs": []}, '
+                 '"memory": null}')
+    m = T.parse_spec(str(p))
+    assert m.cpus == 32 and m.calibration["core_to_core_ns"]["cross_socket"] == 110.0
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("sockets=2,smt=2", "cores= .per socket. is needed"),
+    ("cores=8,wings=2", "unknown key 'wings'"),
+    ("cores=eight", "not a whole number"),
+    ("cpus=64,smt=2", "cpus= stands alone"),
+    ("no-such-machine", "no such file, bundled name"),
+    ("sockets=0,cores=8", "sockets must be a whole number of at least 1"),
+])
+def test_mistakes_are_one_line(spec, message):
+    with pytest.raises(UserError, match=message):
+        T.parse_spec(spec)
+
+
+def test_bad_files(tmp_path):
+    for body, message in (("<nope/>", "not hwloc's"), ("{\"a\": 1}", "neither `lscpu -J`"),
+                          ("sockets = 2\n", "'cores_per_socket' is missing"), ("= =", "not a machine description")):
+        p = tmp_path / "m.txt"
+        p.write_text(body)
+        with pytest.raises(UserError, match=message):
+            T.parse_spec(str(p))
+
+
+def test_placement_orders_on_two_sockets_with_smt():
+    m = T.parse_spec("sockets=2,cores=4,smt=2")
+    compact = [T.placement(m, n, "compact") for n in (4, 5, 8, 9, 16, 20)]
+    assert [(p.sockets_used, p.smt_shared, p.oversubscribed) for p in compact] == [
+        (1, False, False), (1, True, False), (1, True, False), (2, True, False), (2, True, False), (2, True, True)]
+    assert compact[-1].runnable == 16 and compact[2].per_socket == [8, 0]
+    spread = [T.placement(m, n, "spread") for n in (2, 8, 9)]
+    assert [(p.sockets_used, p.smt_shared, p.cores_used) for p in spread] == [(2, False, 2), (2, False, 8), (2, True, 8)]
+    smt_last = [T.placement(m, n, "smt-last") for n in (5, 8, 9)]
+    assert [(p.sockets_used, p.smt_shared) for p in smt_last] == [(2, False), (2, False), (2, True)]
+    assert T.placement(m, 5, "socket") == T.placement(m, 5, "compact")    # measure's name for it
+    with pytest.raises(UserError, match="choose compact, spread, smt-last"):
+        T.placement(m, 4, "random")
+
+
+# ------------------------------------------------------------------ the corpus
+def test_bundled_corpus_loads_with_its_machines():
+    from corecast.model import corpus as C
+    series = C.load_corpus(ROOT / "data" / "corpus")
+    by = {}
+    for s in series:
+        by.setdefault(s.source, []).append(s)
+    assert {k: len(v) for k, v in by.items()} == {"concmap": 15, "litl-a64": 45, "litl-i48": 37}
+    assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
+    assert C.train_max(np.array([8, 16, 24, 32, 40, 48, 56, 64.0]), 0.25) == 16
+    assert C.train_max(np.array([12, 24, 36, 48.0]), 0.25) == 24      # never fewer than two points
+    assert C.train_max(np.arange(1, 177.0), 0.25) == 44
+
+
+def test_corpus_evaluation_scores_what_it_says(tmp_path):
+    """The per-source figure is the median of each series' median error, computed here again
+    from a plain USL fit of the same points."""
+    from corecast.model import corpus as C
+    from corecast.model import usl
+    src = tmp_path / "c" / "s1"
+    src.mkdir(parents=True)
+    (src / "source.toml").write_text('name = "s1"\nmachine = "sockets=1,cores=64"\n')
+    rng = np.random.default_rng(5)
+    n = np.arange(1, 33, dtype=float)
+    expect = []
+    for i, (a, b) in enumerate([(0.02, 0.0005), (0.05, 0.0), (0.01, 0.001)]):
+        x = usl.usl(n, a, b, 100.0) * rng.normal(1, 0.02, len(n))
+        (src / f"s{i}.csv").write_text("cores,throughput\n" + "".join(f"{c:g},{v:.6g}\n" for c, v in zip(n, x)))
+        xr = np.array([float(f"{v:.6g}") for v in x])
+        f = usl.fit(n[n <= 8], xr[n <= 8])
+        expect.append(np.median(np.abs(usl.usl(n[n > 8], *f.params) / xr[n > 8] - 1) * 100))
+    ev = C.evaluate_corpus(C.load_corpus(tmp_path / "c"), ["usl", "auto"], train_frac=0.25)
+    assert ev.sources[0].series == 3
+    assert ev.sources[0].median_error["usl"] == pytest.approx(np.median(expect), rel=1e-6)
+    assert 0 <= ev.sources[0].coverage["auto"] <= 1
+    assert math.isfinite(ev.overall()["auto"])
+    d = ev.to_dict()
+    assert d["sources"][0]["source"] == "s1" and set(d["overall_median_abs_pct_error"]) == {"usl", "auto"}
+
+
+def test_corpus_cli(cli, tmp_path):
+    r = cli("evaluate", "--corpus", tmp_path)
+    assert r.code == 2 and "no series" in r.err
+    r = cli("evaluate", "--corpus", ROOT / "data" / "corpus", "--train-frac", "1.5")
+    assert r.code == 2 and "between 0 and 1" in r.err
+    r = cli("evaluate", ROOT / "data" / "usl" / "specsdm91.csv")
+    assert r.code == 2 and "--train-max-cores K is needed" in r.err
