@@ -84,17 +84,40 @@ class StatSource:
                 "pid": self.proc.pid if self.proc else None}
 
     async def run(self, publish: Callable[[str], None]) -> int | None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "corecast", *self.argv, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            limit=1 << 24)
+        # stat writes its JSON lines into a pipe of their own (-o /dev/fd/N); its standard
+        # output carries the monitored command's output, shown as `output` lines
+        loop = asyncio.get_running_loop()
+        r, w = os.pipe()
+        os.set_inheritable(w, True)
+        argv = list(self.argv)
+        cut = argv.index("--") if "--" in argv else len(argv)
+        argv[cut:cut] = ["-o", f"/dev/fd/{w}"]
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "corecast", *argv, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                pass_fds=(w,), limit=1 << 24)
+        finally:
+            os.close(w)
+        data = asyncio.StreamReader(limit=1 << 24)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(data),
+                                                    os.fdopen(r, "rb", 0))
 
         async def out() -> None:
+            try:
+                while line := await data.readline():
+                    text = line.decode("utf-8", "replace").strip()
+                    if text:
+                        publish(text)
+            finally:
+                transport.close()
+
+        async def program() -> None:
             assert self.proc and self.proc.stdout
             while line := await self.proc.stdout.readline():
-                text = line.decode("utf-8", "replace").strip()
+                text = line.decode("utf-8", "replace").rstrip()
                 if text:
-                    publish(text)
+                    publish(json.dumps({"type": "output", "message": text}))
 
         async def err() -> None:
             assert self.proc and self.proc.stderr
@@ -106,7 +129,7 @@ class StatSource:
                 log.info("stat %s: %s", self.proc.pid, text)
                 publish(json.dumps({"type": kind, "message": text}))
 
-        await asyncio.gather(out(), err())
+        await asyncio.gather(out(), err(), program())
         return await self.proc.wait()
 
     async def stop(self) -> None:

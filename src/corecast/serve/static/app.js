@@ -31,7 +31,8 @@ function fmt(v, sig = 4) {
   if (Number.isNaN(v)) return "-";
   if (!Number.isFinite(v)) return v > 0 ? "∞" : "-∞";
   if (Number.isInteger(v) && Math.abs(v) < 10 ** (sig + 2)) return Math.abs(v) >= 10000 ? v.toLocaleString("en-US") : String(v);
-  if (v !== 0 && (Math.abs(v) >= 10 ** (sig + 2) || Math.abs(v) < 1e-3)) return v.toExponential(sig - 1);
+  if (v !== 0 && (Math.abs(v) >= 10 ** (sig + 2) || Math.abs(v) < 1e-3))  // as Python's f"{v:.3e}"
+    return v.toExponential(sig - 1).replace(/e([+-])(\d)$/, "e$10$2");
   return String(Number(v.toPrecision(sig)));
 }
 
@@ -74,8 +75,8 @@ function q(params) { return new URLSearchParams(Object.entries(params).filter(([
 function median(a) { const s = a.filter(Number.isFinite).sort((x, y) => x - y); if (!s.length) return null; const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; }
 
 const BASE_LAYOUT = {
-  margin: { l: 64, r: 16, t: 34, b: 42 }, font: { family: "system-ui, sans-serif", size: 12 },
-  paper_bgcolor: "#fff", plot_bgcolor: "#fff", legend: { font: { size: 10 } },
+  margin: { l: 64, r: 16, t: 34, b: 20 }, font: { family: "system-ui, sans-serif", size: 12 },
+  paper_bgcolor: "#fff", plot_bgcolor: "#fff", legend: { font: { size: 10 }, orientation: "h", x: 0, y: -0.2, yanchor: "top" },
   xaxis: { gridcolor: "#eceff3", zeroline: false }, yaxis: { gridcolor: "#eceff3", zeroline: false },
 };
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -157,7 +158,7 @@ class StatView {
         case "regions": this.totals.append(h("h3", {}, "Regions"), table(["region", ...Object.keys(Object.values(o.regions)[0] || {})],
           Object.entries(o.regions).map(([n, r]) => [n, ...Object.values(r)]))); break;
         case "error": this.message(o.message, "error"); break;
-        case "log": this.logEl.textContent += o.message + "\n"; break;
+        case "log": case "output": this.logEl.textContent += o.message + "\n"; break;
         case "end": this.ended = o; break;
       }
     }
@@ -301,7 +302,8 @@ async function pageLive() {
   api("/api/catalogue").then((cat) => {
     cc.docs.catalogue = cat;
     evBox.innerHTML = "";
-    for (const e of cat.events) {
+    const events = cat.events.slice().sort((a, b) => (a.status === "ok" ? 0 : 1) - (b.status === "ok" ? 0 : 1));
+    for (const e of events) {
       const ok = e.status === "ok";
       const box = h("input", { type: "checkbox", value: e.name, disabled: !ok, checked: ok && ["task_clock", "context_switches"].includes(e.name) });
       evBox.append(h("label", { class: ok ? null : "unavailable", title: ok ? e.description : `${e.status}: ${e.message}` }, box, e.name,
