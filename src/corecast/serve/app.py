@@ -203,7 +203,8 @@ class Dashboard:
                                  size=_opt_float(q, "size"), freq_ratio=_opt_float(q, "freq_ratio") or 1.0,
                                  size_ratio=_opt_float(q, "size_ratio"), target_size=_opt_float(q, "target_size"),
                                  clock=_opt_float(q, "clock"), stalls=q.get("stalls") or None)
-            doc, fitted = D.predict_doc(data, str(e.path), method, cores, level, opts)
+            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, opts)
+            fitted = fits[method]
             lo = float(min(data.cores.min(), min(cores)))
             hi = float(max(data.cores.max(), max(cores)))
             grid = sorted({round(lo + (hi - lo) * i / (GRID_POINTS - 1), 6) for i in range(GRID_POINTS)}
