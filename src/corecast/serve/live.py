@@ -33,6 +33,7 @@ log = logging.getLogger("corecast.serve")
 
 BATCH_S = 0.1            # lines are sent to pages in batches, at most this often
 HISTORY_LINES = 100_000  # per session: lines kept for pages that connect later
+OUTPUT_LINES = 2000      # per session: lines of the monitored program's own output shown
 QUEUE_BATCHES = 600      # per subscriber: batches waiting; a page this far behind is cut off
 
 
@@ -114,10 +115,17 @@ class StatSource:
 
         async def program() -> None:
             assert self.proc and self.proc.stdout
+            shown = 0
             while line := await self.proc.stdout.readline():
                 text = line.decode("utf-8", "replace").rstrip()
-                if text:
+                if not text:
+                    continue
+                shown += 1
+                if shown <= OUTPUT_LINES:
                     publish(json.dumps({"type": "output", "message": text}))
+            if shown > OUTPUT_LINES:
+                publish(json.dumps({"type": "output", "message": f"(the program wrote {shown} lines; "
+                                                                   f"the first {OUTPUT_LINES} are shown)"}))
 
         async def err() -> None:
             assert self.proc and self.proc.stderr

@@ -117,7 +117,7 @@ class StatView {
       h("div", { class: "toolbar" },
         h("span", { class: "status", id: "stat-status" }, ""),
         h("label", {}, "show"),
-        this.modeSel = h("select", { id: "stat-mode", onchange: () => { this.mode = this.modeSel.value; this.render(true); } },
+        this.modeSel = h("select", { id: "stat-mode", onchange: () => { this.mode = this.modeSel.value; this.userMode = true; this.render(true); } },
           h("option", { value: "thread" }, "each thread / CPU"), h("option", { value: "sum" }, "sum over threads")),
         h("label", {}, "window"),
         this.winSel = h("select", { id: "stat-window", onchange: () => { this.window = Number(this.winSel.value); this.render(true); } },
@@ -229,6 +229,10 @@ class StatView {
     const go = () => {
       this._pending = false;
       const until = this.opts.until !== undefined && this.opts.until !== null ? this.opts.until : this.tmax;
+      // many threads: their sum reads better than a line each (the menu switches back)
+      if (!this.userMode && this.mode === "thread" && Math.max(0, ...[...this.series.values()].map((s) => s.keys.size)) > 16) {
+        this.mode = this.modeSel.value = "sum";
+      }
       const from = this.window > 0 ? until - this.window : -Infinity;
       for (const s of this.series.values()) {
         let div = this.divs.get(s.name);
@@ -239,10 +243,11 @@ class StatView {
         }
         const unit = s.kind === "metric" ? "" : ` (${s.unit || "count"} per interval)`;
         const range = this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window > 0 ? this.window * 0.05 : 1)] : undefined;
-        plot(div, this.traces(s, from, until), {
+        const traces = this.traces(s, from, until);
+        plot(div, traces, {
           title: { text: `${s.name}<span style="font-size:11px;color:#5f6b7a"> ${s.kind}${unit}</span>`, font: { size: 13 }, x: 0.02 },
           xaxis: { title: { text: "time (s)" }, range }, yaxis: { rangemode: "tozero", exponentformat: "SI" },
-          showlegend: true, uirevision: s.name,
+          showlegend: traces.length <= 12, uirevision: s.name,
         });
       }
       if (this.ended) {
