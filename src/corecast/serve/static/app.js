@@ -119,6 +119,9 @@ class StatView {
         h("label", {}, "show"),
         this.modeSel = h("select", { id: "stat-mode", onchange: () => { this.mode = this.modeSel.value; this.userMode = true; this.render(true); } },
           h("option", { value: "thread" }, "each thread / CPU"), h("option", { value: "sum" }, "sum over threads")),
+        h("label", {}, "values"),
+        this.rateSel = h("select", { id: "stat-rate", onchange: () => { this.rate = this.rateSel.value === "rate"; this.render(true); } },
+          h("option", { value: "count" }, "per interval (as stat prints)"), h("option", { value: "rate" }, "per second")),
         h("label", {}, "window"),
         this.winSel = h("select", { id: "stat-window", onchange: () => { this.window = Number(this.winSel.value); this.render(true); } },
           [[10, "10 s"], [30, "30 s"], [60, "60 s"], [300, "5 min"], [0, "whole run"]].map(([v, t]) => h("option", { value: v, selected: v === this.window }, t)))),
@@ -142,12 +145,12 @@ class StatView {
     }
     return s;
   }
-  addPoint(name, key, t, v) {
+  addPoint(name, key, t, v, dt, exit) {
     const s = this.series.get(name);
     if (!s) return;
     let k = s.keys.get(key);
-    if (!k) { k = { x: [], y: [] }; s.keys.set(key, k); }
-    k.x.push(t); k.y.push(v === null || v === undefined ? null : v);
+    if (!k) { k = { x: [], y: [], dt: [], exit: [] }; s.keys.set(key, k); }
+    k.x.push(t); k.y.push(v === null || v === undefined ? null : v); k.dt.push(dt || null); k.exit.push(!!exit);
   }
   add(objs) {
     for (const o of objs) {
@@ -182,38 +185,45 @@ class StatView {
     const t = r.time_s;
     if (t > this.tmax) this.tmax = t;
     const key = this.header && this.header.per_cpu ? `cpu ${r.cpu}` : `${r.comm} ${r.tid ?? r.pid}`;
+    const dt = r.interval_ns ? r.interval_ns / 1e9 : null;
+    const ex = r.sample_type === "exit";
     for (const c of r.counters || []) {
       if (c.status !== "ok" && !this.notes.has(c.name)) {
         this.notes.add(c.name);
         this.message(`${c.name}: ${c.status}${c.message ? ": " + c.message : ""}`, "warning");
       }
       if (!this.series.has(c.name)) this.seriesFor(c.name, "count", "event", "");
-      this.addPoint(c.name, key, t, c.status === "ok" ? c.value : null);
+      this.addPoint(c.name, key, t, c.status === "ok" ? c.value : null, dt, ex);
     }
     for (const [n, v] of Object.entries(r.virtual || {})) {
       if (!this.series.has(n)) this.seriesFor(n, v.unit, "virtual", "");
-      if (v.scope !== "thread" && !(this.header && this.header.per_cpu)) this.addPoint(n, "system", t, v.value);
-      else this.addPoint(n, key, t, v.value);
+      if (v.scope !== "thread" && !(this.header && this.header.per_cpu)) this.addPoint(n, "system", t, v.value, dt, ex);
+      else this.addPoint(n, key, t, v.value, dt, ex);
     }
-    for (const [n, v] of Object.entries(r.metrics || {})) this.addPoint(n, key, t, v);
+    for (const [n, v] of Object.entries(r.metrics || {})) this.addPoint(n, key, t, v, dt, ex);
   }
   // points for one series as plot traces, over the window ending at `until`
   traces(s, from, until) {
     const out = [];
     const keys = [...s.keys.entries()];
-    const cut = (k) => {
+    const rate = this.rate && s.kind !== "metric";
+    const cut = (k, ticksOnly) => {
       const x = [], y = [];
-      for (let i = 0; i < k.x.length; i++) if (k.x[i] >= from && k.x[i] <= until) { x.push(k.x[i]); y.push(k.y[i]); }
+      for (let i = 0; i < k.x.length; i++) {
+        if (k.x[i] < from || k.x[i] > until || (ticksOnly && k.exit[i])) continue;
+        x.push(k.x[i]);
+        y.push(rate ? (k.y[i] === null || !k.dt[i] ? null : k.y[i] / k.dt[i]) : k.y[i]);
+      }
       return { x, y };
     };
     if (this.mode === "sum" && keys.length > 1 && s.kind !== "metric") {
       const acc = new Map();
       for (const [, k] of keys) {
-        const c = cut(k);
+        const c = cut(k, true);       // a thread's exit row has a time of its own: not summed with a tick
         c.x.forEach((x, i) => { if (c.y[i] !== null) acc.set(x, (acc.get(x) || 0) + c.y[i]); });
       }
       const xs = [...acc.keys()].sort((a, b) => a - b);
-      out.push({ x: xs, y: xs.map((x) => acc.get(x)), name: "all threads", type: "scatter", mode: "lines+markers", marker: { size: 4 }, line: { width: 1.6 } });
+      out.push({ x: xs, y: xs.map((x) => acc.get(x)), name: "all threads (ticks)", type: "scatter", mode: "lines+markers", marker: { size: 4 }, line: { width: 1.6 } });
     } else {
       keys.forEach(([key, k], i) => {
         const c = cut(k);
@@ -241,7 +251,7 @@ class StatView {
           this.plots.append(div);
           this.divs.set(s.name, div);
         }
-        const unit = s.kind === "metric" ? "" : ` (${s.unit || "count"} per interval)`;
+        const unit = s.kind === "metric" ? "" : ` (${s.unit || "count"} per ${this.rate ? "second" : "interval"})`;
         const range = this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window > 0 ? this.window * 0.05 : 1)] : undefined;
         const traces = this.traces(s, from, until);
         plot(div, traces, {
