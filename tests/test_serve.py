@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest

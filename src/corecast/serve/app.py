@@ -56,8 +56,7 @@ def is_loopback(host: str) -> bool:
 
 
 class Dashboard:
-    def __init__(self, files: list[str], host: str, port: int, allow_commands: bool = False,
-                 campaign_cores: str | None = None):
+    def __init__(self, files: list[str], host: str, port: int, allow_commands: bool = False):
         self.registry = F.Registry(files)
         self.host, self.port = host, port
         self.token = secrets.token_urlsafe(24)
