@@ -213,13 +213,15 @@ def test_live_stat_streams_the_commands_json_lines(tmp_path):
                 events.append(fields["event"])
                 if fields["event"] == "lines":
                     lines.extend(json.loads(fields["data"]))
+        unknown = await client.post("/api/stat", headers={"X-Corecast-Token": token},
+                                    json={"events": ["no_such_event"], "command": "true"})
         bad = await client.post("/api/stat", headers={"X-Corecast-Token": token},
-                                json={"events": ["no_such_event"], "command": "true"})
+                                json={"events": ["task_clock"], "metrics": ["x=nosuch/task_clock"], "command": "true"})
         bsid = (await bad.json())["id"]
         await asyncio.wait_for(dash.sessions[bsid].task, 60)
-        return lines, events, list(dash.sessions[bsid].history)
+        return lines, events, (unknown.status, await unknown.json()), list(dash.sessions[bsid].history)
 
-    lines, events, bad = run_api(dash, go)
+    lines, events, unknown, bad = run_api(dash, go)
     types = [x["type"] for x in lines if x["type"] != "output"]     # the program's own output: any time
     assert types[0] == "header" and "sample" in types and "summary" in types and types[-1] == "end"
     assert next(x for x in lines if x["type"] == "header")["format"] == "corecast-stat"
@@ -227,8 +229,9 @@ def test_live_stat_streams_the_commands_json_lines(tmp_path):
     samples = [x for x in lines if x["type"] == "sample"]
     assert any(c["name"] == "task_clock" and c["value"] for s in samples for c in s["counters"])
     assert events[0] == "session" and events[-1] == "end"
+    assert unknown[0] == 400 and unknown[1]["error"].startswith("event spec 'no_such_event': unknown event")
     errors = [json.loads(x) for x in bad if '"error"' in x]
-    assert errors and "no_such_event" in errors[0]["message"] and "Traceback" not in errors[0]["message"]
+    assert errors and errors[0]["message"].startswith("corecast stat: error: -m x=nosuch/task_clock")
 
 
 def test_replay_window(tmp_path):

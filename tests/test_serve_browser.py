@@ -159,16 +159,24 @@ def test_live_stat_grows_and_stops_from_the_page(browser, tmp_path):
         assert any(v and v > 0 for v in y)
         assert not errors_shown(browser)
 
-        # an unknown event chosen: one line on the page, and the server keeps serving
+        # an unknown event chosen: one line by the form, and the server keeps serving
         extra = browser.find_element("id", "stat-extra")
         extra.send_keys("no_such_event_xyz")
         browser.find_element("id", "stat-start").click()
         msg = wait(lambda: [e for e in errors_shown(browser) if "no_such_event_xyz" in e], 30, "the error line")[0]
-        assert "Traceback" not in msg and "\n" not in msg
+        assert msg.startswith("event spec '") and "unknown event 'no_such_event_xyz'" in msg and "Traceback" not in msg
         shot(browser, "live-unknown-event")
+        # a metric stat refuses: its one line on the session's view
+        extra.clear()
+        browser.find_element("id", "stat-metrics").send_keys("x=nosuch/task_clock")
+        browser.find_element("id", "stat-start").click()
+        msg = wait(lambda: [e for e in errors_shown(browser) if "nosuch" in e], 30, "stat's error line")[0]
+        assert msg.startswith("corecast stat: error: -m x=nosuch/task_clock") and "Traceback" not in msg
+        js(browser, "window.scrollTo(0, 0)")
+        shot(browser, "live-bad-metric")
+        browser.find_element("id", "stat-metrics").clear()
         # a pid that exits: the stat ends by itself and the page says so
         sleeper = subprocess.Popen(["sleep", "1.5"])
-        extra.clear()
         browser.find_element("css selector", "#stat-target option[value=pid]").click()
         browser.find_element("id", "stat-pid").send_keys(str(sleeper.pid))
         browser.find_element("id", "stat-start").click()
@@ -178,7 +186,7 @@ def test_live_stat_grows_and_stops_from_the_page(browser, tmp_path):
     finally:
         log = srv.stop()
     assert "Traceback" not in log
-    assert "no_such_event_xyz" in log                 # the error is in the server log too
+    assert "no_such_event_xyz" in log and "nosuch" in log     # the errors are in the server log too
 
 
 def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path):

@@ -331,6 +331,11 @@ class Dashboard:
                     argv_cmd[0] = found
         if not events and not virtual:
             raise UserError("choose at least one event or virtual counter")
+        # event specs are checked here, so that a typo is answered at once next to the form
+        # (the rest -- virtual counters, metrics, the target -- by the stat command itself)
+        from ..collect.events import resolve
+        for spec in events:
+            await asyncio.to_thread(resolve, spec)
         if argv_cmd and pid is not None:
             raise UserError("give either a command or a pid, not both")
         if not argv_cmd and pid is None and not per_cpu:
