@@ -5,7 +5,7 @@
 #    source ~/.local/share/bash_completion/corecast
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
-_shtab_corecast_subparsers=(evaluate events export info measure predict sim stat throughput usl)
+_shtab_corecast_subparsers=(evaluate events export info measure predict serve sim stat throughput usl)
 
 _shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --json)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format)
@@ -13,6 +13,7 @@ _shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata
 _shtab_corecast_info_option_strings=(-h --help --json)
 _shtab_corecast_measure_option_strings=(-h --help --cores --reps --warmup --timeout --order --events --throughput --plugin --env --threads-per-core --no-shim -o --output --resume -q --quiet --json)
 _shtab_corecast_predict_option_strings=(-h --help --cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --smt-yield --json --plot --report)
+_shtab_corecast_serve_option_strings=(-h --help --listen --allow-commands)
 _shtab_corecast_sim_option_strings=(-h --help --machine -m --cores --json -o --output --split --chunk --warmup --stack --no-stack-hash --straddle --no-tlb --seed)
 _shtab_corecast_stat_option_strings=(-h --help -c --events -V --virtual -T --interval -S --per-cpu -p --pid -A --totals -m --metric -o --output --format --threads --wake --duration)
 _shtab_corecast_throughput_option_strings=(-h --help --sim --mpki --machine --baseline-cpi --instructions --lock-fraction --lock-model --cores --frequency --penalty --target --percentile --clients --think-time --measured --json)
@@ -32,7 +33,7 @@ _shtab_corecast_stat___format_choices=(csv json table)
 _shtab_corecast_stat___threads_choices=(kernel poll)
 _shtab_corecast_stat___wake_choices=(auto records tick)
 _shtab_corecast_throughput___lock_model_choices=(wait-share amdahl)
-_shtab_corecast_pos_0_choices=(evaluate events export info measure predict sim stat throughput usl)
+_shtab_corecast_pos_0_choices=(evaluate events export info measure predict serve sim stat throughput usl)
 
 _shtab_corecast_evaluate__h_nargs=0
 _shtab_corecast_evaluate___help_nargs=0
@@ -57,6 +58,10 @@ _shtab_corecast_predict__h_nargs=0
 _shtab_corecast_predict___help_nargs=0
 _shtab_corecast_predict___refit_nargs=0
 _shtab_corecast_predict___json_nargs=0
+_shtab_corecast_serve_pos_0_nargs='*'
+_shtab_corecast_serve__h_nargs=0
+_shtab_corecast_serve___help_nargs=0
+_shtab_corecast_serve___allow_commands_nargs=0
 _shtab_corecast_sim__h_nargs=0
 _shtab_corecast_sim___help_nargs=0
 _shtab_corecast_sim___json_nargs=0

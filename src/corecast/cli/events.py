@@ -5,11 +5,9 @@ import argparse
 import json
 import sys
 
-from ..collect import sources
-from ..collect.events import (BACKEND_STALLS, MNEMONICS, backend_stall_events, host_cpu, parse_cpu,
-                              resolve, sysfs_pmus, tracefs_dir)
+from ..collect.catalogue import catalogue
+from ..collect.events import BACKEND_STALLS, backend_stall_events, parse_cpu, resolve
 from ..collect.events import pfm
-from ..collect.perf import paranoid, probe
 from ..errors import UserError
 
 COMMAND = "events"
@@ -82,24 +80,7 @@ def run(args: argparse.Namespace) -> int:
         for e in stalls:
             print(f"  {e.translate()}\n      {e.description}")
         return 0
-    cpu = host_cpu()
-    mn = [e for name in MNEMONICS for e in resolve(name)]
-    stalls = backend_stall_events()
-    probed = probe(mn + list(stalls))
-    lib = pfm.load()
-    src = sources.available()
-    data = {
-        "cpu": cpu.describe(),
-        "perf_event_paranoid": paranoid(),
-        "pmus": sysfs_pmus(),
-        "tracefs": str(tracefs_dir() or ""),
-        "libpfm": (f"libpfm4 {lib.version}: " + ", ".join(p.name for p in lib.pmus() if p.present))
-        if lib else pfm.unavailable_reason(),
-        "events": [{"name": e.name, "status": st, "message": msg, "description": e.description,
-                    "encoding": e.translate()} for e, st, msg in probed],
-        "backend_stalls": stalls.reason or f"{len(stalls)} events",
-        "sources": {k: (v or "ok") for k, v in src.items()},
-    }
+    data = catalogue()
     if args.format == "json":
         print(json.dumps(data, indent=1))
         return 0
@@ -109,16 +90,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"tracepoints: {data['tracefs'] or 'tracefs not mounted'}")
     print(f"libpfm4: {data['libpfm']}")
     print("[Events]")
-    for e, st, msg in probed:
-        tag = "" if e.name != "stall_" else ""
-        line = f"  {e.name:<30} {st:<14} {e.description}"
-        print(line + tag)
-        if st != "ok" and msg:
-            print(f"  {'':<30} {'':<14} ({msg})")
-    if not stalls:
-        print(f"  {BACKEND_STALLS:<30} {'-':<14} {stalls.reason}")
+    for e in data["events"]:
+        print(f"  {e['name']:<30} {e['status']:<14} {e['description']}")
+        if e["status"] != "ok" and e["message"]:
+            print(f"  {'':<30} {'':<14} ({e['message']})")
+    if not data["backend_stalls"].endswith(" events"):
+        print(f"  {BACKEND_STALLS:<30} {'-':<14} {data['backend_stalls']}")
     print("[Software sources]")
-    for k, v in src.items():
-        print(f"  {k:<30} {'ok' if v is None else 'unavailable':<14} {v or ''}")
+    for k, v in data["sources"].items():
+        print(f"  {k:<30} {'ok' if v == 'ok' else 'unavailable':<14} {'' if v == 'ok' else v}")
     sys.stdout.flush()
     return 0

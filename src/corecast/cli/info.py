@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
-
 from .. import dataset as ds_mod
 from rich.markup import escape
 
+from ..report import documents as D
 from ..report import terminal
 
 COMMAND = "info"
@@ -20,21 +19,7 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object")
 
 
-def summary(data: ds_mod.Dataset) -> dict:
-    cols = []
-    for name in data.metrics:
-        info = data.columns[name]
-        v = data.metrics[name]
-        ok = np.isfinite(v)
-        cols.append({"name": name, "kind": info.kind, "unit": info.unit, "source": info.source,
-                     "status": info.status, "values": int(ok.sum()), "missing": int((~ok).sum()),
-                     "min": float(v[ok].min()) if ok.any() else None,
-                     "max": float(v[ok].max()) if ok.any() else None})
-    cores = [{"cores": int(c) if float(c).is_integer() else float(c), "runs": int((data.cores == c).sum())}
-             for c in data.distinct_cores]
-    return {"file": data.label, "rows": len(data), "machine": data.machine.to_dict(), "command": data.command,
-            "corecast_version": data.corecast_version, "notes": data.notes, "columns": cols, "cores": cores,
-            "stall_categories": data.stall_names}
+summary = D.dataset_summary
 
 
 def run(args) -> int:

@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..collect import runner as api
-    from ..collect.runner import Interrupted, RichReporter, Reporter, render_summary, summary_rows
+    from ..collect.runner import Interrupted, RichReporter, Reporter, render_summary
     from ..errors import UserError
+    from ..report.documents import campaign_summary
     from ..store import load_dataset
 
     command = list(args.program or [])
@@ -93,9 +94,7 @@ def run(args: argparse.Namespace) -> int:
     ds = load_dataset(args.output)
     failed = [r for r in records if r.status != "ok"]
     if args.json:
-        print(json.dumps({"campaign": args.output, "command": ds.command, "runs": len(ds),
-                          "failed": len([f for f in ds.notes.get("failed_runs", [])]),
-                          "summary": summary_rows(ds)}, indent=1, default=str))
+        print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
     else:
         console = Console(highlight=False)
         if not console.is_terminal:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import math
 
 from .. import dataset as ds_mod
-from ..model import estima, methods, predictors
-from ..model.kernels import kernels as kernel_set
 from ..errors import UserError
+from ..model import methods, predictors
+from ..report import documents as D
 from ..report import html as H
 from ..report import plots
 from ..report import prediction as R
@@ -84,34 +83,11 @@ def add_arguments(p) -> None:
 
 
 def options(args, data) -> dict:
-    """Fit options shared by predict and evaluate."""
-    if args.kernels:
-        names = [k.strip() for k in args.kernels.split(",") if k.strip()]
-        try:
-            ks = kernel_set(["Rat22", "Rat23", "Rat33", "CubicLn", "ExpRat", "Poly25"]
-                            if names == ["paper"] else names)
-        except KeyError as err:
-            raise UserError(f"--kernels: {err.args[0]}") from None
-    else:
-        ks = None
-    if args.checkpoints is not None and args.checkpoints < 0:
-        raise UserError("--checkpoints must be >= 0")
-    clock = getattr(args, "clock", None)
-    if clock is not None:
-        if not (math.isfinite(clock) and 0.01 <= clock <= 100):
-            raise UserError(f"--clock {clock:g}: give the clock frequency in GHz (e.g. 2.5)")
-        data.machine.nominal_freq_hz = clock * 1e9
-    size_ratio = getattr(args, "size_ratio", None)
-    target = getattr(args, "target_size", None)
-    if target is not None:
-        if size_ratio is not None:
-            raise UserError("give --size-ratio or --target-size, not both")
-        size_ratio = estima.size_ratio_for(data, target)
-    opts = dict(kernels=ks, checkpoints=args.checkpoints, use="all" if args.refit else "prefix",
-                size=args.size, freq_ratio=getattr(args, "freq_ratio", 1.0), size_ratio=size_ratio or 1.0)
-    if args.stalls:
-        opts["categories"] = [s.strip() for s in args.stalls.split(",") if s.strip()]
-    return opts
+    """Fit options shared by predict and evaluate (built by report.documents.fit_options)."""
+    return D.fit_options(data, kernels=args.kernels, checkpoints=args.checkpoints, refit=args.refit,
+                         size=args.size, freq_ratio=getattr(args, "freq_ratio", 1.0),
+                         size_ratio=getattr(args, "size_ratio", None), target_size=getattr(args, "target_size", None),
+                         clock=getattr(args, "clock", None), stalls=args.stalls)
 
 
 def run(args) -> int:
@@ -120,23 +96,18 @@ def run(args) -> int:
     data = ds_mod.load(args.file)
     opts = options(args, data)
     label = str(args.file)
-    names = [args.method]
+    others = []
     if args.plot or args.report:
         # The plot shows the other applicable methods too; what `auto` fitted is not fitted again.
-        names += [m for m in methods.applicable(data, opts.get("categories")) if m != args.method]
-    fits = predictors.fit_many(names, data, calibrate=True, **opts)
-    fitted = fits[args.method]
-    if isinstance(fitted, Exception):
-        raise fitted
-    if args.target_machine:
-        from ..model.topo import OnTarget
-        from ..target import parse_spec
-        fitted = OnTarget(fitted, parse_spec(args.target_machine), args.placement, args.smt_yield,
-                          measured_sockets=data.machine.sockets or None)
-    elif args.smt_yield is not None:
+        others = [m for m in methods.applicable(data, opts.get("categories")) if m != args.method]
+    if args.smt_yield is not None and not args.target_machine:
         raise UserError("--smt-yield is for --target-machine")
-    doc = R.prediction_doc(label, args.method, fitted, args.cores, args.level,
-                           work=predictors.work_per_run(data))
+    target = None
+    if args.target_machine:
+        from ..target import parse_spec
+        target = (parse_spec(args.target_machine), args.placement, args.smt_yield)
+    doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
+                              target=target)
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:

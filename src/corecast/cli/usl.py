@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import dataset as ds_mod
-from ..model import usl
+from ..report import documents as D
 from ..report import html as H
 from ..report import plots
 from ..report import terminal
@@ -41,11 +41,9 @@ def run(args) -> int:
     if args.plot:
         plots.check_plot_path(args.plot)
     data = ds_mod.load(args.file)
-    analysis = usl.analyze_dataset(data, metric=args.metric, level=args.level)
     label = str(args.file)
+    doc, analysis = D.usl_doc(data, label, metric=args.metric, level=args.level, predict_at=args.predict)
     if args.json:
-        doc = analysis.to_dict(predict_at=args.predict)
-        doc["file"] = label
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         R.render_terminal(analysis, terminal.console(), label, predict_at=args.predict)

@@ -1,0 +1,61 @@
+"""Values typed by a person (core lists, levels), parsed for the commands and the dashboard alike."""
+from __future__ import annotations
+
+import argparse
+
+
+MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
+
+
+def core_list(text: str) -> list[float]:
+    """`16,24,32`, ranges `1-16`, and steps `1-64:2x` (doubling) or `8-64:8` (step 8)."""
+    out: list[float] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                rng, _, step = part.partition(":")
+                a, b = rng.split("-", 1)
+                lo, hi = int(a), int(b)
+                if lo <= 0 or hi < lo:
+                    raise ValueError
+                if step.endswith("x"):
+                    k = int(step[:-1])
+                    if k < 2:
+                        raise ValueError
+                    v = lo
+                    while v <= hi:
+                        out.append(float(v))
+                        v *= k
+                else:
+                    s = int(step) if step else 1
+                    if s <= 0:
+                        raise ValueError
+                    if (hi - lo) // s + 1 + len(out) > MAX_COUNTS:
+                        raise argparse.ArgumentTypeError(
+                            f"'{part}' names {(hi - lo) // s + 1:,} core counts; at most {MAX_COUNTS:,} "
+                            "(use a step: 1-1000000:2x doubles, 8-4096:8 steps by 8)")
+                    out.extend(float(v) for v in range(lo, hi + 1, s))
+            else:
+                v = float(part)
+                if not v > 0 or v != v or v == float("inf"):
+                    raise ValueError
+                out.append(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{part}' is not a core count or range (examples: 16,24,32  1-16  1-64:2x)") from None
+    if not out:
+        raise argparse.ArgumentTypeError("no core counts given")
+    return sorted(set(out))
+
+
+def level(text: str) -> float:
+    try:
+        v = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a level (e.g. 0.95 or 95%)") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"level must be between 0 and 1 (got {text})")
+    return v

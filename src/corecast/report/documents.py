@@ -1,0 +1,119 @@
+"""The JSON documents the commands print with `--json`, built in one place so that the command
+line and `corecast serve` show the same numbers: `corecast predict --json`, `usl --json`,
+`info --json` and `measure --json` call these, and so does the web dashboard.
+
+Each function takes a loaded Dataset (`corecast.dataset.load`) and the command's options as
+plain values, and returns a dict ready for `json.dumps(..., allow_nan=False)` (and, where the
+command needs it for a plot, the fitted object beside it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..dataset import Dataset
+from ..errors import UserError
+
+#: ESTIMA's six kernels, chosen with `--kernels paper`.
+PAPER_KERNELS = ["Rat22", "Rat23", "Rat33", "CubicLn", "ExpRat", "Poly25"]
+
+
+# ============================================================================ predict / evaluate
+def fit_options(data: Dataset, *, kernels: str | None = None, checkpoints: int | None = None,
+                refit: bool = False, size: float | None = None, freq_ratio: float = 1.0,
+                size_ratio: float | None = None, target_size: float | None = None,
+                clock: float | None = None, stalls: str | None = None) -> dict[str, Any]:
+    """The fit options of `predict` and `evaluate` from their command-line values (`kernels`
+    and `stalls` comma-separated, as typed). `clock` (GHz) is recorded into `data.machine`."""
+    from ..model import estima
+    from ..model.kernels import kernels as kernel_set
+
+    if kernels:
+        names = [k.strip() for k in kernels.split(",") if k.strip()]
+        try:
+            ks = kernel_set(PAPER_KERNELS if names == ["paper"] else names)
+        except KeyError as err:
+            raise UserError(f"--kernels: {err.args[0]}") from None
+    else:
+        ks = None
+    if checkpoints is not None and checkpoints < 0:
+        raise UserError("--checkpoints must be >= 0")
+    if clock is not None:
+        if not (math.isfinite(clock) and 0.01 <= clock <= 100):
+            raise UserError(f"--clock {clock:g}: give the clock frequency in GHz (e.g. 2.5)")
+        data.machine.nominal_freq_hz = clock * 1e9
+    if target_size is not None:
+        if size_ratio is not None:
+            raise UserError("give --size-ratio or --target-size, not both")
+        size_ratio = estima.size_ratio_for(data, target_size)
+    opts: dict[str, Any] = dict(kernels=ks, checkpoints=checkpoints, use="all" if refit else "prefix",
+                                size=size, freq_ratio=freq_ratio, size_ratio=size_ratio or 1.0)
+    if stalls:
+        opts["categories"] = [s.strip() for s in stalls.split(",") if s.strip()]
+    return opts
+
+
+def predict_doc(data: Dataset, label: str, method: str, cores: Sequence[float], level: float,
+                opts: dict[str, Any], others: Sequence[str] = (),
+                target: tuple[Any, str, float | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`corecast predict --json`: (the document, the fits by method name: `method`'s, and those
+    of `others` fitted beside it for a plot, an exception in place of one that could not be).
+    `target`: (MachineSpec, placement, SMT yield or None) to predict for another machine."""
+    from ..model import predictors
+    from . import prediction as R
+
+    if method not in predictors.METHODS:
+        raise UserError(f"unknown method '{method}' (choose from {', '.join(predictors.METHODS)})")
+    names = [method] + [m for m in others if m != method]
+    fits = predictors.fit_many(names, data, calibrate=True, **opts)
+    fitted = fits[method]
+    if isinstance(fitted, Exception):
+        raise fitted
+    if target is not None:
+        from ..model.topo import OnTarget
+        spec, placement, smt_yield = target
+        fitted = OnTarget(fitted, spec, placement, smt_yield, measured_sockets=data.machine.sockets or None)
+    doc = R.prediction_doc(label, method, fitted, cores, level, work=predictors.work_per_run(data))
+    return doc, fits
+
+
+# ============================================================================ usl
+def usl_doc(data: Dataset, label: str, metric: str | None = None, level: float = 0.95,
+            predict_at: Sequence[float] | None = None) -> tuple[dict[str, Any], Any]:
+    """`corecast usl --json`: (the document, the analysis)."""
+    from ..model import usl
+
+    analysis = usl.analyze_dataset(data, metric=metric, level=level)
+    doc = analysis.to_dict(predict_at=predict_at)
+    doc["file"] = label
+    return doc, analysis
+
+
+# ============================================================================ info / measure
+def dataset_summary(data: Dataset) -> dict[str, Any]:
+    """`corecast info --json`: what a Dataset or campaign file holds."""
+    cols = []
+    for name in data.metrics:
+        info = data.columns[name]
+        v = data.metrics[name]
+        ok = np.isfinite(v)
+        cols.append({"name": name, "kind": info.kind, "unit": info.unit, "source": info.source,
+                     "status": info.status, "values": int(ok.sum()), "missing": int((~ok).sum()),
+                     "min": float(v[ok].min()) if ok.any() else None,
+                     "max": float(v[ok].max()) if ok.any() else None})
+    cores = [{"cores": int(c) if float(c).is_integer() else float(c), "runs": int((data.cores == c).sum())}
+             for c in data.distinct_cores]
+    return {"file": data.label, "rows": len(data), "machine": data.machine.to_dict(), "command": data.command,
+            "corecast_version": data.corecast_version, "notes": data.notes, "columns": cols, "cores": cores,
+            "stall_categories": data.stall_names}
+
+
+def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:
+    """`corecast measure --json`: the campaign's summary per core count."""
+    from ..collect.runner import summary_rows
+
+    return {"campaign": path, "command": data.command, "runs": len(data),
+            "failed": len([f for f in data.notes.get("failed_runs", [])]),
+            "summary": summary_rows(data)}

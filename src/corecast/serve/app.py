@@ -1,0 +1,448 @@
+"""The dashboard's web application (aiohttp): the page, its static files, and a JSON API whose
+documents are the ones the commands print with --json (report.documents, collect.catalogue,
+the `stat` command's own JSON lines).
+
+Safety: the server reads files and never writes them. It answers only requests whose Host is
+the address it listens on (so a web page elsewhere cannot reach it through DNS rebinding), and
+an action that starts or stops something (POST) must carry the token written into the page (so
+another site cannot forge one). Starting a `stat` of a command from the page is allowed on a
+loopback address only, unless the server was started with --allow-commands.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import ipaddress
+import json
+import logging
+import math
+import secrets
+import shlex
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from aiohttp import web
+from aiohttp_sse import sse_response
+
+from .. import __version__
+from ..errors import UserError
+from . import files as F
+from . import live as L
+
+log = logging.getLogger("corecast.serve")
+STATIC = Path(__file__).resolve().parent / "static"
+WATCH_PERIOD_S = 0.5         # how often a watched campaign file is looked at
+REPLAY_LIMIT = 200_000       # sample lines in one replay window
+GRID_POINTS = 48             # points of a prediction curve
+
+
+def plotly_js() -> Path:
+    """plotly.min.js as the installed `plotly` package ships it."""
+    import plotly
+    p = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    if not p.is_file():
+        raise UserError(f"the plotly package has no {p.name} (reinstall plotly)")
+    return p
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Dashboard:
+    def __init__(self, files: list[str], host: str, port: int, allow_commands: bool = False):
+        self.registry = F.Registry(files)
+        self.host, self.port = host, port
+        self.token = secrets.token_urlsafe(24)
+        self.sessions: dict[str, L.Session] = {}
+        self.loopback = is_loopback(host)
+        self.allow_commands = allow_commands or self.loopback
+        self._catalogue: dict[str, Any] | None = None
+        self._traces: dict[str, F.Trace] = {}
+        self._next = 0
+
+    # ------------------------------------------------------------------ app
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard], client_max_size=1 << 20)
+        r = app.router
+        r.add_get("/", self.index)
+        r.add_get("/static/plotly.min.js", self.plotly)
+        r.add_static("/static/", STATIC, show_index=False)
+        r.add_get("/api/state", self.api(self.state))
+        r.add_get("/api/catalogue", self.api(self.catalogue))
+        r.add_get("/api/campaign", self.api(self.campaign))
+        r.add_get("/api/dataset", self.api(self.dataset))
+        r.add_get("/api/predict", self.api(self.predict))
+        r.add_get("/api/usl", self.api(self.usl))
+        r.add_get("/api/replay", self.api(self.replay))
+        r.add_get("/api/watch", self.watch)
+        r.add_post("/api/stat", self.api(self.start_stat))
+        r.add_post("/api/meters", self.api(self.start_meters))
+        r.add_post("/api/sessions/{sid}/stop", self.api(self.stop_session))
+        r.add_get("/api/sessions/{sid}/stream", self.stream)
+        app.on_shutdown.append(self._shutdown)
+        return app
+
+    def allowed_hosts(self) -> set[str]:
+        hosts = {f"{self.host}:{self.port}", f"[{self.host}]:{self.port}"}
+        if self.loopback:
+            hosts |= {f"localhost:{self.port}", f"127.0.0.1:{self.port}", f"[::1]:{self.port}"}
+        return hosts
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        unspecified = self.host in ("0.0.0.0", "::", "")
+        if not unspecified and request.host not in self.allowed_hosts():
+            log.warning("refused a request for host %r", request.host)
+            return web.json_response({"error": f"this server answers for {self.host}:{self.port} only"},
+                                     status=421)
+        if request.method == "POST" and not secrets.compare_digest(
+                request.headers.get("X-Corecast-Token", ""), self.token):
+            return web.json_response({"error": "missing or wrong page token (reload the page)"}, status=403)
+        return await handler(request)
+
+    def api(self, fn: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
+        """A JSON endpoint: a UserError is a 400 with its one line; anything else is logged with
+        its traceback in the server log and the page gets one line."""
+        @functools.wraps(fn)
+        async def handler(request: web.Request) -> web.StreamResponse:
+            try:
+                doc = await fn(request)
+            except UserError as err:
+                log.warning("%s %s: %s", request.method, request.path_qs, err)
+                return web.json_response({"error": str(err)}, status=400)
+            except web.HTTPException:
+                raise
+            except Exception as err:
+                log.exception("%s %s failed", request.method, request.path_qs)
+                return web.json_response(
+                    {"error": f"internal error: {type(err).__name__}: {err} (a bug in corecast; "
+                              "the traceback is in the server log)"}, status=500)
+            if isinstance(doc, web.StreamResponse):
+                return doc
+            return web.Response(text=json.dumps(doc, allow_nan=False, default=_jsonable),
+                                content_type="application/json")
+        return handler
+
+    async def _shutdown(self, app: web.Application) -> None:
+        for s in list(self.sessions.values()):
+            await s.stop()
+
+    # ------------------------------------------------------------------ page
+    async def index(self, request: web.Request) -> web.Response:
+        html = (STATIC / "index.html").read_text(encoding="utf-8")
+        html = html.replace("{{token}}", self.token).replace("{{version}}", __version__)
+        return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
+
+    async def plotly(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(plotly_js(), headers={"Cache-Control": "max-age=86400"})
+
+    async def state(self, request: web.Request) -> dict[str, Any]:
+        ok, why = L.meters_status()
+        return {"version": __version__, "files": self.registry.list(),
+                "sessions": [s.describe() for s in self.sessions.values()],
+                "commands": {"allowed": self.allow_commands,
+                             "reason": "" if self.allow_commands else
+                             f"the server listens on {self.host}, not a loopback address: starting commands "
+                             "from the page is off (start it with --allow-commands to allow it)"},
+                "meters": {"available": ok, "reason": why}}
+
+    async def catalogue(self, request: web.Request) -> dict[str, Any]:
+        if self._catalogue is None:
+            from ..collect.catalogue import catalogue
+            doc = await asyncio.to_thread(catalogue)
+            doc["virtual"] = _virtual_counters()
+            self._catalogue = doc
+        return self._catalogue
+
+    # ------------------------------------------------------------------ datasets and campaigns
+    async def _load(self, fid: str) -> tuple[F.Entry, Any]:
+        from .. import dataset as ds_mod
+        e = self.registry.get(fid, ("campaign", "dataset"))
+        data = await asyncio.to_thread(ds_mod.load, e.path)
+        return e, data
+
+    async def campaign(self, request: web.Request) -> dict[str, Any]:
+        """`corecast measure --json` (the summary per core count), `info --json` and the runs
+        as `export --format json` writes them."""
+        from ..report import documents as D
+        e, data = await self._load(_arg(request, "file"))
+
+        def build() -> dict[str, Any]:
+            return {"file": e.describe(), "measure": D.campaign_summary(data, str(e.path)),
+                    "info": D.dataset_summary(data), "dataset": json.loads(data.to_json())}
+        return await asyncio.to_thread(build)
+
+    async def dataset(self, request: web.Request) -> dict[str, Any]:
+        from ..report import documents as D
+        e, data = await self._load(_arg(request, "file"))
+        return {"file": e.describe(), "info": D.dataset_summary(data), "dataset": json.loads(data.to_json())}
+
+    async def predict(self, request: web.Request) -> dict[str, Any]:
+        """`corecast predict FILE --json` with the options given; `curve`: the same document
+        over a grid of core counts (the fitted predictor evaluated, not fitted again)."""
+        from ..report import documents as D
+        from ..report import prediction as R
+        from ..model import predictors
+        q = request.query
+        cores = _cores(q.get("cores", ""))
+        level = _level(q.get("level", "0.8"))
+        method = q.get("method", "auto")
+        e, data = await self._load(_arg(request, "file"))
+
+        def build() -> dict[str, Any]:
+            opts = D.fit_options(data, kernels=q.get("kernels") or None,
+                                 checkpoints=_opt_int(q, "checkpoints"), refit=q.get("refit") == "1",
+                                 size=_opt_float(q, "size"), freq_ratio=_opt_float(q, "freq_ratio") or 1.0,
+                                 size_ratio=_opt_float(q, "size_ratio"), target_size=_opt_float(q, "target_size"),
+                                 clock=_opt_float(q, "clock"), stalls=q.get("stalls") or None)
+            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, opts)
+            fitted = fits[method]
+            lo = float(min(data.cores.min(), min(cores)))
+            hi = float(max(data.cores.max(), max(cores)))
+            grid = sorted({round(lo + (hi - lo) * i / (GRID_POINTS - 1), 6) for i in range(GRID_POINTS)}
+                          | set(cores) | {float(c) for c in data.distinct_cores})
+            try:
+                curve = R.prediction_doc(str(e.path), method, fitted, grid, level,
+                                         work=predictors.work_per_run(data))
+            except Exception as err:           # the table stands without the curve
+                log.warning("prediction curve of %s: %s", e.path, err)
+                curve = None
+            return {"file": e.describe(), "doc": doc, "curve": curve, "dataset": json.loads(data.to_json())}
+        return await asyncio.to_thread(build)
+
+    async def usl(self, request: web.Request) -> dict[str, Any]:
+        """`corecast usl FILE --json` (with --metric, --level, --predict); `curve`: the fitted
+        law and its band over a grid (the same analysis)."""
+        from ..report import documents as D
+        q = request.query
+        level = _level(q.get("level", "0.95"))
+        at = _cores(q["predict"]) if q.get("predict") else None
+        e, data = await self._load(_arg(request, "file"))
+
+        def build() -> dict[str, Any]:
+            doc, analysis = D.usl_doc(data, str(e.path), metric=q.get("metric") or None, level=level,
+                                      predict_at=at)
+            top = max([p["cores"] for p in doc["points"]] + list(at or []))
+            right = top * 1.6
+            if doc.get("n_max") and math.isfinite(doc["n_max"]):
+                right = max(right, min(1.3 * doc["n_max"], 6 * top))
+            grid = [1.0 + (right - 1.0) * i / 99 for i in range(100)]
+            curve = analysis.to_dict(predict_at=grid)["predictions"]
+            return {"file": e.describe(), "doc": doc, "curve": curve}
+        return await asyncio.to_thread(build)
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: `changed` each time the file (or its write-ahead log) changes."""
+        try:
+            e = self.registry.get(_arg(request, "file"))
+        except UserError as err:
+            return web.json_response({"error": str(err)}, status=400)
+        async with sse_response(request) as resp:
+            sig = e.signature()
+            await resp.send(json.dumps({"signature": repr(sig)}), event="hello")
+            while resp.is_connected():
+                await asyncio.sleep(WATCH_PERIOD_S)
+                now = e.signature()
+                if now != sig:
+                    sig = now
+                    await resp.send(json.dumps({"signature": repr(sig), "at": time.time()}), event="changed")
+        return resp
+
+    # ------------------------------------------------------------------ replay
+    async def replay(self, request: web.Request) -> web.Response:
+        """A recorded stat (or meters) trace: its header, summary and the sample lines between
+        `from` and `to` seconds, exactly as the command wrote them."""
+        e = self.registry.get(_arg(request, "file"), ("stat-trace", "meters-trace"))
+        expect = "corecast-stat" if e.kind == "stat-trace" else "corecast-meters"
+        t = self._traces.get(e.id)
+        if t is None or t.signature != e.signature():
+            t = await asyncio.to_thread(F.read_trace, e.path, expect)
+            self._traces[e.id] = t
+        start = _opt_float(request.query, "from")
+        end = _opt_float(request.query, "to")
+        lines, cut = t.window(-math.inf if start is None else start, math.inf if end is None else end,
+                              REPLAY_LIMIT)
+        t0 = t.times[0] if t.times else 0.0
+        t1 = t.times[-1] if t.times else 0.0
+        info = json.dumps({"file": e.describe(), "kind": e.kind, "start_s": t0, "end_s": t1,
+                           "samples_total": len(t.lines), "cut": cut, "notes": t.notes})
+        text = (f'{{"info": {info}, "header": {t.header}, "summary": {t.summary or "null"}, '
+                f'"regions": {t.regions or "null"}, "samples": [{",".join(lines)}]}}')
+        return web.Response(text=text, content_type="application/json")
+
+    # ------------------------------------------------------------------ live
+    def _add(self, source: L.LiveSource) -> L.Session:
+        self._next += 1
+        s = L.Session(f"s{self._next}", source)
+        self.sessions[s.id] = s
+        s.start()
+        log.info("live session %s started: %s", s.id, source.describe().get("label"))
+        return s
+
+    async def start_stat(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise UserError("the request is not JSON") from None
+        if not isinstance(body, dict):
+            raise UserError("the request is not a JSON object")
+        events = [str(s).strip() for s in body.get("events") or [] if str(s).strip()]
+        virtual = [str(s).strip() for s in body.get("virtual") or [] if str(s).strip()]
+        metrics = [str(s).strip() for s in body.get("metrics") or [] if str(s).strip()]
+        try:
+            interval = float(body.get("interval", 1.0))
+        except (TypeError, ValueError):
+            raise UserError(f"interval '{body.get('interval')}' is not a number of seconds") from None
+        if not (math.isfinite(interval) and interval > 0):
+            raise UserError("the interval must be a positive number of seconds")
+        duration = body.get("duration")
+        duration = float(duration) if duration not in (None, "") else None
+        per_cpu = bool(body.get("per_cpu"))
+        pid = body.get("pid")
+        command = body.get("command") or ""
+        if pid not in (None, ""):
+            try:
+                pid = int(pid)
+            except (TypeError, ValueError):
+                raise UserError(f"pid '{pid}' is not a process id") from None
+        else:
+            pid = None
+        argv_cmd: list[str] = []
+        if command:
+            if not self.allow_commands:
+                raise UserError("starting commands from the page is off on this server (--allow-commands)")
+            try:
+                argv_cmd = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+            except ValueError as err:
+                raise UserError(f"command: {err}") from None
+            if argv_cmd:
+                # as `measure` does: PATH, then corecast's bundled workloads (corecast-lockbench, ...)
+                from ..collect.runner import find_program
+                import os
+                found = find_program(argv_cmd[0], os.environ, os.getcwd())
+                if found:
+                    argv_cmd[0] = found
+        if not events and not virtual:
+            raise UserError("choose at least one event or virtual counter")
+        # event specs are checked here, so that a typo is answered at once next to the form
+        # (the rest -- virtual counters, metrics, the target -- by the stat command itself)
+        from ..collect.events import resolve
+        for spec in events:
+            await asyncio.to_thread(resolve, spec)
+        if argv_cmd and pid is not None:
+            raise UserError("give either a command or a pid, not both")
+        if not argv_cmd and pid is None and not per_cpu:
+            raise UserError("nothing to monitor: give a command, a pid, or per CPU")
+        argv = L.stat_argv(events=events, virtual=virtual, metrics=metrics, interval=interval,
+                           per_cpu=per_cpu, pid=pid, command=argv_cmd, duration=duration)
+        label = " ".join(shlex.quote(a) for a in argv_cmd) if argv_cmd else (f"pid {pid}" if pid else "all CPUs")
+        s = self._add(L.StatSource(argv, label=label))
+        return s.describe()
+
+    async def start_meters(self, request: web.Request) -> dict[str, Any]:
+        ok, why = L.meters_status()
+        if not ok:
+            raise UserError(why)
+        body = await request.json() if request.can_read_body else {}
+        s = self._add(L.MetersSource(path=(body or {}).get("path") or None))
+        return s.describe()
+
+    async def stop_session(self, request: web.Request) -> dict[str, Any]:
+        s = self.sessions.get(request.match_info["sid"])
+        if s is None:
+            raise UserError(f"no live session '{request.match_info['sid']}'")
+        await s.stop()
+        return s.describe()
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: `lines` events whose data is a JSON array of the source's lines
+        (the backlog first), then `end`."""
+        s = self.sessions.get(request.match_info["sid"])
+        if s is None:
+            return web.json_response({"error": f"no live session '{request.match_info['sid']}'"}, status=404)
+        backlog, q = s.subscribe()
+        try:
+            async with sse_response(request) as resp:
+                await resp.send(json.dumps(s.describe()), event="session")
+                for i in range(0, len(backlog), 5000):
+                    await resp.send("[" + ",".join(backlog[i:i + 5000]) + "]", event="lines")
+                while True:
+                    batch = await q.get()
+                    if batch is None:
+                        break
+                    await resp.send("[" + ",".join(batch) + "]", event="lines")
+                await resp.send(json.dumps(s.describe()), event="end")
+        finally:
+            s.unsubscribe(q)
+        return resp
+
+
+# ============================================================================ helpers
+def _virtual_counters() -> list[dict[str, Any]]:
+    """The virtual counters `stat -V` knows (name, unit, scope, description)."""
+    try:
+        from ..collect.monitor import VIRTUAL_COUNTERS
+    except ImportError:
+        return []
+    return [{"name": n, "unit": v[0], "scope": v[1], "description": v[2]} for n, v in VIRTUAL_COUNTERS.items()]
+
+
+def _jsonable(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    return str(o)
+
+
+def _arg(request: web.Request, name: str) -> str:
+    v = request.query.get(name)
+    if not v:
+        raise UserError(f"missing '{name}'")
+    return v
+
+
+def _cores(text: str) -> list[float]:
+    import argparse
+    from ..parsing import core_list
+    try:
+        return core_list(text)
+    except argparse.ArgumentTypeError as err:
+        raise UserError(f"cores: {err}") from None
+
+
+def _level(text: str) -> float:
+    import argparse
+    from ..parsing import level
+    try:
+        return level(text)
+    except argparse.ArgumentTypeError as err:
+        raise UserError(f"level: {err}") from None
+
+
+def _opt_float(q: Any, name: str) -> float | None:
+    v = q.get(name)
+    if v in (None, ""):
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        raise UserError(f"{name}: '{v}' is not a number") from None
+    if not math.isfinite(f):
+        raise UserError(f"{name}: '{v}' is not a finite number")
+    return f
+
+
+def _opt_int(q: Any, name: str) -> int | None:
+    v = q.get(name)
+    if v in (None, ""):
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise UserError(f"{name}: '{v}' is not a whole number") from None

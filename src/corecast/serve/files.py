@@ -1,0 +1,207 @@
+"""The files the dashboard shows: those named on the command line, and those in the folders
+named there (looked at again on every listing, so a campaign started later appears).
+
+Each file is told by its content: a campaign (SQLite), a `stat` trace (JSON lines from
+`corecast stat --format json`), a `meters` trace (JSON lines whose header says
+`corecast-meters`), or a Dataset (CSV or JSON). The server reads them and never writes.
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SUFFIXES = (".db", ".sqlite", ".csv", ".json", ".jsonl", ".ndjson")
+KINDS = ("campaign", "dataset", "stat-trace", "meters-trace")
+
+
+def sniff(path: Path) -> str:
+    """The kind of a file, from its first bytes. UserError when it is none of them."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder") from None
+    except OSError as err:
+        raise UserError(f"{path}: {err.strerror or err}") from None
+    if head.startswith(SQLITE_MAGIC):
+        return "campaign"
+    if b"\x00" in head:
+        raise UserError(f"{path}: not a campaign, Dataset (CSV/JSON), stat trace or meters trace (binary data)")
+    first = head.split(b"\n", 1)[0].strip()
+    if first.startswith(b"{") and b'"type"' in first and b'"header"' in first:
+        if b'"corecast-stat"' in first:
+            return "stat-trace"
+        if b'"corecast-meters"' in first:
+            return "meters-trace"
+    return "dataset"
+
+
+def file_id(path: Path) -> str:
+    return hashlib.sha1(str(path).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Entry:
+    id: str
+    path: Path
+    kind: str
+    origin: str           # "argument" | the folder it was found in
+
+    def describe(self) -> dict[str, Any]:
+        try:
+            st = self.path.stat()
+            size, mtime, exists = st.st_size, st.st_mtime, True
+        except OSError:
+            size, mtime, exists = None, None, False
+        return {"id": self.id, "path": str(self.path), "name": self.path.name, "kind": self.kind,
+                "size": size, "mtime": mtime, "exists": exists, "origin": self.origin}
+
+    def signature(self) -> tuple[Any, ...]:
+        """Changes whenever the file does (for a campaign, its write-ahead log too)."""
+        sig: list[Any] = []
+        for p in (self.path, Path(str(self.path) + "-wal")):
+            try:
+                st = p.stat()
+                sig.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                sig.append(None)
+        return tuple(sig)
+
+
+class Registry:
+    """Files named on the command line and the contents of folders named there."""
+
+    def __init__(self, paths: list[str]):
+        self.files: dict[str, Entry] = {}
+        self.folders: list[Path] = []
+        for raw in paths:
+            p = Path(raw).expanduser().resolve()
+            if not p.exists():
+                raise UserError(f"{raw}: no such file or folder")
+            if p.is_dir():
+                if not os.access(p, os.R_OK | os.X_OK):
+                    raise UserError(f"{raw}: folder not readable")
+                self.folders.append(p)
+                continue
+            kind = sniff(p)
+            e = Entry(file_id(p), p, kind, "argument")
+            self.files[e.id] = e
+
+    def scan(self) -> None:
+        for folder in self.folders:
+            try:
+                names = sorted(folder.iterdir())
+            except OSError:
+                continue
+            for p in names:
+                if not p.is_file() or p.suffix.lower() not in SUFFIXES or p.name.startswith("."):
+                    continue
+                fid = file_id(p)
+                if fid in self.files:
+                    continue
+                try:
+                    kind = sniff(p)
+                except UserError:
+                    continue
+                self.files[fid] = Entry(fid, p, kind, str(folder))
+
+    def list(self) -> list[dict[str, Any]]:
+        self.scan()
+        return [e.describe() for e in self.files.values()]
+
+    def get(self, fid: str, kinds: tuple[str, ...] = KINDS) -> Entry:
+        self.scan()
+        e = self.files.get(fid)
+        if e is None:
+            raise UserError(f"no file '{fid}' on this dashboard")
+        if e.kind not in kinds:
+            raise UserError(f"{e.path.name}: a {e.kind}, not a {' or '.join(kinds)}")
+        return e
+
+
+# ============================================================================ traces
+@dataclass
+class Trace:
+    """A recorded `stat` (or `meters`) trace: its JSON lines, indexed by time."""
+
+    path: Path
+    signature: tuple[Any, ...]
+    header: str | None = None
+    summary: str | None = None
+    regions: str | None = None
+    times: list[float] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def window(self, start: float, end: float, limit: int) -> tuple[list[str], bool]:
+        """The sample lines with start <= time_s <= end (at most `limit`; True when cut)."""
+        a = bisect.bisect_left(self.times, start)
+        b = bisect.bisect_right(self.times, end)
+        if b - a > limit:
+            return self.lines[b - limit:b], True
+        return self.lines[a:b], False
+
+
+def read_trace(path: Path, expect: str) -> Trace:
+    """Read a JSON-lines trace. A damaged line ends in a UserError naming it, except a last line
+    cut short (a trace still being written), which is left out with a note."""
+    sig = Entry("", path, "", "").signature()
+    t = Trace(path, sig)
+    try:
+        fh = open(path, "r", encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"{path}: {err.strerror or err}") from None
+    with fh:
+        try:
+            raw = fh.read()
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not a text file (a JSON-lines trace expected)") from None
+    rows = raw.split("\n")
+    last = len(rows) - 1
+    while last >= 0 and not rows[last].strip():
+        last -= 1
+    for i, line in enumerate(rows):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            if i == last and not raw.endswith("\n"):
+                t.notes.append(f"line {i + 1} is incomplete (the trace is still being written?): left out")
+                continue
+            raise UserError(f"{path}: line {i + 1}: not JSON ({err.msg})") from None
+        if not isinstance(obj, dict) or "type" not in obj:
+            raise UserError(f"{path}: line {i + 1}: not a trace record (no \"type\")")
+        typ = obj["type"]
+        if typ == "header":
+            if obj.get("format") != expect:
+                raise UserError(f"{path}: line {i + 1}: a '{obj.get('format')}' header, not '{expect}'")
+            t.header = line
+        elif t.header is None:
+            raise UserError(f"{path}: line {i + 1}: a '{typ}' record before the header")
+        elif typ == "summary":
+            t.summary = line
+        elif typ == "regions":
+            t.regions = line
+        else:
+            ts = obj.get("time_s")
+            if not isinstance(ts, (int, float)):
+                raise UserError(f"{path}: line {i + 1}: a '{typ}' record without a time_s")
+            t.times.append(float(ts))
+            t.lines.append(line)
+    if t.header is None:
+        raise UserError(f"{path}: empty trace (no header line)")
+    if any(b < a for a, b in zip(t.times, t.times[1:])):
+        order = sorted(range(len(t.times)), key=t.times.__getitem__)
+        t.times = [t.times[k] for k in order]
+        t.lines = [t.lines[k] for k in order]
+    return t

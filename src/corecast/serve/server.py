@@ -1,0 +1,93 @@
+"""Starting and stopping the dashboard's server."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import signal
+import sys
+from typing import Callable
+
+from aiohttp import web
+
+from ..errors import UserError
+from .app import Dashboard
+
+log = logging.getLogger("corecast.serve")
+DEFAULT_LISTEN = "127.0.0.1:8765"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[IPv6]:PORT`, `:PORT` (loopback) or `PORT`."""
+    text = text.strip()
+    host, port_s = "127.0.0.1", text
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0 or not text[end + 1:].startswith(":"):
+            raise UserError(f"--listen {text}: give [ADDRESS]:PORT")
+        host, port_s = text[1:end], text[end + 2:]
+    elif ":" in text:
+        host, port_s = text.rsplit(":", 1)
+        host = host or "127.0.0.1"
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise UserError(f"--listen {text}: '{port_s}' is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise UserError(f"--listen {text}: port {port} is out of range (0-65535)")
+    return host, port
+
+
+def run(files: list[str], listen: str = DEFAULT_LISTEN, allow_commands: bool = False,
+        ready: Callable[[str], None] | None = None) -> int:
+    """Serve until interrupted. `ready(url)` is called once the server listens."""
+    host, port = parse_listen(listen)
+    dash = Dashboard(files, host, port, allow_commands=allow_commands)
+    logging.basicConfig(level=logging.INFO, format="corecast serve: %(message)s", stream=sys.stderr)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return asyncio.run(_serve(dash, host, port, ready))
+
+
+async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], None] | None) -> int:
+    runner = web.AppRunner(dash.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as err:
+        await runner.cleanup()
+        if err.errno == errno.EADDRINUSE:
+            raise UserError(f"--listen {host}:{port}: the port is in use (choose another with --listen)") from None
+        if err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or isinstance(err, __import__("socket").gaierror):
+            raise UserError(f"--listen {host}:{port}: not an address of this machine") from None
+        if err.errno == errno.EACCES:
+            raise UserError(f"--listen {host}:{port}: permission denied (ports below 1024 need privileges)") from None
+        raise UserError(f"--listen {host}:{port}: {err.strerror or err}") from None
+    # the port actually bound (port 0: the kernel's choice)
+    srv = getattr(site, "_server", None)
+    sockets = list(getattr(srv, "sockets", None) or [])
+    if sockets:
+        port = sockets[0].getsockname()[1]
+        dash.port = port
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    print(f"corecast serve: {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    if not dash.loopback:
+        print(f"corecast serve: note: listening on {host}, reachable from other machines; the server is "
+              "read-only" + ("" if not dash.allow_commands else ", and the page can start commands"),
+              file=sys.stderr, flush=True)
+    if ready:
+        ready(url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        await stop.wait()
+    finally:
+        print("corecast serve: stopping", file=sys.stderr, flush=True)
+        await runner.cleanup()
+    return 0

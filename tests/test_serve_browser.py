@@ -1,0 +1,299 @@
+"""`corecast serve` in a real browser: headless Debian chromium driven by Selenium.
+
+What a person sees: the page loads with plotly from the package (offline), a live stat shows
+its task_clock series growing and is stopped from the page, a campaign being measured gains
+its second core count without a reload, a prediction shows its band, the numbers equal the
+CLI's --json, and bad input is one line on the page. Screenshots are saved as test artefacts
+(CORECAST_ARTEFACTS, default out/test-artefacts/serve).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, ROOT, run_corecast
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="Debian chromium and chromium-driver are not installed (setup/debian-packages.txt)")]
+
+ARTEFACTS = Path(os.environ.get("CORECAST_ARTEFACTS", ROOT / "out" / "test-artefacts")) / "serve"
+
+
+def lockbench() -> str:
+    from corecast.native import native_path
+    return str(native_path("corecast-lockbench"))
+
+
+class Server:
+    def __init__(self, *files: Path):
+        self.proc = subprocess.Popen([sys.executable, "-m", "corecast", "serve", "--listen", "127.0.0.1:0",
+                                      *map(str, files)], stderr=subprocess.PIPE, text=True)
+        line = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            m = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+            if m:
+                self.url = m.group(1)
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"corecast serve ended: {line}{self.proc.stderr.read()}")
+        else:
+            raise RuntimeError("corecast serve did not start in 60 s")
+        self.log: list[str] = []
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    o = Options()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1400,1000", "--proxy-server=127.0.0.1:9"):
+        o.add_argument(a)            # the proxy: anything off this machine fails (the page works offline)
+    o.binary_location = CHROMIUM
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(options=o, service=Service(CHROMEDRIVER))
+    d.set_page_load_timeout(60)
+    yield d
+    d.quit()
+
+
+def wait(fn, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception as err:      # noqa: BLE001 - the page may not be there yet
+            last = err
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
+
+
+def shot(browser, name: str) -> Path:
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    p = ARTEFACTS / f"{name}.png"
+    browser.save_screenshot(str(p))
+    return p
+
+
+def js(browser, script: str, *args):
+    return browser.execute_script(script, *args)
+
+
+def series_points(browser, name: str) -> tuple[int, float]:
+    """(points, largest time) in the live plot of `name`, as plotly holds them."""
+    return tuple(js(browser, """
+        const d = document.querySelector(`div.plot[data-series="${arguments[0]}"]`);
+        if (!d || !d.data) return [0, 0];
+        let n = 0, t = 0;
+        for (const tr of d.data) { n += tr.x.length; for (const x of tr.x) t = Math.max(t, x); }
+        return [n, t];""", name))
+
+
+def errors_shown(browser) -> list[str]:
+    return [e.text for e in browser.find_elements("css selector", ".error")]
+
+
+# ------------------------------------------------------------------------------------------
+def test_live_stat_grows_and_stops_from_the_page(browser, tmp_path):
+    srv = Server()
+    try:
+        browser.get(srv.url + "/#live")
+        wait(lambda: js(browser, "return typeof Plotly === 'object' && !!document.querySelector('#stat-events input')"),
+             what="the page and this machine's catalogue")
+        # every resource came from this server (plotly included): the page works offline
+        urls = js(browser, "return performance.getEntriesByType('resource').map(e => e.name)")
+        assert urls and all(u.startswith(srv.url) for u in urls), urls
+        # unavailable events are shown as such, with the reason
+        unavailable = browser.find_elements("css selector", "#stat-events label.unavailable")
+        if unavailable:
+            assert unavailable[0].find_element("css selector", ".why").text
+        cmd = browser.find_element("id", "stat-command")
+        cmd.clear()
+        cmd.send_keys(f"{lockbench()} -t 2 -n 200000000")
+        interval = browser.find_element("id", "stat-interval")
+        interval.clear()
+        interval.send_keys("0.25")
+        box = browser.find_element("css selector", '#stat-events input[value="task_clock"]')
+        if not box.is_selected():
+            box.click()
+        browser.find_element("id", "stat-start").click()
+        n1, t1 = wait(lambda: (lambda p: p if p[0] >= 2 else None)(series_points(browser, "task_clock")),
+                      what="the first task_clock points")
+        time.sleep(3.0)
+        n2, t2 = series_points(browser, "task_clock")
+        assert n2 > n1 and t2 >= t1 + 2.0, (n1, t1, n2, t2)
+        shot(browser, "live")
+        browser.find_element("css selector", "button[data-stop]").click()
+        wait(lambda: browser.find_element("id", "stat-status").text.startswith("ended"), 30, "the stat to end")
+        wait(lambda: browser.find_element("id", "stat-totals").text, 10, "the totals")
+        assert "task_clock" in browser.find_element("id", "stat-totals").text
+        # a live stat's values are the stat command's JSON lines
+        y = js(browser, "return document.querySelector('div.plot[data-series=\"task_clock\"]').data.flatMap(t => t.y)")
+        assert any(v and v > 0 for v in y)
+        assert not errors_shown(browser)
+
+        # an unknown event chosen: one line by the form, and the server keeps serving
+        extra = browser.find_element("id", "stat-extra")
+        extra.send_keys("no_such_event_xyz")
+        browser.find_element("id", "stat-start").click()
+        msg = wait(lambda: [e for e in errors_shown(browser) if "no_such_event_xyz" in e], 30, "the error line")[0]
+        assert msg.startswith("event spec '") and "unknown event 'no_such_event_xyz'" in msg and "Traceback" not in msg
+        shot(browser, "live-unknown-event")
+        # a metric stat refuses: its one line on the session's view
+        extra.clear()
+        browser.find_element("id", "stat-metrics").send_keys("x=nosuch/task_clock")
+        browser.find_element("id", "stat-start").click()
+        msg = wait(lambda: [e for e in errors_shown(browser) if "nosuch" in e], 30, "stat's error line")[0]
+        assert msg.startswith("corecast stat: error: -m x=nosuch/task_clock") and "Traceback" not in msg
+        js(browser, "window.scrollTo(0, 0)")
+        shot(browser, "live-bad-metric")
+        browser.find_element("id", "stat-metrics").clear()
+        # a pid that exits: the stat ends by itself and the page says so
+        sleeper = subprocess.Popen(["sleep", "1.5"])
+        browser.find_element("css selector", "#stat-target option[value=pid]").click()
+        browser.find_element("id", "stat-pid").send_keys(str(sleeper.pid))
+        browser.find_element("id", "stat-start").click()
+        wait(lambda: browser.find_element("id", "stat-status").text.startswith("ended"), 30, "the pid's stat to end")
+        sleeper.wait(10)
+        assert js(browser, "return fetch('/api/state').then(r => r.status)") == 200
+    finally:
+        log = srv.stop()
+    assert "Traceback" not in log
+    assert "no_such_event_xyz" in log and "nosuch" in log     # the errors are in the server log too
+
+
+def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path):
+    camp = tmp_path / "live.db"
+    # each run takes ~1 s on this machine, so the page sees 1 core before 2
+    measure = subprocess.Popen([sys.executable, "-m", "corecast", "measure", "--cores", "1,2", "--reps", "1",
+                                "--warmup", "0", "-q", "--json", "-o", str(camp), "--", lockbench(),
+                                "-t", "{threads}", "-n", "3000000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    srv = None
+    try:
+        wait(lambda: camp.exists(), 60, "the campaign file")
+        srv = Server(tmp_path)
+        browser.get(srv.url + "/#campaigns")
+        js(browser, "window.__marker = 'same page'")
+        rows = lambda: browser.find_elements("css selector", "table.campaign-summary tbody tr")  # noqa: E731
+        # the page starts before the first run is recorded, or with one core count
+        wait(lambda: len(rows()) <= 1, 30, "the page")
+        first = len(rows())
+        wait(lambda: len(rows()) == 2, 120, "the second core count")
+        assert js(browser, "return window.__marker") == "same page"   # no reload
+        assert first <= 1
+        assert [r.find_elements("css selector", "td")[0].text for r in rows()] == ["1", "2"]
+        out, err = measure.communicate(timeout=120)
+        assert measure.returncode == 0, err
+        # wait for the page to show the last write, then compare with `measure --json`
+        want = json.loads(out)
+        wait(lambda: js(browser, "return window.corecast.docs.campaign.measure.runs") == want["runs"], 30, "the last run")
+        doc = js(browser, "return window.corecast.docs.campaign.measure")
+        assert doc == json.loads(json.dumps(want, default=str))
+        cells = [r.find_elements("css selector", "td")[2].text for r in rows()]
+        assert cells == [js(browser, "return fmt(arguments[0])", s["time_s"][0]) for s in want["summary"]]
+        points = js(browser, "return document.getElementById('campaign-time').data[1].y")
+        assert points == [s["time_s"][0] for s in want["summary"]]
+        shot(browser, "campaign")
+        # the campaign file damaged while served: one line on the page, the server goes on
+        camp.write_bytes(b"SQLite format 3\x00" + b"\x07" * 8192)
+        Path(str(camp) + "-wal").unlink(missing_ok=True)
+        line = wait(lambda: errors_shown(browser), 30, "the error line")[0]
+        assert "live.db" in line and "Traceback" not in line
+        shot(browser, "campaign-damaged")
+        assert js(browser, "return fetch('/api/state').then(r => r.status)") == 200
+    finally:
+        if measure.poll() is None:
+            measure.kill()
+            measure.communicate()
+        if srv:
+            log = srv.stop()
+            assert "Traceback" not in log
+
+
+def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
+    rows = ["cores,time_s,lock_wait_cycles,runqueue_delay_cycles"]
+    for n in (1, 2, 3, 4, 6, 8):
+        work, lock, rq = 2.0e9 / n, 4.0e6 * (n - 1) ** 1.6, 1.0e6 * n
+        rows.append(f"{n},{(work + lock + rq) / 2.0e9:.9g},{lock:.9g},{rq:.9g}")
+    stalls = tmp_path / "stalls.csv"
+    stalls.write_text("\n".join(rows) + "\n")
+    ray = tmp_path / "raytracer.csv"
+    shutil.copy(DATA / "usl" / "raytracer.csv", ray)
+    trace = tmp_path / "trace.jsonl"
+    r = run_corecast("stat", "-c", "task_clock,context_switches", "-m", "utilization", "-T", "0.1", "--format", "json",
+                     "-o", trace, "--", lockbench(), "-t", "2", "-n", "2000000", timeout=120)
+    assert r.returncode == 0, r.stderr
+    srv = Server(stalls, ray, trace)
+    try:
+        state = json.loads(js_fetch(browser, srv.url, "/api/state"))
+        ids = {f["name"]: f["id"] for f in state["files"]}
+        browser.get(f"{srv.url}/#predict?file={ids['stalls.csv']}&cores=16,32&method=estima")
+        wait(lambda: js(browser, "return !!(window.corecast.docs.predict)"), 120, "the prediction")
+        want = json.loads(run_corecast("predict", stalls, "--cores", "16,32", "--method", "estima", "--json").stdout)
+        assert js(browser, "return window.corecast.docs.predict.doc") == want
+        band = js(browser, """const d = document.getElementById('predict-plot').data;
+                              const t = d.find(t => /band/.test(t.name)); return [t.y, d[0].y];""")
+        assert band[0] and all(v is not None for v in band[0]) and band[1]
+        cells = [[td.text for td in tr.find_elements("css selector", "td")]
+                 for tr in browser.find_elements("css selector", "table.predictions tbody tr")]
+        assert [c[0] for c in cells] == ["16", "32"]
+        assert [c[1] for c in cells] == [js(browser, "return fmt(arguments[0])", p["time_s"]) for p in want["predictions"]]
+        assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
+        assert browser.find_element("id", "predict-stalls")
+        shot(browser, "predict")
+
+        browser.get(f"{srv.url}/#usl?file={ids['raytracer.csv']}&predict=64")
+        wait(lambda: js(browser, "return !!(window.corecast.docs.usl)"), 60, "the USL fit")
+        want = json.loads(run_corecast("usl", ray, "--predict", "64", "--json").stdout)
+        assert js(browser, "return window.corecast.docs.usl.doc") == want
+        alpha = browser.find_elements("css selector", "table.usl-params tbody tr td")[1].text
+        assert alpha == js(browser, "return fmt(arguments[0])", want["alpha"])
+        shot(browser, "usl")
+
+        browser.get(f"{srv.url}/#replay?file={ids['trace.jsonl']}")
+        wait(lambda: series_points(browser, "task_clock")[0] > 0, 30, "the replayed trace")
+        n_all = series_points(browser, "task_clock")[0]
+        recorded = [json.loads(x) for x in trace.read_text().splitlines()]
+        want_n = sum(1 for x in recorded if x["type"] == "sample" for c in x["counters"] if c["name"] == "task_clock")
+        assert n_all == want_n
+        slider = browser.find_element("id", "replay-slider")
+        js(browser, "arguments[0].value = arguments[0].min; arguments[0].dispatchEvent(new Event('input'))", slider)
+        wait(lambda: 0 < series_points(browser, "task_clock")[0] < n_all, 10, "the slider to go back")
+        shot(browser, "replay")
+    finally:
+        log = srv.stop()
+    assert "Traceback" not in log
+
+
+def js_fetch(browser, url: str, path: str) -> str:
+    browser.get(url + "/")
+    return browser.execute_async_script(
+        "const done = arguments[arguments.length - 1]; fetch(arguments[0]).then(r => r.text()).then(done);", path)
