@@ -165,18 +165,20 @@ _shtab_corecast_sim_defaults_added=0
 
 _shtab_corecast_stat_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
-  "*"{-c,--events}"[an event set (repeat for round-robin sets)]:SPEC:"
+  "*"{-c,--events,--event}"[an event set (repeat for round-robin sets\; perf\'s --event is accepted)]:SPEC:"
   "*"{-V,--virtual}"[virtual counters\: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local]:VIRT,...:"
-  {-T,--interval}"[sampling interval (default 1, at least 0.01)]:SECONDS:"
-  {-S,--per-cpu}"[count per CPU, system-wide]"
+  {-T,--interval}"[sampling interval\: seconds, or 100ms, 0.5s (default 1 s, at least 0.01 s)]:TIME:"
+  "--interval-print[the sampling interval in milliseconds, as perf\'s --interval-print]:MS:"
+  {-S,--per-cpu,--all-cpus}"[count per CPU, system-wide (perf\'s --all-cpus)]"
   {-p,--pid}"[attach to a running process and all its threads]:pid:"
   {-A,--totals}"[print totals only]"
   "*"{-m,--metric}"[derived metric, e.g. ipc\=instr\/cycles (built-ins\: ipc, cpi, mpki, miss_rate, branch_miss_rate, stall_ratio, utilization)]:NAME=EXPR:"
-  {-o,--output}"[write to FILE instead of standard output]:FILE:"
-  "--format[format]:format:(csv json table)"
+  {-o,--output}"[write the report to FILE (default\: standard error, as perf does, so that it never mixes with the measured program\'s own output)]:FILE:"
+  "--format[table (default), csv, or jsonl\: JSON Lines, one object a line (\'json\' is the same)]:format:(csv json jsonl table)"
+  "--field-separator[CSV output with this separator (perf\'s -x\/--field-separator)]:SEP:"
   "--threads[how threads are followed\: \'kernel\' (default) from the kernel\'s task records, so every thread has exact rows however short its life\; \'poll\' finds them in \/proc (no inherited counters\: with hardware events, leaves the PMU\'s counters to the per-thread ones)]:thread_tracking:(kernel poll)"
   "--wake[when the monitor wakes between ticks\: \'records\' at once for each task record (a new thread is picked up as it is created) and for the target\'s end\; \'tick\' only at the ticks (a plain sleep, cheaper\: new threads are picked up at the next tick, exit rows stay exact)\; \'auto\' (default)\: \'tick\' at -T 0.02 or less, else \'records\']:wake:(auto records tick)"
-  "--duration[stop after this long (with -p or -S and no command)]:SECONDS:"
+  "--duration[stop after this long (with -p or -S and no command)]:TIME:"
   "(-)*::command and arguments:"
 )
 

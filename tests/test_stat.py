@@ -148,10 +148,10 @@ def test_stat_attach_follows_new_threads_exactly(cli, progs, tmp_path):
 def test_stat_sleeper_vs_spinner_table(cli, progs):
     r = cli("stat", "-c", "task_clock", "-A", "--", progs["sleeper"])
     assert r.code == 0
-    line = [x for x in r.out.splitlines() if "task_clock" in x][0]
+    line = [x for x in r.err.splitlines() if "task_clock" in x][0]
     sleep_ns = float(line.split()[2])
     r = cli("stat", "-c", "task_clock", "-A", "--", progs["spinner"])
-    line = [x for x in r.out.splitlines() if "task_clock" in x][0]
+    line = [x for x in r.err.splitlines() if "task_clock" in x][0]
     spin_ns = float(line.split()[2])
     assert sleep_ns < 20e6 < 150e6 < spin_ns
 
@@ -159,7 +159,7 @@ def test_stat_sleeper_vs_spinner_table(cli, progs):
 def test_stat_context_switches_of_n_blocks_csv(cli, progs):
     r = cli("stat", "-c", "context_switches", "-T", "0.05", "--format", "csv", "--", progs["yielder"], "100")
     assert r.code == 0, r.err
-    rows = [x.split(",") for x in r.out.splitlines()[1:]]
+    rows = [x.split(",") for x in r.err.splitlines()[1:]]
     total = sum(float(x[10]) for x in rows if x[9] == "context_switches" and x[10])
     assert 100 <= total <= 115
 
@@ -167,23 +167,23 @@ def test_stat_context_switches_of_n_blocks_csv(cli, progs):
 def test_stat_table_layout_and_unsupported_is_dash(cli, progs):
     r = cli("stat", "-c", "instr,task_clock", "-T", "0.1", "--", progs["sleeper"])
     assert r.code == 0
-    lines = r.out.splitlines()
+    lines = r.err.splitlines()
     assert lines[0] == "[Event-to-counter mappings]"
     assert lines[1].startswith("pmc0=instr") and lines[2].startswith("pmc1=task_clock")
     i = lines.index("[Event counts]")
     assert lines[i + 1].split()[:6] == ["nsample", "time_s", "pid", "tid", "event", "pmc0"]
     data = [x.split() for x in lines[i + 2:] if x.strip() and x.split()[0].isdigit()]
     assert data and all(d[4] in ("tick", "exit") for d in data)
-    if "not supported" in r.out:
+    if "not supported" in r.err:
         assert all(d[5] == "-" for d in data)        # never 0 for what could not be counted
-        assert "<not supported>" in r.out
+        assert "<not supported>" in r.err
 
 
 def test_stat_round_robin_sets(cli, progs):
     r = cli("stat", "-c", "task_clock", "-c", "context_switches,page_faults", "-T", "0.05", "--format", "json",
             "--", progs["spinner"])
     assert r.code == 0
-    samples = [json.loads(x) for x in r.out.splitlines() if '"sample"' in x]
+    samples = [json.loads(x) for x in r.err.splitlines() if '"sample"' in x]
     sets = [s["set"] for s in samples]
     assert set(sets) == {0, 1}
     assert all(b == (a + 1) % 2 for a, b in zip(sets, sets[1:]))      # one thread: strict alternation
@@ -200,7 +200,7 @@ def test_stat_attach_to_running_process(cli, progs):
     finally:
         p.wait()
     assert r.code == 0, r.err
-    samples = [json.loads(x) for x in r.out.splitlines() if '"sample"' in x]
+    samples = [json.loads(x) for x in r.err.splitlines() if '"sample"' in x]
     assert samples and samples[-1]["sample_type"] == "exit"
     assert sum(c["value"] or 0 for s in samples for c in s["counters"]) > 50e6
 
@@ -209,7 +209,7 @@ def test_stat_ebs_real(cli, progs):
     r = cli("stat", "-c", "task_clock:ebs=20000000,page_faults", "--format", "json", "-T", "0.1",
             "--", progs["spinner"])
     assert r.code == 0, r.err
-    samples = [json.loads(x) for x in r.out.splitlines() if '"sample"' in x]
+    samples = [json.loads(x) for x in r.err.splitlines() if '"sample"' in x]
     ebs = [s for s in samples if s["sample_type"] == "ebs"]
     assert 6 <= len(ebs) <= 20
     assert samples[-1]["sample_type"] == "exit"
@@ -219,7 +219,7 @@ def test_stat_metrics(cli, progs):
     r = cli("stat", "-c", "task_clock,context_switches", "-m", "utilization", "-m", "cs_per_ms=context_switches/(task_clock/1e6)",
             "-T", "0.1", "--format", "json", "--", progs["spinner"])
     assert r.code == 0, r.err
-    samples = [json.loads(x) for x in r.out.splitlines() if '"sample"' in x]
+    samples = [json.loads(x) for x in r.err.splitlines() if '"sample"' in x]
     utils = [s["metrics"]["utilization"] for s in samples if s["sample_type"] == "tick"]
     assert utils and all(u is None or 0 <= u <= 1.2 for u in utils)
 
@@ -243,9 +243,9 @@ def test_stat_user_errors(cli, args, msg):
 
 def test_stat_failing_command_keeps_rows(cli, progs):
     r = cli("stat", "-c", "task_clock", "-T", "0.05", "--", "sh", "-c", "sleep 0.12; exit 3")
-    assert r.code == 0
+    assert r.code == 3                                  # the command's status, as perf gives it
     assert "exited with status 3" in r.err
-    assert "exit" in r.out and "[Totals]" in r.out
+    assert "exit" in r.err and "[Totals]" in r.err
 
 
 def test_events_command(cli):
@@ -1052,13 +1052,13 @@ def test_stat_sigterm_ends_with_every_row_and_the_totals(progs, tmp_path):
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 0, err
+    assert p.returncode == 128 + 15, err               # the command's end, as perf reports it
     text = out.read_text()
     assert "[Totals]" in text and "note: stopped by SIGTERM (passed on to the command)" in text
     data = [x.split() for x in text.splitlines() if x.strip() and x.split()[0].isdigit()]
     assert len(data) >= 20 and data[-1][4] == "exit"
     assert [int(d[0]) for d in data] == list(range(1, len(data) + 1))
-    assert "exited with status -15" in err
+    assert "was ended by SIGTERM" in err
     lines = text.splitlines()
     total = float([x for x in lines[lines.index("[Totals]"):] if x.startswith("pmc0")][0].split()[2])
     assert sum(float(d[5]) for d in data) == pytest.approx(total, rel=1e-9)
@@ -1068,7 +1068,46 @@ def test_stat_wake_option(cli, progs):
     r = cli("stat", "-c", "task_clock", "-T", "0.01", "--wake", "records", "--format", "json", "--",
             progs["spin_ms"], "60")
     assert r.code == 0, r.err
-    samples = [json.loads(x) for x in r.out.splitlines() if '"sample"' in x]
+    samples = [json.loads(x) for x in r.err.splitlines() if '"sample"' in x]
     assert samples and samples[-1]["sample_type"] == "exit"
     r = cli("stat", "-c", "task_clock", "--wake", "never", "--", "true")
     assert r.code == 2
+
+
+# ---------------------------------------------------------------- for perf's users (issue 15)
+def test_report_goes_to_stderr_and_exit_status_is_the_commands(tmp_path):
+    """`stat --format csv -- echo hello > x.csv` put "hello" in the CSV; `stat -- sh -c 'exit 7'`
+    exited 0. As perf: the report on stderr (or -o), corecast's status the command's."""
+    r = subprocess.run([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "--format", "csv", "--",
+                        "sh", "-c", "echo hello; exit 7"], capture_output=True, text=True)
+    assert r.returncode == 7
+    assert r.stdout == "hello\n"
+    assert r.stderr.startswith("nsample,time_s,pid") and "task_clock" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "--", "sh", "-c", "kill -9 $$"],
+                       capture_output=True, text=True)
+    assert r.returncode == 128 + 9 and "was ended by SIGKILL" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-e", "task_clock"], "-e is perf's spelling; did you mean -c"),
+    (["-I", "100"], "-I is perf's spelling; did you mean -T"),
+    (["-x", ","], "--field-separator"),
+    (["-a"], "did you mean -S (or --all-cpus)"),
+    (["-T", "nan"], "is not an interval"),
+    (["-T", "-1"], "is not an interval"),
+    (["-c", "task_clock", "-o", "/nonexistent/x.csv"], "-o /nonexistent/x.csv: cannot write"),
+    (["-c", "task_clock", "--field-separator", ";;"], "one character"),
+])
+def test_perf_spellings_and_mistakes(cli, args, message):
+    r = cli("stat", *args, "--", "true")
+    assert r.code == 2 and message in r.err and "Traceback" not in r.err
+
+
+def test_perf_long_spellings_and_units(cli):
+    r = cli("stat", "--event", "task_clock", "--interval-print", "50", "--field-separator", ";", "--", "sleep", "0.2")
+    assert r.code == 0, r.err
+    rows = [x.split(";") for x in r.err.splitlines() if x and x[0].isdigit()]
+    ticks = [x for x in rows if x[6] == "tick"]
+    assert len(ticks) >= 2 and rows[-1][9] == "task_clock"
+    r2 = cli("stat", "-c", "task_clock", "-T", "50ms", "--format", "jsonl", "--", "sleep", "0.2")
+    assert r2.code == 0 and all(json.loads(x) for x in r2.err.splitlines() if x.startswith("{"))

@@ -59,8 +59,8 @@ def test_c_regions_written_and_loaded(cprog, tmp_path):
 def test_stat_reads_regions_of_its_command(cli, cprog):
     r = cli("stat", "-c", "task_clock", "-A", "--", cprog)
     assert r.code == 0, r.err
-    assert "[Regions]" in r.out
-    line = [l for l in r.out.splitlines() if l.startswith("nap")][0]
+    assert "[Regions]" in r.err
+    line = [l for l in r.err.splitlines() if l.startswith("nap")][0]
     assert line.split()[1] == "5"
 
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 
 from ..collect.events import resolve
@@ -36,22 +38,57 @@ See `corecast events`.
 """
 
 
+def interval(text: str) -> float:
+    """-T / --interval: seconds, or with a unit: 100ms, 0.1s, 250us."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an interval (e.g. 0.5, 100ms, 2s)")
+    v = float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[m.group(2)]
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive interval")
+    return v
+
+
+def interval_ms(text: str) -> float:
+    """perf's --interval-print: milliseconds."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number of milliseconds")
+    return v / 1000.0
+
+
+#: perf's short options and what corecast stat calls them (PMCTrack's letters are kept).
+PERF_LETTERS = {"-e": "-c (or --event)", "-I": "-T (or --interval-print MS)", "-x": "--field-separator SEP",
+                "-a": "-S (or --all-cpus)"}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", "--events", action="append", default=[], metavar="SPEC",
-                   help="an event set (repeat for round-robin sets)")
+    p.add_argument("-c", "--events", "--event", action="append", default=[], metavar="SPEC",
+                   help="an event set (repeat for round-robin sets; perf's --event is accepted)")
     p.add_argument("-V", "--virtual", action="append", default=[], metavar="VIRT,...",
                    help="virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, "
                         "psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local")
-    p.add_argument("-T", "--interval", type=float, default=1.0, metavar="SECONDS",
-                   help=f"sampling interval (default 1, at least {MIN_INTERVAL})")
-    p.add_argument("-S", "--per-cpu", action="store_true", help="count per CPU, system-wide")
+    p.add_argument("-T", "--interval", type=interval, default=1.0, metavar="TIME",
+                   help=f"sampling interval: seconds, or 100ms, 0.5s (default 1 s, at least {MIN_INTERVAL} s)")
+    p.add_argument("--interval-print", type=interval_ms, dest="interval", metavar="MS",
+                   help="the sampling interval in milliseconds, as perf's --interval-print")
+    p.add_argument("-S", "--per-cpu", "--all-cpus", action="store_true",
+                   help="count per CPU, system-wide (perf's --all-cpus)")
     p.add_argument("-p", "--pid", type=int, help="attach to a running process and all its threads")
     p.add_argument("-A", "--totals", action="store_true", help="print totals only")
     p.add_argument("-m", "--metric", action="append", default=[], metavar="NAME=EXPR",
                    help="derived metric, e.g. ipc=instr/cycles (built-ins: ipc, cpi, mpki, miss_rate, "
                         "branch_miss_rate, stall_ratio, utilization)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
-    p.add_argument("--format", choices=sorted(WRITERS), default="table")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the report to FILE (default: standard error, as perf does, so that it never "
+                        "mixes with the measured program's own output)")
+    p.add_argument("--format", choices=sorted([*WRITERS, "jsonl"]), default="table",
+                   help="table (default), csv, or jsonl: JSON Lines, one object a line ('json' is the same)")
+    p.add_argument("--field-separator", metavar="SEP", dest="separator",
+                   help="CSV output with this separator (perf's -x/--field-separator)")
     p.add_argument("--threads", choices=["kernel", "poll"], default="kernel", dest="thread_tracking",
                    help="how threads are followed: 'kernel' (default) from the kernel's task records, so "
                         "every thread has exact rows however short its life; 'poll' finds them in /proc "
@@ -62,10 +99,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "thread is picked up as it is created) and for the target's end; 'tick' only at the ticks "
                         "(a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); "
                         "'auto' (default): 'tick' at -T 0.02 or less, else 'records'")
-    p.add_argument("--duration", type=float, metavar="SECONDS",
+    p.add_argument("--duration", type=interval, metavar="TIME",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
+    _perf_hints(p)
+
+
+class _PerfLetter(argparse.Action):
+    """A perf letter that means something else here: refused with what corecast calls it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        parser.error(f"{option_string} is perf's spelling; did you mean {PERF_LETTERS[option_string]}?")
+
+
+def _perf_hints(p: argparse.ArgumentParser) -> None:
+    for letter in PERF_LETTERS:
+        p.add_argument(letter, action=_PerfLetter, nargs="?", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,12 +144,27 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
     if args.duration is not None and args.duration <= 0:
         raise UserError("--duration must be positive")
+    fmt = "json" if args.format == "jsonl" else args.format
+    if args.separator is not None:
+        if args.format not in ("table", "csv"):
+            raise UserError("--field-separator is for CSV output")
+        if len(args.separator) != 1:
+            raise UserError(f"--field-separator {args.separator!r}: one character")
+        fmt = "csv"
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
                   totals_only=args.totals, metrics=metrics, max_duration=args.duration,
                   thread_tracking=args.thread_tracking, wake=args.wake)
-    out = open(args.output, "w") if args.output else sys.stdout
+    if args.output:
+        try:
+            out = open(args.output, "w")
+        except OSError as err:
+            raise UserError(f"-o {args.output}: cannot write: {err.strerror}") from None
+    else:
+        out = sys.stderr
     try:
-        writer = WRITERS[args.format](out, mon)
+        writer = WRITERS[fmt](out, mon)
+        if args.separator is not None:
+            writer.separator = args.separator
         # rows are flushed before the monitor sleeps (at most ~0.1 s after they are measured);
         # SIGINT, SIGTERM and SIGHUP end the run with its last rows and the totals
         rows = mon.run(idle=writer.flush_due, handle_signals=True)
@@ -133,5 +198,16 @@ def run(args: argparse.Namespace) -> int:
                 pass
     status = target.exit_status
     if status is not None and status != 0 and cmd:
-        print(f"corecast stat: note: '{cmd[0]}' exited with status {status}", file=sys.stderr)
+        if status < 0:
+            import signal
+            try:
+                name = signal.Signals(-status).name
+            except ValueError:
+                name = f"signal {-status}"
+            print(f"corecast stat: note: '{cmd[0]}' was ended by {name}", file=sys.stderr)
+        else:
+            print(f"corecast stat: note: '{cmd[0]}' exited with status {status}", file=sys.stderr)
+    if status is not None and cmd:
+        # as perf: corecast's own status is the command's (128 + N when a signal N ended it)
+        return 128 - status if status < 0 else status
     return 0

@@ -1800,9 +1800,10 @@ class CsvWriter(Writer):
 
     FIELDS = ["nsample", "time_s", "pid", "tid", "cpu", "comm", "sample_type", "set", "kind", "name",
               "value", "raw", "enabled_ns", "running_ns", "status", "unit", "message"]
+    separator = ","          # perf's --field-separator
 
     def header(self) -> None:
-        self.w = csv.writer(self.out, lineterminator="\n")
+        self.w = csv.writer(self.out, lineterminator="\n", delimiter=self.separator)
         if not self.mon.totals_only:
             self.w.writerow(self.FIELDS)
 
