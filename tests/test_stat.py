@@ -1111,3 +1111,23 @@ def test_perf_long_spellings_and_units(cli):
     assert len(ticks) >= 2 and rows[-1][9] == "task_clock"
     r2 = cli("stat", "-c", "task_clock", "-T", "50ms", "--format", "jsonl", "--", "sleep", "0.2")
     assert r2.code == 0 and all(json.loads(x) for x in r2.err.splitlines() if x.startswith("{"))
+
+
+def test_attach_totals_count_every_existing_thread(cli):
+    """`stat -p PID -A -c task_clock --duration 1` on a busy process printed 0 ns (perf: ~1 s):
+    the one inherited counter on the main thread did not see the threads that already existed."""
+    prog = ("import threading, time\n"
+            "def spin():\n    while True: pass\n"
+            "for _ in range(2): threading.Thread(target=spin, daemon=True).start()\n"
+            "time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", prog])
+    try:
+        time.sleep(0.5)
+        r = cli("stat", "-p", p.pid, "-A", "-c", "task_clock", "--duration", "1", "--format", "jsonl")
+    finally:
+        p.kill()
+        p.wait()
+    assert r.code == 0, r.err
+    summary = [json.loads(x) for x in r.err.splitlines() if '"summary"' in x][-1]
+    total = summary["sets"][0][0]["value"]
+    assert total is not None and total > 0.3e9          # two spinning threads for a second, on 2 CPUs

@@ -825,8 +825,15 @@ class Monitor:
             self.vsampler.add_threads([tid])
         return ts
 
+    def _one_counter(self) -> bool:
+        """Totals only, counted by one inherited counter on the root: right for a command corecast
+        launches (every thread it will have inherits it), wrong for a process attached with -p,
+        whose threads already exist (an inherited counter sees only its own thread and those
+        created later): those are counted thread by thread and only the totals printed."""
+        return self.totals_only and self.target.kind != "pid"
+
     def _discover(self) -> None:
-        if self.target.kind == "system" or self.per_cpu or self.totals_only or self.tracker is not None:
+        if self.target.kind == "system" or self.per_cpu or self._one_counter() or self.tracker is not None:
             return
         for tid in self.backend.threads(self.target.pid):
             if tid not in self.threads:
@@ -1067,7 +1074,7 @@ class Monitor:
                 if r:
                     r.pid = -1
                     rows.append(r)
-        elif self.totals_only or self.target.kind == "system":
+        elif self._one_counter() or self.target.kind == "system":
             if self.proc_state is not None:
                 r = self._counter_row(self.proc_state, now, "exit" if final else "tick", None, None, interval_ns)
                 if r:
@@ -1219,7 +1226,7 @@ class Monitor:
                     handles = self._open_sets(-1, cpu, False, False)
                     self.cpu_states[cpu] = _ThreadState(-1, f"cpu{cpu}", handles, [None] * len(self.sets))
                 self._check_denied_cpu()
-            elif self.totals_only or tgt.kind == "system":
+            elif self._one_counter() or tgt.kind == "system":
                 if tgt.kind == "system":
                     raise UserError("system-wide counting needs -S (per CPU), or give a command or -p PID")
                 handles = self._open_sets(tgt.pid, -1, True, launched)
