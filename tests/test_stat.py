@@ -531,8 +531,8 @@ class FakePMU:
 
 
 class FakeTarget(Target):
-    def __init__(self, pmu):
-        super().__init__("pid", pid=1)
+    def __init__(self, pmu, kind="pid"):
+        super().__init__(kind, pid=1)
         self.pmu = pmu
 
     def prepare(self):
@@ -556,8 +556,8 @@ def sw(name):
     return EventSpec(name=name, type=abi.PERF_TYPE_SOFTWARE, config=1, unit="ns")
 
 
-def run_fake(pmu, sets, interval=0.1, **kw):
-    mon = Monitor(sets, FakeTarget(pmu), interval=interval, backend=pmu, discover_period=0.01, **kw)
+def run_fake(pmu, sets, interval=0.1, target_kind="pid", **kw):
+    mon = Monitor(sets, FakeTarget(pmu, target_kind), interval=interval, backend=pmu, discover_period=0.01, **kw)
     return mon, list(mon.run())
 
 
@@ -814,7 +814,9 @@ def _row_counts(r):
 FAKE_RUNS = {
     "multiplexed": dict(rates={"a": 1.0, "b": 2.0, "c": 3.0}, life={1: (0, 0.1235)}, sets=[["a", "b", "c"]], k=2,
                         tracker=True),
-    "totals only": dict(rates={"a": 1.0, "b": 2.0}, life={1: (0, 0.1235)}, sets=[["a", "b"]], mon={"totals_only": True}),
+    # totals of a command corecast launched: one inherited counter on the root
+    "totals only": dict(rates={"a": 1.0, "b": 2.0}, life={1: (0, 0.1235)}, sets=[["a", "b"]],
+                        mon={"totals_only": True, "target_kind": "command"}),
     "per cpu": dict(rates={"a": 1.0}, life={1: (0, 0.1235)}, sets=[["a"]], mon={"per_cpu": True, "cpus": [0, 1]}),
     "threads": dict(rates={"a": 1.0}, life={1: (0, 0.155), 2: (0.0315, 0.0825), 3: (0.0605, 0.1405), 4: (0.071, 0.072)},
                     sets=[["a"]], tracker=True),
