@@ -1133,3 +1133,11 @@ def test_attach_totals_count_every_existing_thread(cli):
     summary = [json.loads(x) for x in r.err.splitlines() if '"summary"' in x][-1]
     total = summary["sets"][0][0]["value"]
     assert total is not None and total > 0.3e9          # two spinning threads for a second, on 2 CPUs
+
+
+def test_duration_ends_a_command_that_ignores_sigterm():
+    """`stat --duration 1` never returned when the command ignored SIGTERM: SIGKILL follows."""
+    r = subprocess.run([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "--duration", "0.5", "--",
+                        "sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
+                       capture_output=True, text=True, timeout=60)
+    assert "was ended by SIGKILL" in r.stderr and r.returncode == 128 + 9

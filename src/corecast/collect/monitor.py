@@ -171,6 +171,10 @@ def _parse_cpulist(text: str) -> list[int]:
 # ============================================================================================
 # the target
 
+#: How long a command gets to end on SIGTERM (--duration) before SIGKILL.
+STOP_GRACE_S = 2.0
+
+
 class Target:
     """What is monitored: a command corecast launches, a running process, or the system."""
 
@@ -1507,7 +1511,7 @@ class Monitor:
             self.close()
             if self.target.kind == "command" and self.target.child is not None and \
                     self.target.child.status is None and self.max_duration is not None:
-                self.target.child.kill()
+                self.target.child.stop(grace=STOP_GRACE_S)     # SIGKILL if SIGTERM is ignored
             self.target.finish()
 
     # ---------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import select
 import signal
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -1069,6 +1070,17 @@ class Launched:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
+
+    def stop(self, grace: float = 2.0) -> int:
+        """SIGTERM, then SIGKILL if the child is still there after `grace` seconds (a program that
+        ignores SIGTERM must not keep corecast waiting); returns its status."""
+        self.kill(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.status is None:
+            self.kill(signal.SIGKILL)
+        return self.wait()
 
     def abandon(self) -> None:
         """Tidy up a child that was never started (an error before start)."""
