@@ -246,3 +246,19 @@ def test_failed_creation_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="cannot create the campaign file.*No space left"):
         _create(tmp_path / "n.db")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_locked_by_another_program_is_announced_not_waited_for_in_silence(tmp_path, monkeypatch, capsys):
+    path = make(tmp_path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA journal_mode=DELETE")
+    other.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(store, "LOCK_WAIT_S", 0.5)
+    try:
+        with pytest.raises(UserError, match="still locked by another program after 0.5 s"):
+            store.load_dataset(path)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "is locked by another program" in capsys.readouterr().err
+    assert len(store.load_dataset(path)) == 3                # and read once the lock is gone

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,9 +107,28 @@ class RunRecord:
         return self.status == OK
 
 
+#: How long a campaign file locked by another program is waited for.
+LOCK_WAIT_S = 30.0
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    con = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-    con.execute("PRAGMA busy_timeout=30000")
+    """A connection that waits for a file another program has locked -- after saying so once
+    on stderr, never in silence -- and gives up with a UserError after LOCK_WAIT_S."""
+    con = sqlite3.connect(str(path), timeout=0.2, isolation_level=None)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as err:
+        if "locked" not in str(err) and "busy" not in str(err):
+            raise
+        print(f"corecast: {path} is locked by another program (an open transaction); waiting up to "
+              f"{LOCK_WAIT_S:g} s", file=sys.stderr, flush=True)
+        con.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            con.close()
+            raise UserError(f"{path}: still locked by another program after {LOCK_WAIT_S:g} s") from None
+    con.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
     return con
 
 
