@@ -487,7 +487,8 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
     body = lines[data_start:]
     if not body:
         raise UserError(f"{path}: empty file (expected a header such as 'cores,throughput')")
-    reader = csv.reader(body)
+    # strict: an unterminated quote is an error, not a field that swallows the following lines
+    reader = csv.reader(body, strict=True)
     try:
         header = [h.strip() for h in next(reader)]
     except csv.Error as err:
@@ -503,7 +504,7 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
             raise UserError(f"{where(path, hline)}: column '{h}' appears twice in the header")
     values: dict[str, list[float]] = {h: [] for h in header}
     nrows = 0
-    for rec in reader:
+    for rec in _records(reader, path, data_start):
         lineno = data_start + reader.line_num
         if not rec or all(c.strip() == "" for c in rec):
             continue
@@ -530,6 +531,24 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
                    repetition=values.get("repetition"), size=values.get("size"), path=path, **extra)
 
 
+def _records(reader: Any, path: object, data_start: int) -> Iterator[list[str]]:
+    """The reader's records; its errors (an unterminated quote, a field past the csv module's
+    limit) as one line naming where."""
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            msg = str(err)
+            if "field larger than field limit" in msg:
+                msg = f"a field longer than {csv.field_size_limit():,} characters (not a number)"
+            elif "unexpected end of data" in msg or "newline inside string" in msg:
+                msg = "a quote is opened and never closed"
+            raise UserError(f"{path}:{data_start + reader.line_num}: {msg}") from None
+        yield rec
+
+
 def read_json(path: str | Path, text: str | None = None) -> Dataset:
     path = str(path)
     if text is None:
@@ -546,8 +565,11 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
     elif isinstance(doc, dict):
         if "format" in doc and doc["format"] != FORMAT_NAME:
             raise UserError(f"{path}: format '{doc['format']}' is not a corecast dataset")
-        if int(doc.get("version", FORMAT_VERSION)) > FORMAT_VERSION:
-            raise UserError(f"{path}: dataset format version {doc['version']} is newer than this corecast understands")
+        version = doc.get("version", FORMAT_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise UserError(f"{path}: \"version\" must be a whole number (got {json.dumps(version)})")
+        if version > FORMAT_VERSION:
+            raise UserError(f"{path}: dataset format version {version} is newer than this corecast understands")
         meta = doc
         rows = doc.get("rows")
         if rows is None:

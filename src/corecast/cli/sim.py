@@ -187,6 +187,10 @@ def _simulate(args: argparse.Namespace) -> int:
         raise UserError(f"--cores {args.cores}: must be at least 1")
     machine = load_machine(args.machine)
     trace = load(args.trace)
+    if args.chunk < 1:
+        raise UserError(f"--chunk {args.chunk}: at least 1 instruction")
+    if args.warmup < 0:
+        raise UserError(f"--warmup {args.warmup}: 0 or more instructions")
     opts = SimOptions(split=args.split, chunk_instructions=args.chunk,
                       stack=_parse_stack(args.stack),
                       stack_hash=False if args.no_stack_hash else None,
@@ -389,6 +393,12 @@ def _gen(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise UserError(f"-n {args.n}: must be at least 1")
+    if args.stride < 1:
+        raise UserError(f"--stride {args.stride}: at least 1 byte")
+    if not 0.0 <= args.write_fraction <= 1.0:
+        raise UserError(f"--write-fraction {args.write_fraction:g}: between 0 and 1")
+    if args.width < 1:
+        raise UserError(f"--width {args.width}: at least 1")
     ws = _Reader({"working_set": args.working_set}, "--working-set", "").size("working_set")
     if args.kind == "stream":
         recs = synth.stream(args.n, stride=args.stride)

@@ -44,12 +44,15 @@ def fit_options(data: Dataset, *, kernels: str | None = None, checkpoints: int |
         if not (math.isfinite(clock) and 0.01 <= clock <= 100):
             raise UserError(f"--clock {clock:g}: give the clock frequency in GHz (e.g. 2.5)")
         data.machine.nominal_freq_hz = clock * 1e9
+    for value, option in ((freq_ratio, "--freq-ratio"), (size_ratio, "--size-ratio")):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UserError(f"{option} must be a number > 0 (got {value:g})")
     if target_size is not None:
         if size_ratio is not None:
             raise UserError("give --size-ratio or --target-size, not both")
         size_ratio = estima.size_ratio_for(data, target_size)
     opts: dict[str, Any] = dict(kernels=ks, checkpoints=checkpoints, use="all" if refit else "prefix",
-                                size=size, freq_ratio=freq_ratio, size_ratio=size_ratio or 1.0)
+                                size=size, freq_ratio=freq_ratio, size_ratio=1.0 if size_ratio is None else size_ratio)
     if stalls:
         opts["categories"] = [s.strip() for s in stalls.split(",") if s.strip()]
     return opts

@@ -228,6 +228,10 @@ def load_machine(name_or_path: str | Path) -> MachineDescription:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{path}: not valid TOML: {err}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (a machine description is TOML)") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a machine description") from None
     except OSError as err:
         raise UserError(f"{path}: cannot read: {err.strerror}") from None
     return parse_machine(data, str(path))
@@ -249,6 +253,9 @@ def parse_machine(data: Mapping[str, Any], where: str = "<machine>") -> MachineD
     _check_tlbs(tlbs, where)
     braw = r.table("branch", default=None)
     branch = _parse_branch(braw, where) if braw is not None else None
+    if not caches and not tlbs and branch is None:
+        raise UserError(f"{where}: describes no cache, TLB or branch predictor: nothing to simulate "
+                        "(add [[cache]] tables; `corecast sim machines penryn-l5420` shows one)")
 
     pr = _Reader(r.table("penalties", default={}), where, "penalties.")
     pr.check_keys(set(PENALTY_KEYS))

@@ -572,6 +572,10 @@ def load(path: str | Path) -> Trace:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such trace file")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a trace")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"{path}: permission denied")
     if is_trace_file(path):
         return read_trace(path)
     fmt = _guess_format(path)

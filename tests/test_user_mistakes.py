@@ -1,0 +1,60 @@
+"""The audit of user mistakes (issue 15): each ends in one line naming what is wrong and exit
+status 2 -- never "internal error", never a traceback, never a silent acceptance."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = str(ROOT / "data" / "usl" / "specsdm91.csv")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mistakes")
+    (d / "adir").mkdir()
+    (d / "binary.toml").write_bytes(bytes(range(256)) * 4)
+    (d / "bigfield.csv").write_text("cores,throughput\n1,\"" + "x" * 140_000 + "\"\n")
+    (d / "quote.csv").write_text('cores,throughput\n1,"10\n2,20\n')
+    (d / "version.json").write_text('{"format": "corecast-dataset", "version": "abc", "rows": [{"cores": 1, "time_s": 1}]}')
+    (d / "nothing.toml").write_text('name = "x"\nfrequency_hz = 1e9\n')
+    (d / "bad.csv").write_text("cores,throughput\n1,10\n2,19\n4,0\n8,-1\n16,70\n")
+    os.mkfifo(d / "fifo")
+    return d
+
+
+CASES = [
+    # (arguments, with {d} for the folder of the files above, text the one line must hold)
+    (["stat", "-c", "task_clock", "-o", "/nonexistent/x.csv", "--", "true"], "cannot write"),
+    (["stat", "-T", "nan", "-c", "task_clock", "--", "true"], "is not an interval"),
+    (["stat", "-e", "cycles", "--", "true"], "did you mean -c"),
+    (["sim", "{d}/adir", "--machine", "penryn-l5420"], "is a directory"),
+    (["sim", "{d}/adir", "--machine", "{d}/binary.toml"], "not a text file"),
+    (["sim", "{d}/adir", "--machine", "{d}/nothing.toml"], "nothing to simulate"),
+    (["usl", "{d}/bigfield.csv"], "a field longer than"),
+    (["usl", "{d}/quote.csv"], "a quote is opened and never closed"),
+    (["usl", "{d}/version.json"], '"version" must be a whole number'),
+    (["usl", "{d}/fifo"], "empty file"),
+    (["sim", "gen", "stream", "--stride", "-64", "-o", "{d}/s.cctrace"], "--stride -64"),
+    (["sim", "gen", "random", "--write-fraction", "2", "-o", "{d}/w.cctrace"], "--write-fraction 2"),
+    (["sim", "gen", "pingpong", "--threads", "70000", "-o", "{d}/p.cctrace"], "2 to 65,536 threads"),
+    (["predict", SPEC, "--cores", "64", "--size-ratio", "0"], "--size-ratio must be a number > 0"),
+    (["predict", SPEC, "--cores", "64", "--freq-ratio", "-1"], "--freq-ratio must be a number > 0"),
+    (["evaluate", "{d}/bad.csv", "--train-max-cores", "4", "--methods", "usl,timex"], "no method could be evaluated"),
+    (["measure", "--warmup", "-1", "-o", "{d}/x.db", "--", "true"], "--warmup must be 0 or more"),
+    (["measure", "--cores", "1-100000000", "-o", "{d}/y.db", "--", "true"], "cores asked for"),
+    (["usl", SPEC, "--predict", "1-1000000000"], "core counts; at most"),
+    (["predict", SPEC, "--cores", "16", "--target-machine", "sockets=2"], "cores= (per socket) is needed"),
+    (["export", SPEC, "--format", "records", "--metadata", "inline"], "--metadata is for CSV output"),
+]
+
+
+@pytest.mark.parametrize("args, text", CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
+def test_one_line_and_exit_2(cli, files, args, text):
+    r = cli(*[a.replace("{d}", str(files)) for a in args])
+    assert r.code == 2, (r.out, r.err)
+    assert text in r.err
+    assert "internal error" not in r.err and "Traceback" not in r.err
+    assert len([line for line in r.err.splitlines() if "error" in line]) == 1
