@@ -15,9 +15,10 @@ import pytest
 from corecast.collect.events import resolve
 from corecast.collect.events.spec import EventSpec
 from corecast.collect.events import abi
-from corecast.collect.monitor import (CsvWriter, JsonWriter, Monitor, TableWriter, Target, _reading,
-                                      parse_metric, parse_virtual)
-from corecast.collect.ticks import TickBatch
+from corecast.collect.stat import (CsvWriter, JsonWriter, Monitor, TableWriter, Target, parse_metric,
+                                   parse_virtual)
+from corecast.collect.stat.rows import _reading
+from corecast.collect.stat.ticks import TickBatch
 from corecast.collect.perf import (CounterValue, DrainResult, Sample, TaskDrain, TaskRecord, ThreadRead,
                                    TrackerUnavailable, combine_cpus, remainder)
 from corecast.errors import UserError
@@ -112,11 +113,11 @@ def test_stat_child_processes_have_rows_of_their_own(cli, progs, tmp_path):
 
 
 def test_stat_without_task_records_says_so_once_and_polls(cli, progs, tmp_path, monkeypatch):
-    import corecast.collect.monitor as monitor
+    import corecast.collect.stat.backend as backend
 
     def refuse(*a, **k):
-        raise monitor.TrackerUnavailable("test: no ring buffer")
-    monkeypatch.setattr(monitor, "open_tracker", refuse)
+        raise TrackerUnavailable("test: no ring buffer")
+    monkeypatch.setattr(backend, "open_tracker", refuse)
     out = tmp_path / "o.json"
     r = cli("stat", "-c", "task_clock", "-T", "0.05", "--format", "json", "-o", out,
             "--", progs["threads"], "2", "150", "30")
@@ -505,7 +506,7 @@ class FakePMU:
         self._advance_to(self.clock.t + seconds, stop_on_record=bool(fds))
 
     def ticks(self, plan, t0, interval, first, count, target, fds=(), wake=True, rings=()):
-        """The native tick loop's contract (collect/ticks.py) on the virtual clock: with
+        """The native tick loop's contract (collect/stat/ticks.py) on the virtual clock: with
         `wake`, a record (when the ring buffers are watched) or the target's end stops it
         before the next tick; without, both are found right after a tick's reads."""
         out = TickBatch(wake=wake)
@@ -906,7 +907,7 @@ def test_fake_batches_return_to_python_at_least_every_100_ms():
 def test_writer_flushes_when_due_only():
     """Rows are written as they come and flushed before a sleep once FLUSH_PERIOD has passed
     since the last flush; the summary always flushes."""
-    import corecast.collect.monitor as monitor
+    import corecast.collect.stat.writers as monitor
 
     class Out(io.StringIO):
         flushes = 0
@@ -942,7 +943,7 @@ def test_writer_flushes_when_due_only():
 # the native tick loop, for real
 
 def _native():
-    from corecast.collect import ticks
+    from corecast.collect.stat import ticks
     lib = ticks.load()
     assert lib is not None, f"libcorecast_ticks.so did not load: {ticks._lib_error}"
     return ticks.NativeTicks(lib)

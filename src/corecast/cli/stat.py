@@ -7,7 +7,7 @@ import re
 import sys
 
 from ..collect.events import resolve
-from ..collect.monitor import (MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual)
+from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
 from ..region import load as load_regions
 

@@ -388,7 +388,7 @@ class Dashboard:
 def _virtual_counters() -> list[dict[str, Any]]:
     """The virtual counters `stat -V` knows (name, unit, scope, description)."""
     try:
-        from ..collect.monitor import VIRTUAL_COUNTERS
+        from ..collect.stat import VIRTUAL_COUNTERS
     except ImportError:
         return []
     return [{"name": n, "unit": v[0], "scope": v[1], "description": v[2]} for n, v in VIRTUAL_COUNTERS.items()]

@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .events import abi
-from .perf import CounterValue
+from ..events import abi
+from ..perf import CounterValue
 
 Reading = Any           # tuple[int, int, int, int | None] | CounterValue
 
@@ -71,7 +71,7 @@ def load() -> Any:
     if _lib is not None or _lib_error is not None:
         return _lib
     try:
-        from ..native import native_path
+        from ...native import native_path
         lib = C.CDLL(str(native_path("libcorecast_ticks.so")))
         lib.cc_ticks.argtypes = [C.POINTER(_Ticks)]   # a _Ticks passed as is goes by reference
         lib.cc_ticks.restype = C.c_int32
