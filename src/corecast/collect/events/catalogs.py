@@ -1,5 +1,6 @@
 """Backend-stall event catalogs: the fine-grained stall events the stall-based method (ESTIMA)
-counts, per micro-architecture, each with the document it comes from.
+counts, per micro-architecture, each with the document it comes from. The catalogues are data:
+`catalogs/<uarch>.toml` (and `catalogs/mnemonics.toml` for the mnemonics), read here.
 
 Every entry gives the event select, unit mask and counter mask as the vendor documents them,
 and the libpfm4 name that encodes the same event (the test suite checks that both agree, so
@@ -23,7 +24,10 @@ Sources:
 """
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from importlib import resources
+from typing import Any
 
 SOURCES = {
     "INTEL_SDM": "Intel SDM Vol. 3B, Performance-Monitoring Events, and Intel perfmon event lists",
@@ -55,144 +59,49 @@ class StallEvent:
         return f"{self.umask:02X}{self.event:02X}h" if self.umask else f"{self.event:03X}h"
 
 
-def _i(key, event, umask, desc, pfm, cmask=0, aggregate=False):
-    return StallEvent(key, event, umask, desc, pfm, "INTEL_SDM", cmask=cmask, aggregate=aggregate)
+#: The catalogue files: one TOML file per micro-architecture (as perf's pmu-events JSON and
+#: LIKWID's group files are data), and mnemonics.toml; read by `load_catalogs` and `load_mnemonics`.
+CATALOG_DIR = resources.files(__package__) / "catalogs"
+_EVENT_KEYS = {"key", "event", "umask", "cmask", "inv", "edge", "aggregate", "description", "pfm"}
 
 
-# Ice Lake and Golden Cove share these (Golden Cove adds EXE_ACTIVITY.BOUND_ON_LOADS).
-_ICL_FIRST = (
-        _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
-        _i("scoreboard", 0xA2, 0x02, "RESOURCE_STALLS.SCOREBOARD: stalled on serializing operations",
-           "RESOURCE_STALLS:SCOREBOARD"),
-        _i("l1d_miss_stalls", 0xA3, 0x0C, "CYCLE_ACTIVITY.STALLS_L1D_MISS: execution stalls while "
-           "an L1D demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L1D_MISS", cmask=0x0C),
-        _i("l2_miss_stalls", 0xA3, 0x05, "CYCLE_ACTIVITY.STALLS_L2_MISS: execution stalls while an "
-           "L2 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L2_MISS", cmask=0x05),
-        _i("l3_miss_stalls", 0xA3, 0x06, "CYCLE_ACTIVITY.STALLS_L3_MISS: execution stalls while an "
-           "L3 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L3_MISS", cmask=0x06),
-)
-_ICL_STORE_BOUND = (
-        _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
-           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES", cmask=0x02),
-)
-
-CATALOGS: dict[str, tuple[StallEvent, ...]] = {
-    "haswell": (
-        _i("iq_full", 0x87, 0x04, "ILD_STALL.IQ_FULL: cycles the instruction queue is full",
-           "ILD_STALL:IQ_FULL"),
-        _i("resource_any", 0xA2, 0x01, "RESOURCE_STALLS.ANY: allocation stalled for any resource "
-           "(the total of the parts below and more)", "RESOURCE_STALLS:ANY", aggregate=True),
-        _i("rs_full", 0xA2, 0x04, "RESOURCE_STALLS.RS: no eligible reservation-station entry",
-           "RESOURCE_STALLS:RS"),
-        _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
-        _i("rob_full", 0xA2, 0x10, "RESOURCE_STALLS.ROB: reorder buffer full", "RESOURCE_STALLS:ROB"),
-    ),
-    "skylake": (
-        _i("sb_full", 0xA2, 0x08, "RESOURCE_STALLS.SB: store buffer full", "RESOURCE_STALLS:SB"),
-        _i("l1d_miss_stalls", 0xA3, 0x0C, "CYCLE_ACTIVITY.STALLS_L1D_MISS: execution stalls while "
-           "an L1D demand-load miss is outstanding (includes the L2 and L3 cases)",
-           "CYCLE_ACTIVITY:STALLS_L1D_MISS", cmask=0x0C),
-        _i("l2_miss_stalls", 0xA3, 0x05, "CYCLE_ACTIVITY.STALLS_L2_MISS: execution stalls while an "
-           "L2 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L2_MISS", cmask=0x05),
-        _i("l3_miss_stalls", 0xA3, 0x06, "CYCLE_ACTIVITY.STALLS_L3_MISS: execution stalls while an "
-           "L3 demand-load miss is outstanding", "CYCLE_ACTIVITY:STALLS_L3_MISS", cmask=0x06),
-        _i("store_bound", 0xA6, 0x40, "EXE_ACTIVITY.BOUND_ON_STORES: store buffer full and no "
-           "outstanding load", "EXE_ACTIVITY:BOUND_ON_STORES"),
-    ),
-    "icelake": _ICL_FIRST + _ICL_STORE_BOUND,
-    "goldencove": _ICL_FIRST + (
-        _i("load_bound", 0xA6, 0x21, "EXE_ACTIVITY.BOUND_ON_LOADS: execution stalls while the "
-           "memory subsystem has an outstanding load", "EXE_ACTIVITY:BOUND_ON_LOADS", cmask=0x05),
-    ) + _ICL_STORE_BOUND,
-    "fam10h": tuple(StallEvent(k, ev, 0, d, p, "AMD_BKDG_10H") for k, ev, d, p in (
-        ("branch_abort", 0xD2, "Dispatch stall for branch abort to retire", "DISPATCH_STALL_FOR_BRANCH_ABORT"),
-        ("rob_full", 0xD5, "Dispatch stall for reorder buffer full", "DISPATCH_STALL_FOR_REORDER_BUFFER_FULL"),
-        ("rs_full", 0xD6, "Dispatch stall for reservation station full",
-         "DISPATCH_STALL_FOR_RESERVATION_STATION_FULL"),
-        ("fpu_full", 0xD7, "Dispatch stall for FPU full", "DISPATCH_STALL_FOR_FPU_FULL"),
-        ("ls_full", 0xD8, "Dispatch stall for load/store unit full", "DISPATCH_STALL_FOR_LS_FULL"),
-    )),
-}
+def _read(name: str) -> dict[str, Any]:
+    f = CATALOG_DIR / name
+    try:
+        return tomllib.loads(f.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:       # a packaging mistake, not a user's: say where
+        raise ValueError(f"event catalogue {name}: {err}") from None
 
 
-def _amd(src, rows):
-    return tuple(StallEvent(k, ev, um, d, p, src) for k, ev, um, d, p in rows)
+def load_catalogs() -> dict[str, tuple[StallEvent, ...]]:
+    """Every micro-architecture's backend-stall events, from catalogs/<uarch>.toml."""
+    out: dict[str, tuple[StallEvent, ...]] = {}
+    for f in sorted(CATALOG_DIR.iterdir(), key=lambda f: f.name):
+        if not f.name.endswith(".toml") or f.name == "mnemonics.toml":
+            continue
+        d = _read(f.name)
+        src = d["source"]
+        if src not in SOURCES:
+            raise ValueError(f"event catalogue {f.name}: unknown source {src!r}")
+        evs = []
+        for e in d.get("event", []):
+            unknown = set(e) - _EVENT_KEYS
+            if unknown:
+                raise ValueError(f"event catalogue {f.name}: unknown key {sorted(unknown)[0]!r} in {e.get('key')!r}")
+            evs.append(StallEvent(e["key"], int(e["event"]), int(e.get("umask", 0)), e["description"], e.get("pfm"),
+                                  src, cmask=int(e.get("cmask", 0)), inv=bool(e.get("inv", False)),
+                                  edge=bool(e.get("edge", False)), aggregate=bool(e.get("aggregate", False))))
+        out[f.name[:-5]] = tuple(evs)
+    return out
 
 
-_ZEN12_AE = (
-    ("int_prf_full", 0xAE, 0x01, "PMCx0AE[0] integer physical register file resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:INT_PHY_REG_FILE_RSRC_STALL"),
-    ("load_queue_full", 0xAE, 0x02, "PMCx0AE[1] load queue resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:LOAD_QUEUE_RSRC_STALL"),
-    ("store_queue_full", 0xAE, 0x04, "PMCx0AE[2] store queue resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:STORE_QUEUE_RSRC_STALL"),
-    ("int_sched_misc", 0xAE, 0x08, "PMCx0AE[3] integer scheduler miscellaneous resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:INT_SCHEDULER_MISC_RSRC_STALL"),
-    ("taken_branch_buffer_full", 0xAE, 0x10, "PMCx0AE[4] taken branch buffer resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:TAKEN_BRANCH_BUFFER_RSRC_STALL"),
-    ("fp_prf_full", 0xAE, 0x20, "PMCx0AE[5] floating-point register file resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:FP_REG_FILE_RSRC_STALL"),
-    ("fp_sched_full", 0xAE, 0x40, "PMCx0AE[6] floating-point scheduler resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:FP_SCHEDULER_FILE_RSRC_STALL"),
-    ("fp_misc", 0xAE, 0x80, "PMCx0AE[7] floating-point miscellaneous resource unavailable",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:FP_MISC_FILE_RSRC_STALL"),
-)
-_ZEN34_AE = (
-    ("int_prf_full", 0xAE, 0x01, "PMCx0AE[0] integer physical register file resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:INT_PHY_REG_FILE_RSRC_STALL"),
-    ("load_queue_full", 0xAE, 0x02, "PMCx0AE[1] load queue resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:LOAD_QUEUE_RSRC_STALL"),
-    ("store_queue_full", 0xAE, 0x04, "PMCx0AE[2] store queue resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:STORE_QUEUE_RSRC_STALL"),
-    ("taken_branch_buffer_full", 0xAE, 0x10, "PMCx0AE[4] taken branch buffer resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:TAKEN_BRANCH_BUFFER_RSRC_STALL"),
-    ("fp_prf_full", 0xAE, 0x20, "PMCx0AE[5] floating-point register file resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:FP_REG_FILE_RSRC_STALL"),
-    ("fp_sched_full", 0xAE, 0x40, "PMCx0AE[6] floating-point scheduler resource stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:FP_SCHEDULER_RSRC_STALL"),
-    ("fp_flush_recovery", 0xAE, 0x80, "PMCx0AE[7] floating-point flush recovery stall",
-     "DISPATCH_RESOURCE_STALL_CYCLES_1:FP_FLUSH_RECOVERY_STALL"),
-)
-_ZEN34_AF = (
-    ("int_sched0_full", 0xAF, 0x01, "PMCx0AF[0] no tokens for integer scheduler queue 0",
-     "DISPATCH_RESOURCE_STALL_CYCLES_2:INT_SCHEDULER_0_TOKEN_STALL"),
-    ("int_sched1_full", 0xAF, 0x02, "PMCx0AF[1] no tokens for integer scheduler queue 1",
-     "DISPATCH_RESOURCE_STALL_CYCLES_2:INT_SCHEDULER_1_TOKEN_STALL"),
-    ("int_sched2_full", 0xAF, 0x04, "PMCx0AF[2] no tokens for integer scheduler queue 2",
-     "DISPATCH_RESOURCE_STALL_CYCLES_2:INT_SCHEDULER_2_TOKEN_STALL"),
-    ("int_sched3_full", 0xAF, 0x08, "PMCx0AF[3] no tokens for integer scheduler queue 3",
-     "DISPATCH_RESOURCE_STALL_CYCLES_2:INT_SCHEDULER_3_TOKEN_STALL"),
-    ("retire_queue_full", 0xAF, 0x20, "PMCx0AF[5] insufficient retire queue tokens",
-     "DISPATCH_RESOURCE_STALL_CYCLES_2:RETIRE_TOKEN_STALL"),
-)
+def load_mnemonics() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The mnemonics (as catalogs/mnemonics.toml gives them) and their aliases."""
+    d = _read("mnemonics.toml")
+    return list(d.get("mnemonic", [])), dict(d.get("aliases", {}))
 
-CATALOGS.update({
-    "zen1": _amd("AMD_PPR_17H_01", _ZEN12_AE + (
-        ("alu_tokens", 0xAF, 0x10, "PMCx0AF[4] ALU tokens unavailable",
-         "DYNAMIC_TOKENS_DISPATCH_STALLS_CYCLES_0:ALU_TOKEN_STALL"),
-        ("agsq_tokens", 0xAF, 0x20, "PMCx0AF[5] address-generation scheduler queue tokens unavailable",
-         "DYNAMIC_TOKENS_DISPATCH_STALLS_CYCLES_0:AGSQ_TOKEN_STALL"),
-        ("retire_queue_full", 0xAF, 0x40, "PMCx0AF[6] insufficient retire queue tokens",
-         "DYNAMIC_TOKENS_DISPATCH_STALLS_CYCLES_0:RETIRE_TOKEN_STALL"),
-    )),
-    "zen2": _amd("AMD_PPR_17H_31", _ZEN12_AE + (
-        ("alu_tokens", 0xAF, 0x08, "PMCx0AF[3] ALU tokens unavailable",
-         "DISPATCH_RESOURCE_STALL_CYCLES_0:ALU_TOKEN_STALL"),
-    )),
-    "zen3": _amd("AMD_PPR_19H_01", _ZEN34_AE + _ZEN34_AF),
-    "zen4": _amd("AMD_PPR_19H_11", _ZEN34_AE + _ZEN34_AF),
-    "zen5": _amd("AMD_PPR_1AH_02", (
-        ("int_prf_full", 0xAE, 0x01, "PMCx0AE[0] integer physical register file resource stall", None),
-        ("load_queue_full", 0xAE, 0x02, "PMCx0AE[1] lack of load queue tokens", None),
-        ("store_queue_full", 0xAE, 0x04, "PMCx0AE[2] lack of store queue tokens", None),
-        ("taken_branch_buffer_full", 0xAE, 0x10, "PMCx0AE[4] taken branch buffer resource stall", None),
-        ("fp_sched_full", 0xAE, 0x40, "PMCx0AE[6] floating-point non-schedulable queue token stall", None),
-        ("alu_tokens", 0xAF, 0x01, "PMCx0AF[0] ALU tokens unavailable", None),
-        ("agen_tokens", 0xAF, 0x02, "PMCx0AF[1] address-generation tokens unavailable", None),
-        ("ex_flush_recovery", 0xAF, 0x04, "PMCx0AF[2] pending integer execution flush recovery", None),
-        ("retire_queue_full", 0xAF, 0x20, "PMCx0AF[5] retire queue tokens unavailable", None),
-    )),
-})
+
+CATALOGS: dict[str, tuple[StallEvent, ...]] = load_catalogs()
 
 
 def raw_config(vendor: str, event: int, umask: int = 0, cmask: int = 0, inv: bool = False,

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import UserError
 from . import abi
-from .catalogs import CATALOGS, SOURCES, raw_config
+from .catalogs import CATALOGS, SOURCES, load_mnemonics, raw_config
 from .cpu import CpuId, host_cpu, parse_cpu, pfm_pmu_for
 
 SYSFS_PMUS = Path("/sys/bus/event_source/devices")
@@ -138,39 +138,21 @@ def _hc(cache: str, op: str, result: str) -> int:
     return abi.HW_CACHE_IDS[cache] | abi.HW_CACHE_OPS[op] << 8 | abi.HW_CACHE_RESULTS[result] << 16
 
 
-MNEMONICS: dict[str, Mnemonic] = {m.name: m for m in (
-    Mnemonic("instr", "instructions retired", _HW, 1, intel=(0xC0, 0x00), amd=(0xC0, 0x00),
-             amd_fam10h=(0xC0, 0x00)),
-    Mnemonic("cycles", "core cycles, not halted", _HW, 0, intel=(0x3C, 0x00), amd=(0x76, 0x00),
-             amd_fam10h=(0x76, 0x00)),
-    Mnemonic("ref_cycles", "reference cycles, not halted", _HW, 9),
-    Mnemonic("llc_refs", "last-level cache references", _HW, 2, intel=(0x2E, 0x4F),
-             amd_fam10h=(0x4E0, 0xF7)),
-    Mnemonic("llc_misses", "last-level cache misses", _HW, 3, intel=(0x2E, 0x41),
-             amd_fam10h=(0x4E1, 0xF7)),
-    Mnemonic("branches", "branch instructions retired", _HW, 4, intel=(0xC4, 0x00), amd=(0xC2, 0x00),
-             amd_fam10h=(0xC2, 0x00)),
-    Mnemonic("branch_misses", "mispredicted branch instructions retired", _HW, 5, intel=(0xC5, 0x00),
-             amd=(0xC3, 0x00), amd_fam10h=(0xC3, 0x00)),
-    Mnemonic("bus_cycles", "bus cycles", _HW, 6),
-    Mnemonic("frontend_stalls", "cycles the front end delivered nothing (kernel's generic event)", _HW, 7),
-    Mnemonic("l1d_loads", "L1 data cache loads", _HC, _hc("L1-dcache", "loads", "")),
-    Mnemonic("l1d_misses", "L1 data cache load misses", _HC, _hc("L1-dcache", "loads", "misses")),
-    Mnemonic("l1i_misses", "L1 instruction cache misses", _HC, _hc("L1-icache", "loads", "misses")),
-    Mnemonic("dtlb_misses", "data TLB load misses", _HC, _hc("dTLB", "loads", "misses")),
-    Mnemonic("itlb_misses", "instruction TLB misses", _HC, _hc("iTLB", "loads", "misses")),
-    Mnemonic("task_clock", "CPU time of the task (ns)", _SW, abi.SW_TASK_CLOCK, unit="ns"),
-    Mnemonic("cpu_clock", "CPU clock (ns)", _SW, abi.SW_CPU_CLOCK, unit="ns"),
-    Mnemonic("context_switches", "context switches", _SW, 3),
-    Mnemonic("cpu_migrations", "migrations to another CPU", _SW, 4),
-    Mnemonic("page_faults", "page faults", _SW, 2),
-    Mnemonic("minor_faults", "minor page faults", _SW, 5),
-    Mnemonic("major_faults", "major page faults", _SW, 6),
-    Mnemonic("alignment_faults", "alignment faults", _SW, 7),
-    Mnemonic("emulation_faults", "emulation faults", _SW, 8),
-)}
-MNEMONIC_ALIASES = {"instructions": "instr", "ctxsw": "context_switches", "cs": "context_switches",
-                    "migrations": "cpu_migrations", "faults": "page_faults"}
+_TYPES = {"hardware": _HW, "software": _SW, "hw_cache": _HC}
+
+
+def _mnemonics() -> tuple[dict[str, Mnemonic], dict[str, str]]:
+    """The mnemonics of catalogs/mnemonics.toml as Mnemonic objects, and their aliases."""
+    rows, aliases = load_mnemonics()
+    out: dict[str, Mnemonic] = {}
+    for r in rows:
+        config = _hc(*r["cache"]) if r["type"] == "hw_cache" else int(r["config"])
+        out[r["name"]] = Mnemonic(r["name"], r["description"], _TYPES[r["type"]], config, unit=r.get("unit", "count"),
+                                  **{v: tuple(r[v]) for v in ("intel", "amd", "amd_fam10h") if v in r})
+    return out, aliases
+
+
+MNEMONICS, MNEMONIC_ALIASES = _mnemonics()
 BACKEND_STALLS = "backend_stalls"
 
 
