@@ -252,3 +252,18 @@ def test_predict_plot_does_not_refit_auto_members(cli, lock_csv, tmp_path, monke
     r = cli("predict", path, "--cores", CORES, "--method", "usl", "--plot", tmp_path / "q.png")
     assert r.code == 0, r.err
     assert counts == {"usl": 1, "estima": 1, "timex": 1}       # no auto: the others fitted once each
+
+
+def test_throughput_only_table_leaves_out_a_meaningless_time(cli, tmp_path):
+    """A hash map doing 1.3e8 operations/s showed time_s 7.7e-09 'seconds' in the table; the JSON
+    keeps the key (scripts do not break), the table and the HTML report leave it out."""
+    p = tmp_path / "x.csv"
+    p.write_text("cores,throughput\n1,1.3e8\n2,2.5e8\n4,4.6e8\n8,8.1e8\n")
+    r = cli("predict", p, "--cores", "16,32")
+    assert r.code == 0, r.err
+    assert "time_s" not in r.out and "throughput" in r.out
+    r = cli("predict", p, "--cores", "16,32", "--json")
+    assert all("time_s" in x for x in r.json()["predictions"])
+    html = tmp_path / "r.html"
+    r = cli("predict", p, "--cores", "16", "--report", html)
+    assert r.code == 0 and "time_s" not in html.read_text().split("Predictions", 1)[1].split("</table>", 1)[0]

@@ -79,9 +79,17 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
 
 
 # ============================================================================ terminal
+def _time_means_nothing(doc: dict[str, Any]) -> bool:
+    """Throughput-only data with no work per run: its time_s would be 1/throughput (7.7e-09
+    "seconds" for 1.3e8 operations/s), so the table leaves the column out (the JSON keeps it)."""
+    return doc["metric"] == "throughput" and not doc.get("work_per_run")
+
+
 def _prediction_header(doc: dict[str, Any]) -> list[str]:
     metric = doc["metric"]
     x = "runs/s" if doc.get("throughput_unit", "").startswith("runs/s") else "throughput"
+    if _time_means_nothing(doc):
+        return ["cores", x, f"low ({metric})", f"high ({metric})"]
     return ["cores", "time_s", x, f"low ({metric})", f"high ({metric})"]
 
 
@@ -94,6 +102,8 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
         con.print(f"  {doc['reason']}")
     lvl = int(round(100 * doc["level"]))
     rows = [[p["cores"], p["time_s"], p["throughput"], p["low"], p["high"]] for p in doc["predictions"]]
+    if _time_means_nothing(doc):
+        rows = [[r[0], *r[2:]] for r in rows]
     header = _prediction_header(doc)
     tm = doc.get("target_machine")
     if tm:
@@ -288,6 +298,8 @@ def render_html(doc: dict[str, Any], fig: Any | None = None, evaluation: Evaluat
         blocks.append(H.paragraph(doc["reason"]))
     rows = [[p["cores"], T.fmt(p["time_s"]), T.fmt(p["throughput"]), T.fmt(p["low"]), T.fmt(p["high"])]
             for p in doc["predictions"]]
+    if _time_means_nothing(doc):
+        rows = [[r[0], *r[2:]] for r in rows]
     blocks.append(H.section(f"Predictions ({metric} band at {lvl}%)", H.table(_prediction_header(doc), rows)))
     if fig is not None:
         blocks.append(H.section("Plot", H.figure(fig)))
