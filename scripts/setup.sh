@@ -44,14 +44,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import
     rm -f "$stamp"
     # The build backend goes into .venv itself (no isolated build environment each time), so
     # that the build directory stays valid between runs.
-    build_reqs=$("$PY" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+    # The requirements (build backend, dependencies, test extras) are installed first, each
+    # package built the usual way (an sdist such as argparse-manpage in an isolated build
+    # environment); corecast itself then goes in without isolation and without dependencies.
+    reqs=$("$PY" -c 'import tomllib; t = tomllib.load(open("pyproject.toml", "rb"))
+print("\n".join(t["build-system"]["requires"] + t["project"]["dependencies"]
+                + t["project"]["optional-dependencies"]["test"]))')
     echo "setup: installing corecast into .venv (meson builds the C parts in build/)"
     export PATH="$PWD/.venv/bin:$PATH"   # meson and ninja from .venv
-    # shellcheck disable=SC2086
-    .venv/bin/python -m pip install -q --disable-pip-version-check $build_reqs \
-        || { echo "setup: pip install of the build backend failed"; exit 1; }
-    .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
-        -Cbuild-dir=build/editable -e ".[test]" \
+    echo "$reqs" > .venv/.corecast-requirements.txt
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r .venv/.corecast-requirements.txt \
+        || { echo "setup: pip install of corecast's requirements failed"; exit 1; }
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+        -Cbuild-dir=build/editable -e . \
         || { echo "setup: pip install failed"; exit 1; }
     echo "$want" > "$stamp"
 fi
