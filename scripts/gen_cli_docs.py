@@ -10,6 +10,7 @@ parser the command line uses, so nothing is written by hand. The outputs are kep
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -41,6 +42,20 @@ def _version() -> str:
     return __version__
 
 
+_DATE = re.compile(r'^(\.TH .*?) "\d{4}\\-\d\d\\-\d\d"', re.M)
+
+
+def _write_page(path: Path, text: str) -> None:
+    """Write a man page, keeping the date of the page already there when nothing else changed
+    (a regeneration on another day is then no change at all)."""
+    if path.exists():
+        old = path.read_text()
+        m = _DATE.search(old)
+        if m and _DATE.sub(r'\1 "DATE"', old) == _DATE.sub(r'\1 "DATE"', text):
+            text = old
+    path.write_text(text)
+
+
 def generate(out: Path) -> list[Path]:
     import shtab
     written = []
@@ -51,10 +66,10 @@ def generate(out: Path) -> list[Path]:
     top = parser()
     for name, sub in sorted(subparsers(top).items()):
         path = man / f"corecast-{name}.1"
-        path.write_text(man_page(sub, f"corecast {name}"))
+        _write_page(path, man_page(sub, f"corecast {name}"))
         written.append(path)
     path = man / "corecast.1"
-    path.write_text(man_page(parser(), "corecast"))
+    _write_page(path, man_page(parser(), "corecast"))
     written.append(path)
     for shell in ("bash", "zsh"):
         path = comp / f"corecast.{shell}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,6 +206,28 @@ def test_exported_csv_loads_in_pandas_and_round_trips(cli, tmp_path):
     inline = tmp_path / "inline.csv"
     inline.write_text(r.out)
     assert D.load(inline).machine.cpu_model == "X"            # the old form is still read
+
+
+@pytest.mark.parametrize("fmt", ["csv", "records"])
+def test_usl_and_predict_tidy_tables_load_in_pandas(cli, fmt):
+    pd = pytest.importorskip("pandas")
+    data = Path(__file__).resolve().parent.parent / "data" / "usl" / "specsdm91.csv"
+    read = (lambda t: pd.read_csv(io.StringIO(t))) if fmt == "csv" else (lambda t: pd.read_json(io.StringIO(t)))
+    r = cli("usl", data, "--predict", "128,256", "--format", fmt)
+    assert r.code == 0, r.err
+    frame = read(r.out)
+    doc = json.loads(cli("usl", data, "--predict", "128,256", "--json").out)
+    assert len(frame) == len(doc["points"]) + 2                    # one row a measured point and a prediction
+    assert list(frame["kind"]) == ["measured"] * len(doc["points"]) + ["predicted"] * 2
+    assert frame["cores"].tolist()[-2:] == [128, 256]
+    assert frame["throughput"].iloc[0] == pytest.approx(doc["points"][0]["throughput"])
+    r = cli("predict", data, "--cores", "128,256", "--format", fmt)
+    assert r.code == 0, r.err
+    frame = read(r.out)
+    doc = json.loads(cli("predict", data, "--cores", "128,256", "--json").out)
+    assert frame.shape == (2, 7) and frame["cores"].tolist() == [128, 256]
+    assert frame["throughput"].tolist() == pytest.approx([p["throughput"] for p in doc["predictions"]])
+    assert (frame["low"] <= frame["throughput"]).all() and (frame["throughput"] <= frame["high"]).all()
 
 
 def test_csv_with_a_byte_order_mark(tmp_path):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from .. import dataset as ds_mod
 from ..errors import UserError
@@ -78,6 +79,9 @@ def add_arguments(p) -> None:
                    help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
                         "learned from the corpus)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    p.add_argument("--format", choices=("table", "json", "csv", "records"), default=None,
+                   help="table (default), json (= --json: one object), or a tidy table of the rows "
+                        "for data frames: csv, or records (a JSON array of objects)")
     p.add_argument("--plot", metavar="FILE", help="write the prediction plot (.png, .svg or .pdf)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
 
@@ -108,7 +112,10 @@ def run(args) -> int:
         target = (parse_spec(args.target_machine), args.placement, args.smt_yield)
     doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
                               target=target)
-    if args.json:
+    fmt = args.format or ("json" if args.json else "table")
+    if fmt in ("csv", "records"):
+        sys.stdout.write(D.table_text(D.predict_rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         R.render_terminal(doc, terminal.console())

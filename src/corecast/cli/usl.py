@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from .. import dataset as ds_mod
 from ..report import documents as D
@@ -33,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--predict", type=core_list, metavar="CORES",
                    help="also predict throughput at these core counts, e.g. 64,128 or 32-256:2x")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    p.add_argument("--format", choices=("table", "json", "csv", "records"), default=None,
+                   help="table (default), json (= --json: one object), or a tidy table of the rows "
+                        "for data frames: csv, or records (a JSON array of objects)")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png, .svg or .pdf)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
 
@@ -43,7 +47,10 @@ def run(args) -> int:
     data = ds_mod.load(args.file)
     label = str(args.file)
     doc, analysis = D.usl_doc(data, label, metric=args.metric, level=args.level, predict_at=args.predict)
-    if args.json:
+    fmt = args.format or ("json" if args.json else "table")
+    if fmt in ("csv", "records"):
+        sys.stdout.write(D.table_text(D.usl_rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         R.render_terminal(analysis, terminal.console(), label, predict_at=args.predict)
