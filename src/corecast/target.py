@@ -103,6 +103,16 @@ class Position:
     oversubscribed: bool        # more threads than logical CPUs
     runnable: int               # threads that can run at once: min(threads, cpus)
     per_socket: list[int] = field(default_factory=list)   # threads on each socket
+    per_domain: list[int] = field(default_factory=list)   # threads on each NUMA node (sockets if unknown)
+
+    @property
+    def cross_fraction(self) -> float:
+        """The share of pairs of running threads that sit on different NUMA nodes (sockets where
+        the nodes are not known): 0 on one node, towards 1 - 1/k spread evenly over k nodes."""
+        pairs = self.runnable * (self.runnable - 1)
+        if pairs <= 0:
+            return 0.0
+        return 1.0 - sum(k * (k - 1) for k in self.per_domain) / pairs
 
 
 # ------------------------------------------------------------------------------ placement
@@ -134,10 +144,16 @@ def placement(spec: MachineSpec, threads: int, order: str = "compact") -> Positi
     for s, c in slots[:runnable]:
         load[s][c] += 1
     per_socket = [sum(row) for row in load]
+    # NUMA nodes split a socket's cores in equal consecutive blocks (a socket is one node when
+    # the count is unknown or does not divide evenly).
+    nodes = spec.numa_nodes or S
+    per_node = nodes // S if nodes % S == 0 and C % max(nodes // S, 1) == 0 else 1
+    block = C // per_node
+    per_domain = [sum(row[b * block:(b + 1) * block]) for row in load for b in range(per_node)]
     return Position(threads=threads, cores_used=sum(1 for row in load for n in row if n),
                     sockets_used=sum(1 for n in per_socket if n), runnable=runnable,
                     smt_shared=any(n > 1 for row in load for n in row),
-                    oversubscribed=threads > spec.cpus, per_socket=per_socket)
+                    oversubscribed=threads > spec.cpus, per_socket=per_socket, per_domain=per_domain)
 
 
 # ------------------------------------------------------------------------------ reading

@@ -68,7 +68,10 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
     }
     if tgt:
         doc["target_machine"] = {**tgt["machine"], "placement": tgt["placement"], "smt_yield": tgt["smt_yield"],
-                                 "smt_yield_source": tgt["smt_yield_source"]}
+                                 "smt_yield_source": tgt["smt_yield_source"],
+                                 "measured_machine": tgt.get("measured_machine"),
+                                 "cross_domain_cost": tgt.get("cross_domain_cost"),
+                                 "cross_domain_source": tgt.get("cross_domain_source")}
     if method == "auto":
         doc["chosen"] = list(p.params.get("chosen", []))
         doc["reason"] = p.params.get("reason")
