@@ -46,6 +46,9 @@ _shtab_corecast_evaluate_options=(
   "--kernels[kernels (\'paper\' for ESTIMA\'s six)]:NAMES:"
   "--checkpoints[checkpoints for kernel selection]:C:"
   "--refit[refit selected kernels on all training points]"
+  "--target-machine[the machine the data were measured on, as predict reads it\: every method is fitted on effective cores and predicts the held-out threads\' (SMT, oversubscription, NUMA crossing)\; with --corpus, \'source\' takes each source\'s machine from its source.toml]:SPEC:"
+  "--placement[with --target-machine SPEC\: how the threads were laid out (default compact)]:placement:(compact spread smt-last)"
+  "--leave-one-source-out[with --corpus\: auto\'s priors learned from the other sources only, source by source]"
   "--json[print a JSON object instead of tables]"
   ":Dataset (CSV, JSON or campaign file):"
 )
@@ -123,6 +126,8 @@ _shtab_corecast_predict_options=(
   "--refit[refit the selected kernel on all points (default\: keep the fit validated on the checkpoints)]"
   "--target-machine[predict for this machine\: a bundled name (e.g. epyc-9654-2s), a TOML file, \`corecast calibrate\`\'s JSON, \`lstopo --of xml\` or \`lscpu \[-J\]\` output, or sockets\=2,cores\=32,smt\=2\[,ghz\=2.4\] \/ cpus\=64]:SPEC:"
   "--placement[how threads are laid out on the target (default compact\: a socket\'s cores, then its SMT siblings, then the next socket)]:placement:(compact spread smt-last)"
+  "--measured-machine[the machine the data were measured on, in the same forms as --target-machine, where the file does not record it (a plain CSV\; a campaign records its machine)]:SPEC:"
+  "--measured-placement[how the measured threads were laid out (default\: the campaign\'s --order, else compact)]:measured_placement:(compact spread smt-last)"
   "--smt-yield[what a thread on an SMT sibling adds, as a share of a core (default\: the prior learned from the corpus)]:Y:"
   "--json[print a JSON object instead of tables]"
   "--format[table (default), json (\= --json\: one object), or a tidy table of the rows for data frames\: csv, or records (a JSON array of objects)]:format:(table json csv records)"
