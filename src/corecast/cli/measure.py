@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from ..collect.runner import Interrupted, RichReporter, Reporter, render_summary
     from ..errors import UserError
     from ..report.documents import campaign_summary
-    from ..store import load_dataset
+    from ..dataset import read_campaign
 
     command = list(args.program or [])
     if command and command[0] == "--":
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         setup.close()
-    ds = load_dataset(args.output)
+    ds = read_campaign(args.output)
     failed = [r for r in records if r.status != "ok"]
     if args.json:
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))

@@ -954,7 +954,7 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
     pending: list[tuple[str, str]] = []
     counters = _counter_plan(events, lambda key, text: pending.append((key, text)))
     machine = machine_info(topo)
-    camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine,
+    camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine.to_dict(),
                            topology=topo.to_dict())
     try:
         runner = Runner(cfg, camp, reporter=reporter, counters=counters, nominal_hz=machine.nominal_freq_hz)
