@@ -192,17 +192,7 @@ def _read_inputs(args: argparse.Namespace):
     from ..model import cpi
     if args.mpki:
         return cpi.load_mpki(args.mpki), "mpki", args.mpki
-    path = Path(args.sim)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: not valid JSON (expected `corecast sim --json` output): "
-                        f"{err.msg}") from None
-    return cpi.inputs_from_sim(doc, str(path), baseline_cpi=args.baseline_cpi), "sim", args.sim
+    return cpi.load_sim(args.sim, baseline_cpi=args.baseline_cpi), "sim", args.sim
 
 
 def _default_cores(machine: Any) -> list[int]:
