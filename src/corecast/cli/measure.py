@@ -59,13 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from ..collect import runner as api
-    from ..collect.runner import Interrupted, RichReporter, Reporter, render_summary
-    from ..errors import UserError
-    from ..report.documents import campaign_summary
+    from ..collect.runner import Interrupted, Reporter
     from ..dataset import read_campaign
+    from ..errors import UserError
+    from ..report.campaign import RichReporter, render_summary, summary_console
+    from ..report.documents import campaign_summary
 
     command = list(args.program or [])
     if command and command[0] == "--":
@@ -96,10 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
     else:
-        console = Console(highlight=False)
-        if not console.is_terminal:
-            console = Console(highlight=False, width=200)
-        render_summary(ds, console)
+        render_summary(ds, summary_console())
         if failed:
             print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
                   f"(see `corecast export {args.output}`)")

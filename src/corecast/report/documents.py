@@ -115,7 +115,7 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
 
 def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:
     """`corecast measure --json`: the campaign's summary per core count."""
-    from ..collect.runner import summary_rows
+    from .campaign import summary_rows
 
     return {"campaign": path, "command": data.command, "runs": len(data),
             "failed": len([f for f in data.notes.get("failed_runs", [])]),
