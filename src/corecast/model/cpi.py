@@ -21,9 +21,10 @@ Queueing models (`corecast.model.queueing`) turn the per-core service time into 
 a response-time target (M/M/1 per core, M/M/c shared queue) or under a closed-loop load
 generator (the machine-repairman model, which exact MVA reproduces).
 
-This module takes plain values (penalty tables, frequencies, event rates): it never reads a
-machine description or a simulator result itself -- `corecast.cli.throughput` does that and
-passes the numbers in. `load_mpki` reads the small `--mpki` input format (TOML, JSON or CSV).
+This module takes plain values (penalty tables, frequencies, event rates) and never reads a
+machine description: `corecast.model.throughput` puts a machine's penalties together with
+the inputs. It reads the inputs: `load_mpki` the small `--mpki` format (TOML, JSON or CSV),
+`load_sim` a `corecast sim --json` result (through `corecast.sim.result`).
 """
 from __future__ import annotations
 
