@@ -454,6 +454,14 @@ def _pow2(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 
 
+
+def parse_size(text: str | int, where: str, key: str = "size") -> int:
+    """A size a person typed ("32KiB", "6MiB", "4096") in bytes; a mistake names `where`."""
+    v: Any = text.strip() if isinstance(text, str) else text
+    if isinstance(v, str) and v.isdigit():
+        v = int(v)
+    return _Reader({key: v}, where, "").size(key)
+
 class _Reader:
     """Typed access to one TOML table with errors naming file and key."""
 
