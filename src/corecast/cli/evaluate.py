@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import dataset as ds_mod
+from ..model import corpus as C
 from ..model import evaluate as E
 from ..model import predictors
 from ..errors import UserError
@@ -80,7 +81,6 @@ def run(args) -> int:
 
 
 def _corpus(args) -> int:
-    from ..model import corpus as C
     if args.file:
         raise UserError("give either a file or --corpus, not both")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None

@@ -7,6 +7,13 @@ import json
 import shlex
 import sys
 
+from ..collect import runner as api
+from ..collect.runner import Interrupted, Reporter
+from ..dataset import read_campaign
+from ..errors import UserError
+from ..report.campaign import RichReporter, render_summary, summary_console
+from ..report.documents import campaign_summary
+
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
 DESCRIPTION = """\
@@ -59,13 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..collect import runner as api
-    from ..collect.runner import Interrupted, Reporter
-    from ..dataset import read_campaign
-    from ..errors import UserError
-    from ..report.campaign import RichReporter, render_summary, summary_console
-    from ..report.documents import campaign_summary
-
     command = list(args.program or [])
     if command and command[0] == "--":
         command = command[1:]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
 from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser
@@ -257,7 +258,6 @@ def _mrc(args: argparse.Namespace) -> int:
         except ValueError:
             raise UserError(f"--assoc {args.assoc}: give full or a number of ways") from None
     if args.plot:
-        from ..report.plots import check_plot_path
         check_plot_path(args.plot)
     tr = load(args.trace)
     res = mrc.analyse(tr.chunks(1 << 20), sizes=sizes, line=args.line, accesses=args.accesses,
@@ -267,7 +267,6 @@ def _mrc(args: argparse.Namespace) -> int:
     else:
         R.render_terminal(res, console())
     if args.plot:
-        from ..report.plots import save
         save(R.figure(res, f"miss-rate curve: {Path(args.trace).name}"), args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.output:

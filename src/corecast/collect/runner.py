@@ -20,6 +20,9 @@ Each run:
   categories and run-queue delay, PSI totals, and perf counters where the perf layer is there;
 - is committed to the campaign file as soon as it finishes, whatever its outcome: a failing
   run is stored with its status, exit status and the tail of its stderr, and reported.
+
+The perf layer (corecast.collect.perf) is imported when counters are planned, so that a
+machine where it cannot load still measures, without counters (`_counter_plan`).
 """
 from __future__ import annotations
 
@@ -37,10 +40,13 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..dataset import ColumnInfo
 from ..errors import UserError
+from ..native import native_path
 from ..store import OK, Campaign, RunRecord
 from . import plugins as plug
 from . import shim as shimmod
-from .topology import format_cpulist
+from . import sources
+from .events import backend_stall_events, resolve
+from .topology import format_cpulist, machine_info, order_cpus, parse_core_counts, read_topology
 
 TAIL_LINES = 20
 TAIL_CHARS = 4000
@@ -122,7 +128,6 @@ def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
     if found:
         return found
     if name.startswith("corecast-"):
-        from ..native import native_path
         try:
             p = native_path(name)
         except UserError:
@@ -140,7 +145,6 @@ PSI_COLUMNS = {"psi_cpu_some_s": ("cpu", "some"), "psi_memory_some_s": ("memory"
 def psi_totals() -> tuple[dict[str, float | None], str | None]:
     """PSI stall-time totals (seconds) for the columns in PSI_COLUMNS (None where unavailable),
     and why PSI is unavailable, if it is (corecast.collect.sources reads them)."""
-    from . import sources
     got = sources.psi()
     if not got:
         return {c: None for c in PSI_COLUMNS}, getattr(got, "reason", "PSI unavailable")
@@ -154,7 +158,6 @@ def psi_totals() -> tuple[dict[str, float | None], str | None]:
 
 def read_task_schedstats(pid: int) -> dict[int, tuple[int, int]]:
     """{tid: (run ns, run-queue delay ns)} of every live thread of `pid`."""
-    from . import sources
     return {tid: (s.run_ns, s.wait_ns) for tid, s in sources.process_schedstat(pid).items()}
 
 
@@ -256,7 +259,6 @@ class Runner:
             rx = DEFAULT_THROUGHPUT
         self.throughput_rx = plug.compile_number_regex(rx, "--throughput") if rx else None
         self.throughput_label = rx
-        from ..native import native_path
         self.launcher = str(native_path("corecast-launch"))
         if config.shim:
             shimmod.check_available()
@@ -686,27 +688,26 @@ class PerfCounterPlan:
     family's backend-stall events when the PMU allows, and the user's --events."""
 
     def __init__(self, extra: str | None, notice: Callable[[str, str], None]):
-        from . import events
         self.notice = notice
         self.specs: list[Any] = []
         self.columns: dict[str, tuple[str, str, str | None, str]] = {}   # event -> (column, kind, unit, origin)
-        for sp in events.resolve(SOFTWARE_EVENTS):
+        for sp in resolve(SOFTWARE_EVENTS):
             col, kind, unit = SOFTWARE_COLUMNS[sp.name]
             self._add(sp, col, kind, unit, "perf software event")
         self.tracepoints_missing: list[str] = []
         for tp in TRACEPOINTS:
             try:
-                (sp,) = events.resolve(tp)
+                (sp,) = resolve(tp)
             except UserError as err:
                 self.tracepoints_missing.append(f"{tp} ({err})")
                 continue
             self._add(sp, "tp_" + tp.split(":", 1)[1], "counter", "count", "perf tracepoint")
-        stalls = events.backend_stall_events()
+        stalls = backend_stall_events()
         self.stall_reason = getattr(stalls, "reason", None) if not list(stalls) else None
         for sp in stalls:
             self._add(sp, sp.name, "stall", "cycles", "perf backend-stall event")
         if extra:
-            for sp in events.resolve(extra):
+            for sp in resolve(extra):
                 self._add(sp, sp.ident, "counter", sp.unit, f"perf event ({sp.origin})")
         self._said: set[str] = set()
 
@@ -804,7 +805,6 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
             env: Sequence[str] | None = None, threads_per_core: int | None = None,
             no_shim: bool | None = None, cwd: str | None = None) -> Prepared:
     """Check everything, create the campaign file, and return the runner for it."""
-    from .topology import machine_info, order_cpus, parse_core_counts, read_topology
     reporter = reporter or Reporter()
     if not command:
         raise UserError("no command to measure")
@@ -835,7 +835,6 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
 
 def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
     """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
-    from .topology import machine_info, read_topology
     reporter = reporter or Reporter()
     camp = Campaign.open(output)
     try:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import UserError
+from ..native import native_path
 
 ENV_REPORT = "CORECAST_SHIM_REPORT"
 LIBRARY = "libcorecast_shim.so"
@@ -56,7 +57,6 @@ CATEGORY_HELP = {
 
 
 def library_path() -> Path:
-    from ..native import native_path
     return native_path(LIBRARY)
 
 

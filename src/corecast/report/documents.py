@@ -5,6 +5,9 @@ line and `corecast serve` show the same numbers: `corecast predict --json`, `usl
 Each function takes a loaded Dataset (`corecast.dataset.load`) and the command's options as
 plain values, and returns a dict ready for `json.dumps(..., allow_nan=False)` (and, where the
 command needs it for a plot, the fitted object beside it).
+
+Each function imports the models (and the campaign summary) it calls, for start-up time: the
+predicting methods load scipy and take about a second to import, which `info` never needs.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import UserError
-from . import abi
+from . import abi, pfm
 from .catalogs import CATALOGS, SOURCES, load_mnemonics, raw_config
 from .cpu import CpuId, host_cpu, parse_cpu, pfm_pmu_for
 
@@ -612,7 +612,6 @@ def tracepoint_id(system: str, event: str) -> int | None:
 # libpfm4
 
 def _libpfm(item: str, spec: str, ctx: _Ctx) -> EventSpec | None:
-    from . import pfm
     lib = pfm.load()
     if lib is None:
         return None
