@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import time
 from pathlib import Path
 

@@ -331,10 +331,6 @@ class Campaign:
         except sqlite3.Error as err:
             raise UserError(f"{self.path}: cannot record run {run.slot} ({err})") from None
 
-    def set_columns(self, columns: Iterable[ColumnDescription]) -> None:
-        with self._tx() as con:
-            self._upsert_columns(con, columns)
-
     def _upsert_columns(self, con: sqlite3.Connection, columns: Iterable[ColumnDescription]) -> None:
         for c in columns:
             row = con.execute("SELECT position FROM columns WHERE name = ?", (c.name,)).fetchone()
@@ -350,10 +346,6 @@ class Campaign:
     def add_notice(self, text: str) -> None:
         with self._tx() as con:
             con.execute("INSERT INTO notices(at, text) VALUES (?, ?)", (time.time(), text))
-
-    def update_meta(self, key: str, value: Any) -> None:
-        with self._tx() as con:
-            con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
 
 def half_created(p: Path) -> bool:

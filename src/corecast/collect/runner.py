@@ -26,7 +26,6 @@ machine where it cannot load still measures, without counters (`_counter_plan`).
 """
 from __future__ import annotations
 
-import errno as _errno
 import os
 import re
 import select
@@ -271,16 +270,6 @@ class Runner:
     # ------------------------------------------------------------ the campaign
     def slots(self) -> list[Slot]:
         return plan(self.cfg.cores, self.cfg.reps, self.cfg.warmup)
-
-    def check_program(self) -> None:
-        """Refuse a campaign whose program does not exist, before anything runs."""
-        s = self.slots()[0]
-        sub = placeholders(s.cores, self.cfg.threads_per_core, s.repetition)
-        argv0 = plug.substitute(self.cfg.command[0], sub)
-        env = self._env(sub, None)
-        if find_program(argv0, env, self.cfg.cwd) is None:
-            where = "" if "/" in argv0 else " (not in PATH)"
-            raise UserError(f"program '{argv0}' not found{where}")
 
     def run(self) -> list[RunRecord]:
         slots = self.slots()

@@ -39,7 +39,6 @@ LOCK_PRIMS = ("mutex_lock", "mutex_timedlock", "spin_lock", "rwlock_rdlock", "rw
 BARRIER_PRIMS = ("barrier_wait",)
 COND_PRIMS = ("cond_wait", "cond_timedwait", "sem_wait", "sem_timedwait")
 TRY_PRIMS = ("mutex_trylock", "spin_trylock", "rwlock_tryrdlock", "rwlock_trywrlock", "sem_trywait")
-ALL_PRIMS = LOCK_PRIMS + BARRIER_PRIMS + COND_PRIMS + TRY_PRIMS
 
 CATEGORIES = {
     "lock_wait_cycles": LOCK_PRIMS,

@@ -62,7 +62,6 @@ PENALTY_KEYS = ("l2_hit", "l3_hit", "dram", "itlb_miss", "dtlb_miss", "stlb_hit"
                 "branch_mispredict", "misaligned_load", "coherence_miss")
 
 CACHE_KINDS = ("data", "instruction", "unified")
-REPLACEMENTS = ("lru", "fifo", "random", "plru")
 _REPLACEMENT_ALIASES = {"tree-plru": "plru", "pseudo-lru": "plru", "plru": "plru", "lru": "lru",
                         "fifo": "fifo", "random": "random", "rand": "random"}
 POLICIES = ("inclusive", "exclusive", "victim", "non-inclusive")

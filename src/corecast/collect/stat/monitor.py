@@ -44,7 +44,6 @@ from .virtual import VirtValue, VirtualSampler
 
 
 MIN_INTERVAL = 0.01
-SAMPLE_TYPES = ("tick", "ebs", "exit")
 BATCH_PERIOD = 0.1      # the longest the monitor takes ticks in C without returning to Python
 WAKES = ("auto", "records", "tick")
 TICK_WAKE_MAX = 0.02    # wake="auto": at intervals up to this, look for records at the ticks only
