@@ -7,7 +7,7 @@ import json
 import shlex
 import sys
 
-from ..collect import runner as api
+from ..collect import campaign as api
 from ..collect.runner import Interrupted, Reporter
 from ..dataset import read_campaign
 from ..errors import UserError

@@ -21,8 +21,12 @@ Each run:
 - is committed to the campaign file as soon as it finishes, whatever its outcome: a failing
   run is stored with its status, exit status and the tail of its stderr, and reported.
 
-The perf layer (corecast.collect.perf) is imported when counters are planned, so that a
-machine where it cannot load still measures, without counters (`_counter_plan`).
+Setting a campaign up (its checks, its file) is `corecast.collect.campaign`; the counters it
+opens on every run are `corecast.collect.counters`.
+
+Size: about 640 lines, one subject: a run from its launch to its record. `Runner._execute` is
+one sequence (launch, pin, open the counters, wait with a timeout, kill the group, collect
+every source) that reads best in one piece.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..dataset import ColumnInfo
 from ..errors import UserError
@@ -44,8 +48,7 @@ from ..store import OK, Campaign, RunRecord
 from . import plugins as plug
 from . import shim as shimmod
 from . import sources
-from .events import backend_stall_events, resolve
-from .topology import format_cpulist, machine_info, order_cpus, parse_core_counts, read_topology
+from .topology import format_cpulist
 
 TAIL_LINES = 20
 TAIL_CHARS = 4000
@@ -635,221 +638,3 @@ class _LineReader:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt()
-
-
-# ====================================================================== setting a campaign up
-def parse_env(items: Sequence[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items or []:
-        name, eq, value = it.partition("=")
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise UserError(f"--env: '{it}' is not NAME=VALUE")
-        out[name] = value
-    return out
-
-
-class Prepared:
-    """A campaign ready to run: its file is open (and locked) and its plan is known."""
-
-    def __init__(self, runner: Runner, campaign: Campaign):
-        self.runner = runner
-        self.campaign = campaign
-
-    def run(self) -> list[RunRecord]:
-        return self.runner.run()
-
-    def recorded(self) -> int:
-        return len(self.campaign.done_slots())
-
-    def close(self) -> None:
-        self.campaign.close()
-
-
-SOFTWARE_EVENTS = "task_clock,context_switches,cpu_migrations,page_faults"
-TRACEPOINTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "syscalls:sys_enter_futex")
-SOFTWARE_COLUMNS = {"task_clock": ("task_clock_ns", "cpu", "ns"), "context_switches": ("context_switches", "counter", "count"),
-                    "cpu_migrations": ("cpu_migrations", "counter", "count"), "page_faults": ("page_faults", "counter", "count")}
-
-
-class PerfCounterPlan:
-    """Counters opened on every run through corecast's perf layer (corecast.collect.perf):
-    software events always, scheduler and futex tracepoints when tracefs has them, the CPU
-    family's backend-stall events when the PMU allows, and the user's --events."""
-
-    def __init__(self, extra: str | None, notice: Callable[[str, str], None]):
-        self.notice = notice
-        self.specs: list[Any] = []
-        self.columns: dict[str, tuple[str, str, str | None, str]] = {}   # event -> (column, kind, unit, origin)
-        for sp in resolve(SOFTWARE_EVENTS):
-            col, kind, unit = SOFTWARE_COLUMNS[sp.name]
-            self._add(sp, col, kind, unit, "perf software event")
-        self.tracepoints_missing: list[str] = []
-        for tp in TRACEPOINTS:
-            try:
-                (sp,) = resolve(tp)
-            except UserError as err:
-                self.tracepoints_missing.append(f"{tp} ({err})")
-                continue
-            self._add(sp, "tp_" + tp.split(":", 1)[1], "counter", "count", "perf tracepoint")
-        stalls = backend_stall_events()
-        self.stall_reason = getattr(stalls, "reason", None) if not list(stalls) else None
-        for sp in stalls:
-            self._add(sp, sp.name, "stall", "cycles", "perf backend-stall event")
-        if extra:
-            for sp in resolve(extra):
-                self._add(sp, sp.ident, "counter", sp.unit, f"perf event ({sp.origin})")
-        self._said: set[str] = set()
-
-    def _add(self, sp: Any, col: str, kind: str, unit: str | None, origin: str) -> None:
-        if sp.name in self.columns or any(c[0] == col for c in self.columns.values()):
-            return
-        self.specs.append(sp)
-        self.columns[sp.name] = (col, kind, unit, origin)
-
-    def announce(self) -> None:
-        if self.tracepoints_missing:
-            self.notice("tracepoints", "tracepoints not available, not counted: " + "; ".join(self.tracepoints_missing))
-        if self.stall_reason:
-            self.notice("stall-catalog", f"no backend-stall catalog for this CPU ({self.stall_reason}); "
-                        "software stall sources only")
-
-    def open(self, pid: int) -> "PerfSession":
-        from . import perf
-        cs = perf.open_counters(self.specs, pid=pid, inherit=True, enable_on_exec=True)
-        return PerfSession(self, cs)
-
-
-class PerfSession:
-    def __init__(self, plan: PerfCounterPlan, cs: Any):
-        self.plan = plan
-        self.cs = cs
-
-    def read(self) -> tuple[dict[str, float | None], list[ColumnInfo], dict[str, Any]]:
-        vals: dict[str, float | None] = {}
-        cols: list[ColumnInfo] = []
-        det: dict[str, Any] = {}
-        unsupported_stalls = []
-        for v in self.cs.read():
-            col, kind, unit, origin = self.plan.columns[v.name]
-            sp = v.spec
-            enc = f" [{sp.encoding}]" if sp is not None and getattr(sp, "encoding", None) else ""
-            vals[col] = v.value
-            status = v.status if v.status != "ok" or v.value is not None else "unavailable"
-            desc = (sp.description if sp is not None else None) or None
-            if v.status != "ok" and v.message:
-                desc = f"{desc + '; ' if desc else ''}{v.status}: {v.message}"
-            cols.append(ColumnInfo(name=col, kind=kind, unit=unit, source=f"measured: {origin} {v.name}{enc}, "
-                                   "inherited by every thread and child, counting from exec",
-                                   status=status, description=desc))
-            det[col] = {"event": v.name, "status": v.status, "message": v.message, "raw": v.raw,
-                        "enabled_ns": v.enabled_ns, "running_ns": v.running_ns, "scaled": v.scaled}
-            if kind == "stall" and v.status != "ok":
-                unsupported_stalls.append((v.status, v.message))
-            elif v.status != "ok":
-                self.plan.notice(f"event-{v.name}", f"perf event {v.name}: {v.status}: {v.message}; not counted")
-        if unsupported_stalls:
-            st, msg = unsupported_stalls[0]
-            self.plan.notice("pmu", f"backend-stall events {st} ({msg}): {len(unsupported_stalls)} event(s) "
-                             "recorded as unavailable; carrying on with software stall sources")
-        return vals, cols, det
-
-    def close(self) -> None:
-        self.cs.close()
-
-
-def _counter_plan(events: str | None, notice: Callable[[str, str], None]) -> CounterPlan | None:
-    try:
-        from . import perf  # noqa: F401
-    except ImportError as err:
-        if events:
-            raise UserError(f"--events: perf counters are not available here ({err})") from None
-        return None
-    return PerfCounterPlan(events, notice)
-
-
-def _validate(cfg: CampaignConfig) -> None:
-    plug.load_plugins(cfg.plugins)
-    if cfg.throughput is not None:
-        plug.compile_number_regex(cfg.throughput, "--throughput")
-    if cfg.timeout is not None and not cfg.timeout > 0:
-        raise UserError("--timeout must be a positive number of seconds")
-    if cfg.threads_per_core < 1:
-        raise UserError("--threads-per-core must be at least 1")
-    if cfg.shim:
-        shimmod.check_available()
-    s = plan(cfg.cores, cfg.reps, cfg.warmup)[0]
-    sub = placeholders(s.cores, cfg.threads_per_core, s.repetition)
-    argv0 = plug.substitute(cfg.command[0], sub)
-    env = dict(os.environ)
-    env.update({k: plug.substitute(v, sub) for k, v in cfg.env.items()})
-    if find_program(argv0, env, cfg.cwd) is None:
-        where = "" if "/" in argv0 else " (not in PATH, nor a bundled corecast workload)"
-        raise UserError(f"program '{argv0}' not found{where}")
-
-
-def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = None,
-            cores: str | None = None, reps: int | None = None, warmup: int | None = None,
-            timeout: float | None = None, order: str | None = None, events: str | None = None,
-            throughput: str | None = None, plugin: Sequence[str] | None = None,
-            env: Sequence[str] | None = None, threads_per_core: int | None = None,
-            no_shim: bool | None = None, cwd: str | None = None) -> Prepared:
-    """Check everything, create the campaign file, and return the runner for it."""
-    reporter = reporter or Reporter()
-    if not command:
-        raise UserError("no command to measure")
-    topo = read_topology()
-    cpu_order = order_cpus(topo, order or "socket")
-    counts = parse_core_counts(cores or "pow2", len(cpu_order))
-    cfg = CampaignConfig(command=list(command), cores=counts, reps=3 if reps is None else reps,
-                         warmup=1 if warmup is None else warmup, timeout=timeout, order=order or "socket",
-                         cpu_order=cpu_order, env=parse_env(env), throughput=throughput,
-                         plugins=[str(Path(p).resolve()) for p in plugin or []], shim=not no_shim,
-                         events=events, threads_per_core=1 if threads_per_core is None else threads_per_core,
-                         cwd=str(Path(cwd or os.getcwd()).resolve()))
-    plan(cfg.cores, cfg.reps, cfg.warmup)
-    _validate(cfg)
-    pending: list[tuple[str, str]] = []
-    counters = _counter_plan(events, lambda key, text: pending.append((key, text)))
-    machine = machine_info(topo)
-    camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine.to_dict(),
-                           topology=topo.to_dict())
-    try:
-        runner = Runner(cfg, camp, reporter=reporter, counters=counters, nominal_hz=machine.nominal_freq_hz)
-        runner.attach_notices(counters, pending)
-    except BaseException:
-        camp.close()
-        raise
-    return Prepared(runner, camp)
-
-
-def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
-    """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
-    reporter = reporter or Reporter()
-    camp = Campaign.open(output)
-    try:
-        meta = camp.meta()
-        cfg = CampaignConfig.from_dict(meta.get("config") or {})
-        if not cfg.command:
-            raise UserError(f"{output}: the campaign records no command")
-        if command and list(command) != cfg.command:
-            raise UserError(f"{output}: the campaign measures `{' '.join(cfg.command)}`, not `{' '.join(command)}` "
-                            "(drop the command to resume, or start a new campaign)")
-        usable = set(read_topology().cpus)
-        missing = [c for c in cfg.cpu_order[:max(cfg.cores)] if c not in usable]
-        if missing:
-            raise UserError(f"{output}: the campaign runs on CPU {missing[0]}, which is not usable here")
-        _validate(cfg)
-        machine = machine_info()
-        old = meta.get("machine") or {}
-        if old.get("hostname") not in (None, machine.hostname) or old.get("cpu_model") not in (None, machine.cpu_model):
-            reporter.notice(f"resuming on a different machine ({machine.hostname}, {machine.cpu_model}) than the "
-                            f"campaign started on ({old.get('hostname')}, {old.get('cpu_model')})")
-        pending: list[tuple[str, str]] = []
-        counters = _counter_plan(cfg.events, lambda key, text: pending.append((key, text)))
-        runner = Runner(cfg, camp, reporter=reporter, counters=counters,
-                        nominal_hz=old.get("nominal_freq_hz") or machine.nominal_freq_hz)
-        runner.attach_notices(counters, pending)
-    except BaseException:
-        camp.close()
-        raise
-    return Prepared(runner, camp)
