@@ -5,7 +5,9 @@ import json
 import sys
 
 from .. import dataset as ds_mod
+from ..model import corpus as C
 from ..model import evaluate as E
+from ..model import scorecard
 from ..model import predictors
 from ..errors import UserError
 from ..report import prediction as R
@@ -102,8 +104,6 @@ def run(args) -> int:
 
 
 def _corpus(args) -> int:
-    from ..model import corpus as C
-    from ..model import scorecard
     if args.file:
         raise UserError("give either a file or --corpus, not both")
     if args.target_machine not in (None, "source"):

@@ -12,6 +12,7 @@ from ..report import html as H
 from ..report import plots
 from ..report import prediction as R
 from ..report import terminal
+from ..target import parse_spec
 from ._args import core_list, level
 
 COMMAND = "predict"
@@ -115,7 +116,6 @@ def run(args) -> int:
             raise UserError(f"{opt} is for --target-machine")
     target = measured = None
     if args.target_machine:
-        from ..target import parse_spec
         target = (parse_spec(args.target_machine), args.placement, args.smt_yield)
         measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
     doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,

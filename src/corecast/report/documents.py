@@ -5,6 +5,9 @@ line and `corecast serve` show the same numbers: `corecast predict --json`, `usl
 Each function takes a loaded Dataset (`corecast.dataset.load`) and the command's options as
 plain values, and returns a dict ready for `json.dumps(..., allow_nan=False)` (and, where the
 command needs it for a plot, the fitted object beside it).
+
+Each function imports the models (and the campaign summary) it calls, for start-up time: the
+predicting methods load scipy and take about a second to import, which `info` never needs.
 """
 from __future__ import annotations
 
@@ -124,7 +127,7 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
 
 def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:
     """`corecast measure --json`: the campaign's summary per core count."""
-    from ..collect.runner import summary_rows
+    from .campaign import summary_rows
 
     return {"campaign": path, "command": data.command, "runs": len(data),
             "failed": len([f for f in data.notes.get("failed_runs", [])]),

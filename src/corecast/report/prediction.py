@@ -14,6 +14,7 @@ from ..model.evaluate import Evaluation
 from ..model.series import convert
 from . import html as H
 from . import terminal as T
+from .plots import pyplot
 
 METHOD_COLORS = {"auto": "#1b6ac9", "estima": "#c0392b", "timex": "#2f8f46", "usl": "#8e44ad"}
 
@@ -201,8 +202,6 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
            main: str | None = None) -> Any:
     """Measured points, each method's prediction with its band and a vertical line where the
     measurements end; below, every stall category's measured points and extrapolation."""
-    from .plots import pyplot
-
     plt = pyplot()
     cores = np.asarray(cores, dtype=float)
     measured = np.unique(ds.cores)
