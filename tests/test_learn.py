@@ -51,7 +51,7 @@ def test_the_default_is_the_member_that_extrapolates_best(amdahl_corpus):
 
 def test_priors_round_trip_through_toml():
     p = Priors(default="usl", partner="amdahl", default_weight=0.5, switch_ratio=3.0, coherency_share=0.2,
-               smt_yield=0.3, smt_quartiles=(0.1, 0.5), smt_series=7, cross_domain=0.25, band_growth=0.3,
+               smt_yield=0.3, smt_quartiles=(0.1, 0.5), smt_series=7, cross_domain=0.25, band_growth=0.3, band_growth_two=0.4,
                sources=("x", "y"), series=9, origin="o", scores={"member usl": 12.5})
     back = priors.from_dict(tomllib.loads(p.to_toml()))
     assert back == p and back.scores == {"member usl": 12.5}

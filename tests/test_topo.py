@@ -146,3 +146,22 @@ def test_measured_machine_on_the_command_line_changes_the_fit(cli):
     mapped = cli(*base, "--measured-machine", "xeon-e7-8880v4-4s", "--measured-placement", "spread").json()
     assert plain["predictions"][0]["throughput"] != pytest.approx(mapped["predictions"][0]["throughput"], rel=1e-3)
     assert mapped["target_machine"]["measured_machine"]
+
+
+def test_a_memory_bound_program_meets_the_targets_bandwidth_ceiling():
+    # A run takes 1/n seconds on n cores (perfect scaling) and moves 1 GB: at 10 GB/s per socket
+    # a socket runs at most 10 runs per second, whatever its cores.
+    n = np.array([1, 2, 4, 8], dtype=float)
+    ds = D.Dataset(cores=n, metrics={"time_s": 1.0 / n, "memory_bytes": np.full(4, 1e9)})
+    target = parse_spec("sockets=2,cores=16,smt=1,bandwidth=10")
+    t = fit_for_target(lambda d: predictors.fit("usl", d), ds, target, "compact")
+    assert t.bytes_per_work == 1e9 and "memory_bytes" in t.bytes_source
+    p = t.predict([4, 16, 32])
+    assert p.metric == "time_s"
+    assert 1.0 / p.value == pytest.approx([4.0, 10.0, 20.0], rel=1e-3)   # 4 free; 16 and 32 at the ceiling
+    assert any("memory bandwidth caps the throughput" in w for w in p.warnings)
+    # no memory traffic in the data: said, and no ceiling
+    plain = fit_for_target(lambda d: predictors.fit("usl", d), D.Dataset(cores=n, metrics={"time_s": 1.0 / n}),
+                           target, "compact")
+    assert 1.0 / plain.predict([32]).value[0] == pytest.approx(32.0, rel=1e-3)
+    assert any("no bandwidth ceiling" in w for w in plain.warnings)

@@ -47,7 +47,7 @@ def test_auto_from_two_points_is_the_usl_with_the_corpus_coherency_share():
     from corecast.model.priors import Priors
     n1, n2, x1, x2 = 8.0, 16.0, 100.0, 160.0
     ds = D.Dataset(cores=[n1, n2], metrics={"throughput": [x1, x2]})
-    pri = Priors(coherency_share=0.25, band_growth=0.3)
+    pri = Priors(coherency_share=0.25, band_growth_two=0.3)
     f = auto.fit_dataset(ds, priors=pri)
     assert isinstance(f, auto.PriorBand) and isinstance(f.fitted, twopoint.TwoPointFit)
     # by hand: overhead T at n2 split 3:1 between contention and coherency, through both points

@@ -70,6 +70,10 @@ KNOWN_COLUMNS: dict[str, tuple[str, str]] = {
     "instructions": ("counter", "count"),
     "cycles": ("counter", "count"),
     "task_clock_ns": ("cpu", "ns"),
+    # bytes moved between the cores and memory in a run (resctrl's mbm_total_bytes, uncore or
+    # data-fabric counters), or the bandwidth they make: what a bandwidth ceiling is made from
+    "memory_bytes": ("memory_traffic", "bytes"),
+    "memory_bandwidth_bytes_s": ("memory_traffic", "bytes/s"),
 }
 
 

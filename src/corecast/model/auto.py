@@ -225,7 +225,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                                   **methods.options_for(twopoint.fit_dataset, kw))
         if tp.uses_stalls:
             return tp
-        return PriorBand(tp, float(ts.cores.max()), pri.band_growth)
+        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")

@@ -28,7 +28,8 @@ the same, however many series it has; geometric, so that no single source decide
    errors the corpus' growth counts as), the growth g₀ that makes the 80% band hold 80% of the
    held-out points averaged over the sources (bisection); then the w whose sources' coverages
    lie closest to 80% (the smallest mean absolute deviation): neither far wider nor far
-   narrower anywhere.
+   narrower anywhere. `band_growth_two` likewise on the series fitted on two core counts alone
+   (their band is the corpus' growth only).
 
 `learn` takes the trials of the sources to learn from: `corecast evaluate --corpus
 --leave-one-source-out` learns without each source in turn and scores on it.
@@ -88,7 +89,7 @@ def with_priors(f: Fitted, pri: Priors) -> Fitted:
         tp = f.fitted
         if isinstance(tp, twopoint.TwoPointFit):
             tp = dataclasses.replace(tp, coherency_share=pri.coherency_share)
-        return dataclasses.replace(f, fitted=tp, growth=pri.band_growth)
+        return dataclasses.replace(f, fitted=tp, growth=pri.band_growth_two)
     if isinstance(f, auto.AutoFit):
         finite = {k: v for k, v in f.scores.items() if math.isfinite(v)}
         weights = auto.choose(finite, pri)[0] if finite else {pri.default if pri.default in f.fits else
@@ -284,7 +285,19 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
         scores[f"band_weight {w:g}"] = round(disp, 4)
         if disp < best_d - 1e-9:
             best_w, best_g, best_d = w, g, disp
-    return dataclasses.replace(pri, band_weight=best_w, band_growth=best_g, scores=scores)
+    pri = dataclasses.replace(pri, band_weight=best_w, band_growth=best_g)
+    two = [t for t in trials if isinstance(t.fitted, auto.PriorBand)]
+    g2 = best_g
+    if two:
+        lo, hi = 0.0, 2.0
+        for _ in range(14):
+            mid = 0.5 * (lo + hi)
+            cov = coverage(two, dataclasses.replace(pri, band_growth_two=mid))
+            if not math.isfinite(cov):
+                break
+            lo, hi = (mid, hi) if cov < LEVEL else (lo, mid)
+        g2 = round(0.5 * (lo + hi), 4)
+    return dataclasses.replace(pri, band_growth_two=g2, scores=scores)
 
 
 def _two_point_trial(t: Trial) -> Trial | None:

@@ -20,7 +20,8 @@ beside this module, and re-learned without the held-out source by `corecast eval
   sockets: overheads x (1 + cross_domain x the extra share of thread pairs that cross).
 - `band_growth`: how fast the relative error grows with the log distance of extrapolation, in
   the corpus; a series' own rolling-origin errors are pooled with it (`band_weight` pseudo
-  errors) to give the band.
+  errors) to give the band; `band_growth_two`, the same for a prediction from two core counts
+  (nothing of its own to pool with, and a different regime: learned on those alone).
 
 This module only holds and reads them (no fitting): the learning lives above the methods.
 """
@@ -49,6 +50,7 @@ class Priors:
     cross_domain: float = 0.0
     band_growth: float = 0.25
     band_weight: float = 4.0
+    band_growth_two: float = 0.25
     sources: tuple[str, ...] = ()
     series: int = 0
     train_frac: float = 0.25

@@ -25,6 +25,13 @@ a prior learned from the corpus, or, with a calibration run of the target (`core
 calibrate`), scaled by its measured cross-node over same-node cache-line latency. The band
 widens by the same term taken at zero and at twice its value.
 
+A memory-bound program meets the target's **bandwidth ceiling**: where the data carry the
+program's memory traffic (`memory_bytes` per run with `time_s`, or `memory_bandwidth_bytes_s`
+with `throughput`) and the target's bandwidth is known (`bandwidth=` / the description's
+`memory_bandwidth_gbs_per_socket`, or a calibration run's memory profile), the throughput is
+capped at the bandwidth of the sockets the threads use over the bytes per unit of work (a
+roofline; per socket no more than its threads' per-core bandwidth where calibrated).
+
 Every prediction says which of these were used (`params["target"]`).
 """
 from __future__ import annotations
@@ -117,6 +124,8 @@ class OnTarget(Fitted):
     smt_source: str = ""
     measured_sockets: int | None = None
     measured_desc: str = ""
+    bytes_per_work: float | None = None        # memory traffic per unit of throughput's work
+    bytes_source: str = ""
     method: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -152,6 +161,17 @@ class OnTarget(Fitted):
             low = p.low * self._factor(eff, cross, 2.0 * self.cross_cost)
             high = p.high * self._factor(eff, cross, 0.0)
         warns = list(p.warnings) + list(self.warnings)
+        ceiling = self.ceiling(pos)
+        if ceiling is not None:
+            bound = value > ceiling
+            value = np.minimum(value, ceiling)
+            if low is not None and high is not None:
+                low, high = np.minimum(low, ceiling), np.minimum(high, ceiling)
+            if np.any(bound):
+                i = int(np.argmax(bound))
+                warns.append(f"from {int(cores[i])} threads the target's memory bandwidth caps the throughput "
+                             f"({self.bytes_per_work:.4g} bytes per unit of work, {self.bytes_source}; "
+                             f"{self.bandwidth_source()})")
         over = [int(c) for c, q in zip(cores, pos) if q.oversubscribed]
         spec = self.target.spec
         if over:
@@ -185,6 +205,41 @@ class OnTarget(Fitted):
                          method=p.method, model=p.model + f" on {spec.name or 'the target'}",
                          params=params, warnings=list(dict.fromkeys(warns)))
         return convert(out, p0.metric)
+
+    def bandwidth(self, pos: Sequence[Position]) -> np.ndarray | None:
+        """Memory bandwidth (bytes/s) the threads can draw on the target: each socket's peak
+        for the sockets they use, and per socket no more than its threads' per-core bandwidth
+        where a calibration measured one."""
+        spec = self.target.spec
+        peak = spec.memory_bandwidth_gbs_per_socket
+        mem = (spec.calibration or {}).get("memory") or {}
+        if not peak and isinstance(mem.get("peak_bandwidth_bytes_s_per_socket"), (int, float)):
+            peak = mem["peak_bandwidth_bytes_s_per_socket"] / 1e9
+        if not peak:
+            return None
+        per_core = mem.get("per_core_bandwidth_bytes_s")
+        out = []
+        for q in pos:
+            bw = 0.0
+            for k in q.per_socket:
+                if k:
+                    bw += min(peak * 1e9, k * per_core) if isinstance(per_core, (int, float)) and per_core > 0 \
+                        else peak * 1e9
+            out.append(bw)
+        return np.array(out, dtype=float)
+
+    def bandwidth_source(self) -> str:
+        spec = self.target.spec
+        if spec.memory_bandwidth_gbs_per_socket:
+            return f"{spec.memory_bandwidth_gbs_per_socket:g} GB/s per socket from the machine description"
+        return "the peak bandwidth per socket of the target's calibration run"
+
+    def ceiling(self, pos: Sequence[Position]) -> np.ndarray | None:
+        """The throughput the target's memory bandwidth allows (None: unknown)."""
+        if not self.bytes_per_work:
+            return None
+        bw = self.bandwidth(pos)
+        return None if bw is None else bw / self.bytes_per_work
 
     def models(self, horizon: float) -> dict[str, Any]:
         return self.base.models(float(self.target.effective([max(1.0, math.floor(horizon))])[0]))
@@ -242,14 +297,38 @@ def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "com
     m_cross = float(m_layout.crossing([top])[0]) if m_layout is not None else 0.0
     ab = overheads(base, eds)
     cost, cost_source = cross_domain_cost(target, pri)
+    traffic = bytes_per_work(ds)
     warns = []
+    if traffic is None and (target.memory_bandwidth_gbs_per_socket or (target.calibration or {}).get("memory")):
+        warns.append("the target's memory bandwidth is known but the data carry no memory traffic "
+                     "(memory_bytes per run with time_s, or memory_bandwidth_bytes_s with throughput): no "
+                     "bandwidth ceiling")
     if measured is None:
         warns.append("the measured machine is not known (a plain CSV: give --measured-machine): each "
                      "measured thread is taken as a core of one NUMA node")
     return OnTarget(base, Layout(target, order, y), measured_crossing=m_cross, usl_overheads=ab,
                     cross_cost=cost, cross_source=cost_source, smt_source=smt_source,
                     measured_sockets=measured.sockets if measured is not None else None,
-                    measured_desc=measured.describe() if measured is not None else "", warnings=warns)
+                    measured_desc=measured.describe() if measured is not None else "",
+                    bytes_per_work=traffic[0] if traffic else None, bytes_source=traffic[1] if traffic else "",
+                    warnings=warns)
+
+
+def bytes_per_work(ds: Dataset) -> tuple[float, str] | None:
+    """Memory traffic per unit of the work the throughput counts: bytes per run (memory_bytes
+    with time_s: the throughput is runs per second), or bandwidth over throughput
+    (memory_bandwidth_bytes_s with throughput); the median over the rows that have both."""
+    m = ds.metrics
+    if "memory_bytes" in m and "time_s" in m:
+        v = m["memory_bytes"][np.isfinite(m["memory_bytes"]) & np.isfinite(m["time_s"])]
+        if len(v) and np.median(v) > 0:
+            return float(np.median(v)), "memory_bytes per run, measured"
+    if "memory_bandwidth_bytes_s" in m and "throughput" in m:
+        bw, x = m["memory_bandwidth_bytes_s"], m["throughput"]
+        ok = np.isfinite(bw) & np.isfinite(x) & (x > 0) & (bw > 0)
+        if ok.any():
+            return float(np.median(bw[ok] / x[ok])), "memory_bandwidth_bytes_s over throughput, measured"
+    return None
 
 
 def measured_machine(ds: Dataset, given: MachineSpec | None = None,
