@@ -1,26 +1,30 @@
 /* A QEMU user-mode (TCG) plugin that records corecast's trace records: every executed
  * instruction as a fetch (address, length), every memory access as a load or a store (address,
  * size), with the thread (vCPU index: one per guest thread in user mode). Records are the
- * simulator's 16-byte ones (native/sim/ccsim.h), written in blocks to a file descriptor that
- * corecast reads as they come (src/corecast/sim/capture.py), which is why this is much faster
- * than lackey: no text, no per-access formatting, no instrumentation framework of its own.
+ * simulator's 16-byte ones (native/sim/ccsim.h), appended in blocks to the trace file corecast
+ * is writing (src/corecast/sim/capture.py), which is why this is much faster than lackey: no
+ * text, no per-access formatting, no instrumentation framework of its own.
  *
- * Arguments (qemu-x86_64 -plugin libcorecast_qemu.so,fd=N,maps=PATH):
- *   fd=N       where the records go (a pipe corecast opened)
+ * Arguments (qemu-x86_64 -plugin libcorecast_qemu.so,fd=N,maps=PATH[,count=PATH]):
+ *   fd=N       where the records go (the trace file, opened for appending)
  *   maps=PATH  at exit, the executable file mappings of the process, so that corecast can find
  *              which object each instruction came from (guest addresses are host addresses in
  *              64-bit-on-64-bit user mode)
+ *   count=PATH optional: a file of 8 bytes that holds, as the run goes, the instructions written
+ *              so far (a native-endian uint64, updated at every block written), for progress
  *
  * QEMU does not install its plugin header on Debian; the declarations below are those of the
  * plugin API (version 1, as QEMU 7.2 implements it), written from its documentation. Only the
  * calls used here are declared.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- the QEMU plugin API */
@@ -74,6 +78,7 @@ enum { K_FETCH = 0, K_LOAD = 1, K_STORE = 2, K_MODIFY = 3 };
 typedef struct {
     rec_t rec[BLOCK];
     size_t n;
+    uint64_t fetches;                   /* instructions in rec[0..n) */
 } tbuf;
 
 static __thread tbuf *tls;
@@ -84,6 +89,7 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static tbuf **all;                      /* every buffer, flushed at exit */
 static size_t nall, capall;
 static int failed;
+static uint64_t *shown;                 /* count=PATH, mapped: instructions written so far */
 
 static void write_all(const void *p, size_t len) {
     const char *c = p;
@@ -103,8 +109,10 @@ static void flush(tbuf *b) {
     if (!b->n) return;
     pthread_mutex_lock(&write_lock);    /* blocks stay whole: records of a thread in order */
     write_all(b->rec, b->n * sizeof(rec_t));
+    if (shown) __atomic_store_n(shown, *shown + b->fetches, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&write_lock);
     b->n = 0;
+    b->fetches = 0;
 }
 
 static tbuf *buf(void) {
@@ -126,22 +134,35 @@ static tbuf *buf(void) {
 
 static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned size) {
     tbuf *b = buf();
-    /* A store to what the same instruction just loaded is one read-modify-write record, as
-     * lackey writes it ("M") and cachegrind counts it (a data read). */
-    if (kind == K_STORE && b->n) {
+    /* The records after a fetch, up to the next one, are its instruction's accesses (QEMU calls
+     * the instruction's callback before its memory callbacks). So a data record that follows a
+     * data record of the same thread belongs to the same instruction. */
+    if (kind != K_FETCH && b->n) {
         rec_t *p = &b->rec[b->n - 1];
-        if (p->kind == K_LOAD && p->addr == addr && p->size == size) {
+        /* A store to what the same instruction just loaded is one read-modify-write record, as
+         * lackey writes it ("M") and cachegrind counts it (a data read). */
+        if (kind == K_STORE && p->kind == K_LOAD && p->addr == addr && p->size == size) {
             p->kind = K_MODIFY;
             return;
         }
+        /* TCG performs an access wider than 8 bytes (SSE, AVX, x87 extended) as 8-byte pieces at
+         * ascending addresses: they are put back together into the one access valgrind reports
+         * (a 16- or 32-byte load is one access to the caches, not two or four). */
+        if (p->kind == kind && p->addr + p->size == addr && p->size >= 8 && p->size + size <= 64) {
+            p->size = (uint8_t)(p->size + size);
+            return;
+        }
     }
+    /* A full block is written when the next record does not fit, so that the last record is
+     * still there for the pieces and the store above to join. */
+    if (b->n == BLOCK) flush(b);
     rec_t *r = &b->rec[b->n++];
     r->addr = addr;
     r->aux = 0;
     r->tid = (uint16_t)vcpu;
     r->kind = kind;
     r->size = (uint8_t)(size > 255 ? 255 : size);
-    if (b->n == BLOCK) flush(b);
+    b->fetches += kind == K_FETCH;
 }
 
 /* The instruction's address and length ride in userdata: length in the top byte. */
@@ -195,6 +216,16 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
     for (int i = 0; i < argc; i++) {
         if (!strncmp(argv[i], "fd=", 3)) out_fd = atoi(argv[i] + 3);
         else if (!strncmp(argv[i], "maps=", 5)) maps_path = strdup(argv[i] + 5);
+        else if (!strncmp(argv[i], "count=", 6)) {
+            int fd = open(argv[i] + 6, O_RDWR);
+            void *m = fd < 0 ? MAP_FAILED : mmap(NULL, sizeof *shown, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (fd >= 0) close(fd);
+            if (m == MAP_FAILED) {
+                fprintf(stderr, "corecast qemu plugin: cannot map %s: %s\n", argv[i] + 6, strerror(errno));
+                return -1;
+            }
+            shown = m;
+        }
         else {
             fprintf(stderr, "corecast qemu plugin: unknown argument %s\n", argv[i]);
             return -1;

@@ -2,10 +2,11 @@
 with valgrind lackey (the fallback).
 
 `capture(..., backend="qemu")` runs the program under `qemu-x86_64 -plugin
-libcorecast_qemu.so,fd=N,maps=F` (native/qemu/capture_plugin.c): the plugin writes the same
-16-byte records the trace file holds, in blocks, down a pipe, with the guest thread as the
-thread id; at exit it saves the process's file mappings, from which the objects that ran (and
-their load addresses) are known for the annotation pass below. `backend="auto"` takes QEMU when
+libcorecast_qemu.so,fd=N,maps=F,count=C` (native/qemu/capture_plugin.c): the plugin appends
+the same 16-byte records the trace file holds, in blocks, to the trace file being written, with
+the guest thread as the thread id, and keeps the instructions written so far in C (progress); at
+exit it saves the process's file mappings, from which the objects that ran (and their load
+addresses) are known for the annotation pass below. `backend="auto"` takes QEMU when
 this is an x86-64 machine with qemu-x86_64 installed, else lackey.
 
 `capture(["./app", "arg"], "app.cctrace", backend="lackey")` runs
@@ -25,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,16 +247,20 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
                         "or uop records, so branch MPKI and baseline CPI will be unavailable")
     raw_path = out.with_name(out.name + ".raw") if use_objdump else out
     maps_path = out.with_name(out.name + ".maps")
+    count_path = out.with_name(out.name + ".count")
     writer = TraceWriter(raw_path, {"source": "qemu", "command": list(cmd)})
     # The plugin appends its records straight to the trace file being written: no pipe, no
-    # Python in the path of the data. Progress comes from the file's growth.
+    # Python in the path of the data. It keeps the instructions written so far in count_path
+    # (8 bytes it maps), which progress reads.
+    count_path.write_bytes(bytes(8))
     wfd = os.open(f"/proc/self/fd/{writer.fileno()}", os.O_WRONLY | os.O_APPEND)
-    args = [qemu, "-plugin", f"{plugin},fd={wfd},maps={maps_path}", prog, *cmd[1:]]
+    args = [qemu, "-plugin", f"{plugin},fd={wfd},maps={maps_path},count={count_path}", prog, *cmd[1:]]
     try:
         proc = subprocess.Popen(args, pass_fds=(wfd,), env=env)
     except OSError as err:
         os.close(wfd)
         writer.abort()
+        _unlink(count_path)
         raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
     os.close(wfd)
     try:
@@ -263,15 +269,17 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
                 proc.wait(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
-                if progress:   # about 2.5 records an instruction (fetch, loads, stores)
-                    progress(int(writer.appended_records() / 2.5))
+                if progress:
+                    progress(_instructions_so_far(count_path))
     except KeyboardInterrupt:
         proc.kill()
         proc.wait()
         writer.adopt_appended()
         writer.close({"interrupted": True})
         _unlink(maps_path)
+        _unlink(count_path)
         raise
+    _unlink(count_path)
     writer.adopt_appended()
     if len(hex_markers) and not use_objdump and writer.count:
         writer = _with_markers(writer, hex_markers)
@@ -309,6 +317,14 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
             _unlink(raw_path)
     info.seconds = time.monotonic() - t0
     return info
+
+
+def _instructions_so_far(path: Path) -> int:
+    """The instructions the QEMU plugin has written so far (its count= file)."""
+    try:
+        return int.from_bytes(path.read_bytes()[:8], sys.byteorder)
+    except OSError:
+        return 0
 
 
 def _with_markers(writer: TraceWriter, markers: np.ndarray) -> TraceWriter:
