@@ -33,7 +33,7 @@ typedef struct {
 
 _Static_assert(sizeof(rec_t) == 16, "record layout");
 
-enum { K_FETCH, K_LOAD, K_STORE, K_MODIFY, K_BRANCH, K_MARKER, K_UOP };
+enum { K_FETCH, K_LOAD, K_STORE, K_MODIFY, K_BRANCH, K_MARKER, K_UOP, N_KINDS };
 
 /* ---------------------------------------------------------------------- helpers */
 
@@ -46,12 +46,21 @@ static inline uint64_t mix64(uint64_t x) { /* a 64-bit finaliser: spreads line n
     return x;
 }
 
+/* The sampling hash of a line, in [0, 2^(64 - shift)): the high half folded onto the low one,
+ * then the top bits of its product with 2^64 / golden ratio (Knuth's multiplicative hashing).
+ * Four instructions: the sampled pass hashes every record. */
+static inline uint64_t sample_hash(uint64_t line, int shift) {
+    return ((line ^ (line >> 32)) * 0x9e3779b97f4a7c15ULL) >> shift;
+}
+
 /* For each record whose kind is in kindmask and whose thread matches (tid < 0: every thread),
  * runs BODY with first and last set to the first and last line it touches. An access that would
- * run past the top of the address space is clamped there. */
+ * run past the top of the address space is clamped there. A record of no known kind (a damaged
+ * trace: Python does not check the kinds for these passes) returns -2 from the function. */
 #define FOR_RECORDS(recs, n, kindmask, tid, shift, BODY)                                      \
     for (size_t i_ = 0; i_ < (n); i_++) {                                                     \
         const rec_t *r_ = &(recs)[i_];                                                        \
+        if (r_->kind >= N_KINDS) return -2;                                                  \
         if (!((kindmask) >> r_->kind & 1)) continue;                                          \
         if ((tid) >= 0 && r_->tid != (uint32_t)(tid)) continue;                               \
         uint64_t a_ = r_->addr, e_ = a_ + (r_->size ? r_->size : 1) - 1;                      \
@@ -64,7 +73,8 @@ static inline uint64_t mix64(uint64_t x) { /* a 64-bit finaliser: spreads line n
 
 typedef struct {
     int shift;                /* log2 of the line size */
-    uint64_t threshold, modulus_mask; /* sampled when (mix64(line) & mask) < threshold */
+    uint64_t threshold, modulus_mask; /* sampled when sample_hash(line) < threshold */
+    int hash_shift;                   /* 64 - log2 of the modulus */
     /* line -> position (open addressing; key stored as line + 1, 0 = empty) */
     uint64_t *hkey;
     uint64_t *hpos;
@@ -77,7 +87,8 @@ typedef struct {
     uint64_t *hist;
     size_t histn;
     uint64_t cold, refs;      /* sampled accesses: first touches, all */
-    uint64_t seen;            /* accesses offered (sampled or not) */
+    uint64_t seen;            /* accesses counted (sampled or not) */
+    uint64_t instr;           /* fetch records of the thread(s) */
     /* An access is one record: when it straddles lines, each line is looked up in order (so
      * the stack evolves as for separate accesses), and the access counts once, at the largest
      * distance of its lines (it hits a cache only if every line does), as the simulator counts. */
@@ -160,7 +171,9 @@ API cc_sd *cc_sd_new(int line_shift, uint64_t threshold, int modulus_bits) {
     cc_sd *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->shift = line_shift;
-    s->modulus_mask = modulus_bits >= 64 ? UINT64_MAX : ((uint64_t)1 << modulus_bits) - 1;
+    if (modulus_bits < 1 || modulus_bits > 63) modulus_bits = 63;
+    s->modulus_mask = ((uint64_t)1 << modulus_bits) - 1;
+    s->hash_shift = 64 - modulus_bits;
     s->threshold = threshold;
     s->now = 1;
     if (sd_compact(s) || sd_hash_grow(s)) {
@@ -214,13 +227,15 @@ static inline int64_t sd_touch(cc_sd *s, uint64_t line) {
     return d;
 }
 
-/* One access to lines first..last; 0, or -1 when out of memory. */
-static int sd_access(cc_sd *s, uint64_t first, uint64_t last) {
-    s->seen++;
+/* One access to lines first..last; 0, or -1 when out of memory. An access not `counted` moves its
+ * lines to the top of the stack and leaves no trace in the counts (a store, when only the misses
+ * a core waits for are asked for). */
+static int sd_access(cc_sd *s, uint64_t first, uint64_t last, int counted) {
+    s->seen += counted;
     int tracked = 0, cold = 0;
     int64_t dmax = 0;
     for (uint64_t line = first;; line++) {
-        if ((mix64(line) & s->modulus_mask) < s->threshold) {
+        if (sample_hash(line, s->hash_shift) < s->threshold) {
             int64_t d = sd_touch(s, line);
             if (d == -2) return -1;
             tracked = 1;
@@ -229,33 +244,104 @@ static int sd_access(cc_sd *s, uint64_t first, uint64_t last) {
         }
         if (line == last) break;
     }
-    if (!tracked) return 0;
+    if (!tracked || !counted) return 0;
     s->refs++;
     if (cold) s->cold++;
     else if (sd_count(s, (uint64_t)dmax)) return -1;
     return 0;
 }
 
-/* Feeds a batch; returns 0, or -1 when memory ran out. */
-API int cc_sd_run(cc_sd *s, const rec_t *recs, size_t n, uint32_t kindmask, int tid) {
-    FOR_RECORDS(recs, n, kindmask, tid, s->shift, if (sd_access(s, first, last)) return -1);
+/* The sampled pass (see cc_sd_run); inlined twice, for every thread (tid < 0) and for one. */
+static inline __attribute__((always_inline)) int sd_sampled(cc_sd *s, const rec_t *recs, size_t n,
+                                                            const uint8_t *kindok, int tid,
+                                                            uint32_t countmask, unsigned *badp) {
+    enum { STEP = 4096 };
+    uint32_t pick[STEP];
+    const uint64_t thr = s->threshold, lowbits = ((uint64_t)1 << s->shift) - 1;
+    const int shift = s->shift, hshift = s->hash_shift;
+    unsigned bad = 0;
+    for (size_t base = 0; base < n; base += STEP) {
+        const size_t m = n - base < STEP ? n - base : STEP;
+        const rec_t *r = recs + base;
+        size_t k = 0;
+        uint64_t offered = 0, counted_taken = 0, instr = 0;
+        for (size_t i = 0; i < m; i++) {
+            const unsigned kk = kindok[r[i].kind];
+            bad |= kk;
+            const uint64_t mine = tid < 0 || r[i].tid == (uint32_t)tid;
+            const uint64_t ok = kk & mine, counted = kk >> 2 & mine;
+            instr += kk >> 3 & mine;
+            const uint64_t a = r[i].addr, size = r[i].size;
+            const uint64_t straddle = ((a & lowbits) + size - (size != 0)) >> shift;
+            const uint64_t take = ok & (straddle | (sample_hash(a >> shift, hshift) < thr));
+            pick[k] = (uint32_t)i;
+            k += take;
+            offered += counted;
+            counted_taken += counted & take;
+        }
+        s->seen += offered - counted_taken;   /* sd_access counts those it is given */
+        s->instr += instr;
+        for (size_t j = 0; j < k; j++) {
+            const rec_t *q = &r[pick[j]];
+            uint64_t a = q->addr, e = a + (q->size ? q->size : 1) - 1;
+            if (e < a) e = UINT64_MAX;
+            if (sd_access(s, a >> shift, e >> shift, countmask >> q->kind & 1)) return -1;
+        }
+    }
+    *badp = bad;
     return 0;
+}
+
+/* Instructions (fetch records) of the thread (tid < 0: of every thread) in a batch. */
+static uint64_t fetches(const rec_t *recs, size_t n, int tid) {
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += recs[i].kind == K_FETCH && (tid < 0 || recs[i].tid == (uint32_t)tid);
+    return k;
+}
+
+/* Feeds a batch: records of the kinds in kindmask move their lines in the stack, and those of the
+ * kinds in countmask (a subset) are counted. Returns 0, -1 when memory ran out, -2 at a record of
+ * no known kind. */
+API int cc_sd_run(cc_sd *s, const rec_t *recs, size_t n, uint32_t kindmask, uint32_t countmask, int tid) {
+    countmask &= kindmask;
+    if (s->threshold > s->modulus_mask) {   /* exact: every line is tracked */
+        s->instr += fetches(recs, n, tid);
+        FOR_RECORDS(recs, n, kindmask, tid, s->shift,
+                    if (sd_access(s, first, last, countmask >> r_->kind & 1)) return -1);
+        return 0;
+    }
+    /* Sampled: most records are passed over. The pass that picks the few to track is kept free
+     * of branches (a wrong kind or thread, or a line not sampled, is a zero, not a jump): it
+     * writes the indices of the records to track, and a line-straddling access's, into a small
+     * buffer, which a second loop then takes in order. Branches on the sample would be
+     * mispredicted at every tracked record, throwing away the hashes under way. */
+    uint8_t kindok[256];                /* 1: a kind in the stack; 2: no kind at all; 4: counted;
+                                           8: an instruction */
+    for (int k = 0; k < 256; k++)
+        kindok[k] = k >= N_KINDS ? 2 : (kindmask >> k & 1) | (countmask >> k & 1) << 2 | (k == K_FETCH) << 3;
+    unsigned bad = 0;
+    const int rc = tid < 0 ? sd_sampled(s, recs, n, kindok, -1, countmask, &bad)
+                           : sd_sampled(s, recs, n, kindok, tid, countmask, &bad);
+    if (rc) return rc;
+    return bad & 2 ? -2 : 0;
 }
 
 /* Feeds line numbers directly, one access each (for tests and other front ends). */
 API int cc_sd_lines(cc_sd *s, const uint64_t *lines, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (sd_access(s, lines[i], lines[i])) return -1;
+        if (sd_access(s, lines[i], lines[i], 1)) return -1;
     return 0;
 }
 
-/* counts[0..3] = accesses offered, sampled accesses, sampled first touches, distinct sampled lines;
- * returns the histogram's length (distances 0..len-1). */
+/* counts[0..4] = accesses counted (sampled or not), sampled ones, sampled first touches, distinct
+ * sampled lines, instructions; returns the histogram's length (distances 0..len-1). */
 API size_t cc_sd_counts(const cc_sd *s, uint64_t *counts) {
     counts[0] = s->seen;
     counts[1] = s->refs;
     counts[2] = s->cold;
     counts[3] = s->hcount;
+    counts[4] = s->instr;
     size_t len = s->histn;
     while (len && !s->hist[len - 1]) len--;
     return len;
@@ -328,7 +414,10 @@ static inline int sa_line(sa_conf *c, uint64_t line) {
     return 1;
 }
 
-API void cc_sa_run(cc_sa *s, const rec_t *recs, size_t n, uint32_t kindmask, int tid) {
+/* Feeds a batch (kindmask, countmask as cc_sd_run's); returns 0, or -2 at a record of no known
+ * kind. */
+API int cc_sa_run(cc_sa *s, const rec_t *recs, size_t n, uint32_t kindmask, uint32_t countmask, int tid) {
+    countmask &= kindmask;
     for (int i = 0; i < s->n; i++) {
         sa_conf *c = &s->c[i];
         FOR_RECORDS(recs, n, kindmask, tid, s->shift, {
@@ -337,10 +426,12 @@ API void cc_sa_run(cc_sa *s, const rec_t *recs, size_t n, uint32_t kindmask, int
                 missed |= sa_line(c, line);
                 if (line == last) break;
             }
-            c->access++;
-            c->miss += missed;
+            const int counted = countmask >> r_->kind & 1;
+            c->access += counted;
+            c->miss += missed & counted;
         });
     }
+    return 0;
 }
 
 API void cc_sa_counts(const cc_sa *s, uint64_t *access, uint64_t *miss) {

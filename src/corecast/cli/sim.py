@@ -146,6 +146,10 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                      help="SHARDS sampling rate in (0, 1] (default 1: exact)")
     mrc.add_argument("--accesses", choices=["all", "data", "instr"], default="all",
                      help="which accesses make the curve (default all: a unified cache)")
+    mrc.add_argument("--count", choices=["all", "exposed"], default="all",
+                     help="which accesses' misses are counted: all (default), or those a core waits "
+                          "for (fetches, loads, read-modify-writes; stores still move lines), as the "
+                          "CPI stack's events count them: the curve `throughput --mrc` takes")
     mrc.add_argument("--per-thread", action="store_true", help="a curve per thread beside the shared one")
     mrc.add_argument("--json", action="store_true", help="print the result as JSON")
     mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
@@ -260,8 +264,8 @@ def _mrc(args: argparse.Namespace) -> int:
     if args.plot:
         check_plot_path(args.plot)
     tr = load(args.trace)
-    res = mrc.analyse(tr.chunks(1 << 20), sizes=sizes, line=args.line, accesses=args.accesses,
-                      rate=args.sample, assoc=assoc, per_thread=args.per_thread)
+    res = mrc.analyse(tr, sizes=sizes, line=args.line, accesses=args.accesses,
+                      rate=args.sample, assoc=assoc, per_thread=args.per_thread, count=args.count)
     if args.json:
         print(json.dumps(res.to_dict(), indent=1))
     else:

@@ -24,25 +24,31 @@ def render_terminal(res: MrcResult, con: Any) -> None:
     shared = res.curves[0]
     kind = "fully associative LRU" + (f"; {shared.set_associative['ways']}-way LRU beside it"
                                       if shared.set_associative else "")
+    counted = "; misses of fetches, loads and read-modify-writes" if res.counted == "exposed" else ""
     t = Table(title=f"miss ratio against cache size ({kind}; {res.line}-byte lines; {res.accesses_kind} accesses"
-                    + (f"; SHARDS rate {res.sample_rate:.4g}" if res.sample_rate < 1 else "") + ")")
+                    + counted + (f"; SHARDS rate {res.sample_rate:.4g}" if res.sample_rate < 1 else "") + ")")
     t.add_column("cache size", justify="right")
     for c in res.curves:
         t.add_column(c.scope, justify="right")
+        if c.instructions:
+            t.add_column(f"{c.scope} MPKI", justify="right")
         if c.set_associative:
             t.add_column(f"{c.scope} {c.set_associative['ways']}-way", justify="right")
     for i, size in enumerate(shared.sizes_bytes):
         row = [fmt_bytes(size)]
         for c in res.curves:
             row.append(fmt(c.miss_ratio[i], 4))
+            if c.instructions:
+                row.append(fmt(c.mpki[i], 4))
             if c.set_associative:
                 row.append(fmt(c.set_associative["miss_ratio"][i], 4))
         t.add_row(*row)
     con.print(t)
     for c in res.curves:
         ws = ", ".join(fmt_bytes(w) for w in c.working_sets_bytes) or "none found"
-        con.print(f"{c.scope}: {c.accesses:,} accesses, footprint {fmt_bytes(c.footprint_bytes)}, "
-                  f"knee {fmt_bytes(c.knee_bytes) if c.knee_bytes else '-'}, working sets {ws}")
+        con.print(f"{c.scope}: {c.accesses:,} accesses, {c.instructions:,} instructions, footprint "
+                  f"{fmt_bytes(c.footprint_bytes)}, knee {fmt_bytes(c.knee_bytes) if c.knee_bytes else '-'}, "
+                  f"working sets {ws}")
     if res.sample_error:
         con.print(f"[yellow]note: {res.sample_error}[/yellow]")
 
@@ -83,6 +89,8 @@ def to_dataset(res: MrcResult, source: str) -> Dataset:
     for i, size in enumerate(shared.sizes_bytes):
         row: dict[str, float] = {"cores": 1, "cache_bytes": float(size), "miss_ratio": shared.miss_ratio[i],
                                  "misses": shared.misses[i]}
+        if shared.instructions:
+            row["mpki"] = shared.mpki[i]
         for c in res.curves[1:]:
             row[f"miss_ratio_{c.scope.replace(' ', '_')}"] = c.miss_ratio[i]
         if shared.set_associative:
@@ -93,6 +101,6 @@ def to_dataset(res: MrcResult, source: str) -> Dataset:
     ds = Dataset.from_rows(rows, notes={"mrc": f"miss-rate curve of {source} ({res.accesses_kind} "
                                                 f"accesses, {res.line}-byte lines)", "cores": "constant 1"})
     for name in ds.metric_names:
-        unit = "bytes" if name == "cache_bytes" else ("count" if name == "misses" else "ratio")
+        unit = {"cache_bytes": "bytes", "misses": "count", "mpki": "per 1K instructions"}.get(name, "ratio")
         ds.columns[name] = ColumnInfo(name=name, kind="other", unit=unit, source=how, status="ok")
     return ds

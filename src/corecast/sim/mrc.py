@@ -24,17 +24,22 @@ import ctypes as C
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import UserError
 from ..native import native_path
 from .native import KIND_FETCH, KIND_LOAD, KIND_MODIFY, KIND_STORE
+from .trace import KIND_NAMES, Trace
 
 KINDS = {"data": (1 << KIND_LOAD) | (1 << KIND_STORE) | (1 << KIND_MODIFY),
          "instr": 1 << KIND_FETCH}
 KINDS["all"] = KINDS["data"] | KINDS["instr"]
+#: The accesses a core waits for, as the simulator's exposed misses and the CPI stack's events
+#: count them: fetches, loads and read-modify-writes (a store's miss is buffered).
+EXPOSED = (1 << KIND_FETCH) | (1 << KIND_LOAD) | (1 << KIND_MODIFY)
+COUNTS = ("all", "exposed")
 MODULUS_BITS = 24          # SHARDS: hash values in [0, 2^24); threshold = rate * 2^24
 _P = C.c_void_p
 
@@ -50,7 +55,7 @@ def lib() -> C.CDLL:
     L.cc_sd_new.argtypes = [C.c_int, C.c_uint64, C.c_int]
     L.cc_sd_free.argtypes = [_P]
     L.cc_sd_run.restype = C.c_int
-    L.cc_sd_run.argtypes = [_P, _P, C.c_size_t, C.c_uint32, C.c_int]
+    L.cc_sd_run.argtypes = [_P, _P, C.c_size_t, C.c_uint32, C.c_uint32, C.c_int]
     L.cc_sd_lines.restype = C.c_int
     L.cc_sd_lines.argtypes = [_P, _P, C.c_size_t]
     L.cc_sd_counts.restype = C.c_size_t
@@ -59,7 +64,8 @@ def lib() -> C.CDLL:
     L.cc_sa_new.restype = _P
     L.cc_sa_new.argtypes = [C.c_int, C.c_int, _P, _P]
     L.cc_sa_free.argtypes = [_P]
-    L.cc_sa_run.argtypes = [_P, _P, C.c_size_t, C.c_uint32, C.c_int]
+    L.cc_sa_run.restype = C.c_int
+    L.cc_sa_run.argtypes = [_P, _P, C.c_size_t, C.c_uint32, C.c_uint32, C.c_int]
     L.cc_sa_counts.argtypes = [_P, _P, _P]
     return L
 
@@ -77,17 +83,28 @@ def _kindmask(accesses: str) -> int:
         raise UserError(f"--accesses {accesses}: choose data, instr or all") from None
 
 
+class BadKind(Exception):
+    """A batch holds a record of no known kind (the passes here check the kinds as they read
+    them, so that the trace need not be read once more to check them first)."""
+
+    def __init__(self, records: np.ndarray):
+        super().__init__("a record of no known kind")
+        self.index = int(np.argmax(records["kind"] >= len(KIND_NAMES)))
+        self.kind = int(records["kind"][self.index])
+
+
 @dataclass
 class Histogram:
     """Reuse distances of one stream of accesses (sampled ones when rate < 1)."""
 
     line: int
     rate: float
-    offered: int            # line accesses seen (sampled or not)
+    offered: int            # accesses counted (sampled or not)
     sampled: int            # accesses tracked
     cold: int               # tracked first touches
     lines: int              # distinct tracked lines
     counts: np.ndarray      # counts[d]: tracked reuses at distance d (in tracked lines)
+    instructions: int = 0   # fetch records of the stream's thread(s), sampled or not
 
     @property
     def footprint_bytes(self) -> float:
@@ -133,9 +150,17 @@ class StackDistances:
         if h:
             self._L.cc_sd_free(h)
 
-    def feed(self, records: np.ndarray, kindmask: int = KINDS["all"], tid: int = -1) -> None:
+    def feed(self, records: np.ndarray, kindmask: int = KINDS["all"], tid: int = -1,
+             countmask: int | None = None) -> None:
+        """Counts a batch of records: those of the kinds in `kindmask` move their lines in the
+        stack, those also in `countmask` (default: all of them) are counted. BadKind at a record
+        of no known kind."""
         recs = np.ascontiguousarray(records)
-        if self._L.cc_sd_run(self._h, recs.ctypes.data, len(recs), kindmask, tid):
+        rc = self._L.cc_sd_run(self._h, recs.ctypes.data, len(recs), kindmask,
+                               kindmask if countmask is None else countmask, tid)
+        if rc == -2:
+            raise BadKind(recs)
+        if rc:
             raise MemoryError("out of memory counting stack distances")
 
     def feed_lines(self, lines: Iterable[int]) -> None:
@@ -145,12 +170,12 @@ class StackDistances:
             raise MemoryError("out of memory counting stack distances")
 
     def histogram(self) -> Histogram:
-        c = (C.c_uint64 * 4)()
+        c = (C.c_uint64 * 5)()
         n = self._L.cc_sd_counts(self._h, c)
         counts = np.zeros(n, dtype=np.uint64)
         if n:
             self._L.cc_sd_hist(self._h, counts.ctypes.data, n)
-        return Histogram(self.line, self.rate, int(c[0]), int(c[1]), int(c[2]), int(c[3]), counts)
+        return Histogram(self.line, self.rate, int(c[0]), int(c[1]), int(c[2]), int(c[3]), counts, int(c[4]))
 
 
 class SetAssociative:
@@ -181,9 +206,12 @@ class SetAssociative:
         if h:
             self._L.cc_sa_free(h)
 
-    def feed(self, records: np.ndarray, kindmask: int = KINDS["all"], tid: int = -1) -> None:
+    def feed(self, records: np.ndarray, kindmask: int = KINDS["all"], tid: int = -1,
+             countmask: int | None = None) -> None:
         recs = np.ascontiguousarray(records)
-        self._L.cc_sa_run(self._h, recs.ctypes.data, len(recs), kindmask, tid)
+        if self._L.cc_sa_run(self._h, recs.ctypes.data, len(recs), kindmask,
+                             kindmask if countmask is None else countmask, tid) == -2:
+            raise BadKind(recs)
 
     def counts(self) -> tuple[np.ndarray, np.ndarray]:
         acc = np.zeros(len(self.sizes), dtype=np.uint64)
@@ -208,10 +236,17 @@ class Curve:
     working_sets_bytes: list[int]
     histogram: Histogram | None = field(default=None, repr=False)
     set_associative: dict[str, Any] | None = None
+    instructions: int = 0            # of the stream's thread(s): misses per 1K instructions
+
+    @property
+    def mpki(self) -> list[float | None]:
+        """Misses per 1,000 instructions at each size (None without instructions)."""
+        return [1000.0 * m / self.instructions if self.instructions else None for m in self.misses]
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("scope", "sizes_bytes", "miss_ratio", "misses", "accesses",
-                                          "footprint_bytes", "knee_bytes", "working_sets_bytes")}
+        d = {k: getattr(self, k) for k in ("scope", "sizes_bytes", "miss_ratio", "misses", "mpki",
+                                          "accesses", "instructions", "footprint_bytes", "knee_bytes",
+                                          "working_sets_bytes")}
         if self.set_associative is not None:
             d["set_associative"] = self.set_associative
         return d
@@ -224,9 +259,11 @@ class MrcResult:
     sample_rate: float
     sample_error: str | None
     curves: list[Curve]
+    counted: str = "all"             # "exposed": only the misses a core waits for are counted
 
     def to_dict(self) -> dict[str, Any]:
-        return {"line": self.line, "accesses": self.accesses_kind, "sample_rate": self.sample_rate,
+        return {"format": "corecast-mrc", "line": self.line, "accesses": self.accesses_kind,
+                "counted": self.counted, "sample_rate": self.sample_rate,
                 "sample_error": self.sample_error, "curves": [c.to_dict() for c in self.curves]}
 
 
@@ -308,11 +345,41 @@ def sample_error_note(rate: float, line: int, tracked_lines: int,
     return note
 
 
-def analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None = None, line: int = 64,
+def analyse(source: Trace | Iterable[np.ndarray], *, sizes: Sequence[int] | None = None, line: int = 64,
             accesses: str = "all", rate: float = 1.0, assoc: int | None = None,
-            per_thread: bool = False) -> MrcResult:
-    """The miss-rate curves of a trace given as record chunks, in one pass."""
+            per_thread: bool = False, count: str = "all") -> MrcResult:
+    """The miss-rate curves of a trace (or of record arrays given in order), in one pass.
+
+    `accesses` (all, data, instr) picks the stream of a cache (unified, data, instruction);
+    `count="exposed"` counts only the accesses a core waits for -- fetches, loads and
+    read-modify-writes -- as the simulator's events do, while stores still move their lines to the
+    top of the stack (the curve that feeds a CPI stack, corecast.model.cpi)."""
+    if isinstance(source, Trace):
+        chunks: Iterable[np.ndarray] = source.chunks(1 << 20, checked=False)
+        where = source.path or "trace"
+    else:
+        chunks, where = source, "trace"
+    start = [0, 0]                      # where the chunk being fed begins, and the next one
+
+    def counted() -> Iterator[np.ndarray]:
+        for chunk in chunks:
+            start[0], start[1] = start[1], start[1] + len(chunk)
+            yield chunk
+
+    try:
+        return _analyse(counted(), sizes=sizes, line=line, accesses=accesses, rate=rate, assoc=assoc,
+                        per_thread=per_thread, count=count)
+    except BadKind as err:
+        raise UserError(f"{where}: record {start[0] + err.index}: kind {err.kind} is not a record "
+                        "kind (a damaged or foreign file)") from None
+
+
+def _analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None, line: int, accesses: str,
+             rate: float, assoc: int | None, per_thread: bool, count: str) -> MrcResult:
     mask = _kindmask(accesses)
+    if count not in COUNTS:
+        raise UserError(f"--count {count}: choose all or exposed")
+    cmask = mask & EXPOSED if count == "exposed" else mask
     _line_shift(line)
     if sizes is not None:
         sizes = sorted({int(s) for s in sizes})
@@ -326,9 +393,9 @@ def analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None = None,
     if pending_sa:
         raise UserError("--assoc needs --sizes (set-associative points are simulated one size each)")
     for chunk in chunks:
-        shared.feed(chunk, mask)
+        shared.feed(chunk, mask, countmask=cmask)
         if sa_shared is not None:
-            sa_shared.feed(chunk, mask)
+            sa_shared.feed(chunk, mask, countmask=cmask)
         if per_thread and len(chunk):
             for tid in np.unique(chunk["tid"]):
                 t = int(tid)
@@ -336,18 +403,19 @@ def analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None = None,
                     threads[t] = StackDistances(line, rate)
                     if assoc and sizes:
                         sa_threads[t] = SetAssociative(sizes, assoc, line)
-                threads[t].feed(chunk, mask, t)
+                threads[t].feed(chunk, mask, t, countmask=cmask)
                 if t in sa_threads:
-                    sa_threads[t].feed(chunk, mask, t)
+                    sa_threads[t].feed(chunk, mask, t, countmask=cmask)
     hs = shared.histogram()
     if hs.offered == 0:
-        raise UserError(f"the trace has no {accesses if accesses != 'all' else 'memory'} accesses")
+        what = {"all": "memory", "data": "data", "instr": "instruction"}[accesses]
+        raise UserError(f"the trace has no {what} accesses" + (" a core waits for" if count == "exposed" else ""))
     grid = list(sizes) if sizes is not None else auto_sizes(line, hs.footprint_bytes, shared.rate)
     curves = [_curve("shared", hs, grid, sa_shared)]
     for t in sorted(threads):
         curves.append(_curve(f"thread {t}", threads[t].histogram(), grid, sa_threads.get(t)))
     return MrcResult(line, accesses, shared.rate, sample_error_note(shared.rate, line, hs.lines, grid),
-                     curves)
+                     curves, count)
 
 
 def _curve(scope: str, h: Histogram, grid: list[int], sa: SetAssociative | None) -> Curve:
@@ -362,4 +430,4 @@ def _curve(scope: str, h: Histogram, grid: list[int], sa: SetAssociative | None)
                 "miss_ratio": [float(m) / float(a) if a else None for a, m in zip(acc, miss)],
                 "misses": [int(m) for m in miss], "accesses": [int(a) for a in acc]}
     return Curve(scope, list(grid), [float(v) for v in ratio], [float(v) for v in misses], h.offered,
-                 float(h.footprint_bytes), k, working_sets(h), h, sa_d)
+                 float(h.footprint_bytes), k, working_sets(h), h, sa_d, h.instructions)
