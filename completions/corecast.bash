@@ -16,7 +16,7 @@ _shtab_corecast_predict_option_strings=(-h --help --cores --method --level --siz
 _shtab_corecast_serve_option_strings=(-h --help --listen --allow-commands)
 _shtab_corecast_sim_option_strings=(-h --help --machine -m --cores --json -o --output --split --chunk --warmup --stack --no-stack-hash --straddle --no-tlb --seed)
 _shtab_corecast_stat_option_strings=(-h --help -c --events --event -V --virtual -T --interval --interval-print -S --per-cpu --all-cpus -p --pid -A --totals -m --metric -o --output --format --field-separator --threads --wake --duration)
-_shtab_corecast_throughput_option_strings=(-h --help --sim --mpki --machine --baseline-cpi --instructions --lock-fraction --lock-model --cores --frequency --penalty --target --percentile --clients --think-time --measured --json)
+_shtab_corecast_throughput_option_strings=(-h --help --sim --mpki --machine --baseline-cpi --instructions --lock-fraction --lock-model --cores --frequency --penalty --target --percentile --clients --think-time --measured --mrc --cache-size --json)
 _shtab_corecast_usl_option_strings=(-h --help --metric --level --predict --json --format --plot --report)
 _shtab_corecast_option_strings=(-h --help --version)
 

@@ -208,6 +208,8 @@ _shtab_corecast_throughput_options=(
   "--clients[closed-loop load generator with N clients (connections), solved exactly]:N:"
   "--think-time[each client\'s pause between a reply and its next request (default\: 0)]:T:"
   "--measured[measured throughput to compare with, e.g. 1\:128000,2\:174000]:LIST:"
+  "--mrc[a miss-rate curve (\`corecast sim mrc --count exposed --json\`)\: the last-level events then follow each core count\'s share of the last-level cache]:CURVE:"
+  "--cache-size[with --mrc\: the last-level cache each core has, e.g. 4MiB, for every core count (default\: the cache divided among the cores that share it)]:SIZE:"
   "--json[print JSON instead of tables]"
 )
 

@@ -9,8 +9,10 @@ import re
 import sys
 from typing import Any
 
+from ..errors import UserError
 from ..model.throughput import analyse
 from ..report.throughput import render
+from ..sim.machine import parse_size
 
 COMMAND = "throughput"
 HELP = "CPI stack and predicted throughput on N cores from event rates (the memcached method)"
@@ -32,6 +34,11 @@ examples:
   corecast throughput --machine penryn-l5420 --mpki w.toml --instructions 9200 \\
       --lock-fraction 0.13 --cores 1,2,4 --measured 1:128000,2:174000,4:232000
   corecast throughput --machine atom-n540 --sim result.json --target 500us --percentile 99
+  corecast throughput --machine zen4-genoa --sim result.json --mrc curve.json --cores 1-16
+
+with --mrc (a `corecast sim mrc --count exposed --json` curve) each core count gets its own
+stack: the last-level misses at the share of the last-level cache its cores have (the cache
+divided among the cores that share it), or at --cache-size for all.
 """
 
 
@@ -116,6 +123,16 @@ def _penalty(text: str) -> tuple[str, float]:
     return name.strip(), v
 
 
+def _size(text: str) -> int:
+    try:
+        v = parse_size(text, "--cache-size")
+    except UserError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"--cache-size {text}: must be above 0")
+    return v
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -184,6 +201,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="each client's pause between a reply and its next request (default: 0)")
     p.add_argument("--measured", type=_measured, metavar="LIST",
                    help="measured throughput to compare with, e.g. 1:128000,2:174000")
+    p.add_argument("--mrc", metavar="CURVE",
+                   help="a miss-rate curve (`corecast sim mrc --count exposed --json`): the last-level "
+                        "events then follow each core count's share of the last-level cache")
+    p.add_argument("--cache-size", type=_size, metavar="SIZE",
+                   help="with --mrc: the last-level cache each core has, e.g. 4MiB, for every core count "
+                        "(default: the cache divided among the cores that share it)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
@@ -192,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
                   baseline_cpi=args.baseline_cpi, instructions=args.instructions,
                   lock_fraction=args.lock_fraction, lock_model=args.lock_model, cores=args.cores,
                   penalties=args.penalty, target=args.target, percentile=args.percentile,
-                  clients=args.clients, think_time=args.think_time, measured=args.measured)
+                  clients=args.clients, think_time=args.think_time, measured=args.measured,
+                  mrc=args.mrc, cache_size=args.cache_size)
     if args.json:
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=_json_default)
         sys.stdout.write("\n")

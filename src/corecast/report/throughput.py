@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..sim.mrc import fmt_bytes
+
 
 def _fmt_num(v: float | None, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -56,6 +58,13 @@ def render(out: dict[str, Any]) -> None:
                   end_section=r["name"] == st["rows"][-2]["name"])
     console.print(t)
 
+    llc = out.get("llc")
+    if llc:
+        share = (f"{fmt_bytes(llc['cache_size'])} per core at every core count" if llc["cache_size"]
+                 else f"divided among the cores sharing one ({llc['shared_by']})")
+        console.print(f"\n{llc['name']} {fmt_bytes(llc['size_bytes'])}: {share}; the input's events were taken "
+                      f"at {fmt_bytes(llc['events_at_bytes'])} per core; miss-rate curve {llc['curve']}",
+                      width=min(console.width, 100))
     tgt = out["target"]
     title = (f"Throughput: {out['instructions']:,.0f} instructions per transaction, lock fraction "
              f"{out['lock_fraction']:g} ({out['lock_model']}), target {tgt['statistic']} response "
@@ -63,7 +72,10 @@ def render(out: dict[str, Any]) -> None:
     console.print()
     console.print(title, width=min(console.width, 100))
     t = Table()
-    for name in ("cores", "lock", "CPI", "time/txn", "saturation", "M/M/1", "M/M/c"):
+    names = ("cores", "lock", "CPI", "time/txn", "saturation", "M/M/1", "M/M/c")
+    if llc:
+        names = ("cores", f"{llc['name']}/core", "DRAM /1K", "stack CPI") + names[1:]
+    for name in names:
         t.add_column(name, justify="right", no_wrap=True)
     closed = out["closed_loop"]
     if closed:
@@ -74,7 +86,11 @@ def render(out: dict[str, Any]) -> None:
         t.add_column("measured", justify="right", no_wrap=True)
         t.add_column("error", justify="right", no_wrap=True)
     for r in out["cores"]:
-        row = [str(r["cores"]), f"{100 * r['lock_penalty']:.0f}%", _fmt_num(r["cpi"]),
+        row = [str(r["cores"])]
+        if llc:
+            row += [fmt_bytes(r["llc_share_bytes"]), f"{r['llc_events'].get('dram', 0.0):.3f}",
+                    _fmt_num(r["stack_cpi"])]
+        row += [f"{100 * r['lock_penalty']:.0f}%", _fmt_num(r["cpi"]),
                _fmt_time(r["transaction_time_s"]), _rps(r["capacity"]),
                _rps(r["mm1"]["arrival_rate"]) if r["mm1"] else "—",
                _rps(r["mmc"]["arrival_rate"]) if r["mmc"] else "—"]
@@ -94,6 +110,9 @@ def render(out: dict[str, Any]) -> None:
                    "(machine-repairman model, exact)")
     if has_meas:
         legend += "; error: (saturation - measured) / measured"
+    if llc:
+        legend += (f"; {llc['name']}/core: the last-level cache each core has; DRAM /1K: its misses per 1K "
+                   "instructions there, from the curve; stack CPI: before the lock penalty")
     console.print(legend + ".", width=min(console.width, 100))
     for n in out["notes"]:
         console.print(f"note: {n}")
