@@ -163,7 +163,7 @@ _shtab_corecast_sim_options=(
   "--straddle[a line-straddling miss sends the missing line (line, default) or the whole access (access, as cachegrind) to the next level]:straddle:(line access)"
   "--no-tlb[leave the TLBs out]"
   "--seed[seed of random replacement]:seed:"
-  ":trace file (or an action\: capture, convert, gen, machines, mrc):"
+  ":trace file (or an action\: capture, convert, gen, machines, mrc, mrc-online):"
 )
 
 # guard to ensure default positional specs are added only once per session

@@ -1,4 +1,4 @@
-"""The miss-rate curve feeds the CPI stack (model/cpi.py events_at_cache_size, model/throughput.py,
+"""The miss-rate curve feeds the CPI stack (model/misscurve.py, model/throughput.py, model/cpi.py,
 `corecast throughput --mrc`): each core count gets the last-level misses of its share of a shared
 last-level cache; checked against the simulator run with a last level of that size."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from corecast.errors import UserError
-from corecast.model import cpi
+from corecast.model import cpi, misscurve
 from corecast.model.throughput import curve_bytes, last_level, sharers
 from corecast.sim import synth
 from corecast.sim.machine import load_machine
@@ -155,22 +155,22 @@ def test_shares_of_the_bundled_machines():
 
 
 def test_events_at_cache_size_by_hand():
-    curve = cpi.MissCurve((1 << 20, 2 << 20, 4 << 20), (10.0, 6.0, 1.0))
+    curve = misscurve.MissCurve((1 << 20, 2 << 20, 4 << 20), (10.0, 6.0, 1.0))
     assert curve.at(2 << 20) == 6.0 and curve.at(3 << 20) == pytest.approx(6.0 - 5.0 * (np.log2(3) - 1))
     assert curve.at(64 << 10) == 10.0 and curve.at(1 << 30) == 1.0        # the ends beyond
     ev = {"l2_hit": 50.0, "l3_hit": 8.0, "dram": 2.0, "branch_mispredict": 3.0}
     # from 4 MiB to 2 MiB: 5 more misses per 1K instructions go to memory instead of the L3
-    out = cpi.events_at_cache_size(ev, curve, 4 << 20, 2 << 20, "l3_hit")
+    out = misscurve.events_at_cache_size(ev, curve, 4 << 20, 2 << 20, "l3_hit")
     assert out == {"l2_hit": 50.0, "l3_hit": 3.0, "dram": 7.0, "branch_mispredict": 3.0}
     # memory accesses never exceed the misses of the level above (10 here), nor go below zero
-    assert cpi.events_at_cache_size(ev, curve, 4 << 20, 1 << 20, "l3_hit")["dram"] == 10.0
-    assert cpi.events_at_cache_size(ev, curve, 1 << 20, 4 << 20, "l3_hit")["dram"] == 0.0
+    assert misscurve.events_at_cache_size(ev, curve, 4 << 20, 1 << 20, "l3_hit")["dram"] == 10.0
+    assert misscurve.events_at_cache_size(ev, curve, 1 << 20, 4 << 20, "l3_hit")["dram"] == 0.0
     # a two-level machine's last-level hits are l2_hit; with no hit event only dram moves
-    assert cpi.events_at_cache_size({"l2_hit": 8.0, "dram": 2.0}, curve, 4 << 20, 2 << 20, "l2_hit") == \
+    assert misscurve.events_at_cache_size({"l2_hit": 8.0, "dram": 2.0}, curve, 4 << 20, 2 << 20, "l2_hit") == \
         {"l2_hit": 3.0, "dram": 7.0}
-    assert cpi.events_at_cache_size({"dram": 2.0}, curve, 4 << 20, 2 << 20, None) == {"dram": 7.0}
+    assert misscurve.events_at_cache_size({"dram": 2.0}, curve, 4 << 20, 2 << 20, None) == {"dram": 7.0}
     with pytest.raises(UserError, match="no 'dram' event"):
-        cpi.events_at_cache_size({"l2_hit": 1.0}, curve, 1, 2, "l3_hit")
+        misscurve.events_at_cache_size({"l2_hit": 1.0}, curve, 1, 2, "l3_hit")
 
 
 def test_the_cpi_predictor_follows_the_share():

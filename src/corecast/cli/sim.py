@@ -25,6 +25,8 @@ Simulate a trace on a machine's caches, TLBs, branch predictor and issue logic.
   corecast sim TRACE --machine M [--cores N] [--json]    simulate a trace
   corecast sim capture -o TRACE [--marker SYM] -- CMD   record CMD (QEMU plugin, or lackey)
   corecast sim mrc TRACE [--sizes LIST] [--assoc N]      miss-rate curves in one pass
+  corecast sim mrc-online [--ways LIST] -- CMD          LLC occupancy and misses by cache ways
+                                                         (resctrl: Intel CAT/CMT, AMD PQoS)
   corecast sim convert INPUT -o TRACE [--from lackey|din|csv]
   corecast sim gen KIND -o TRACE [...]                   synthetic traces (stream, random,
                                                          pingpong, transactions)
@@ -34,7 +36,7 @@ Run `corecast sim capture -h` (and so on) for each action's options. TRACE is a 
 trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
 """
 
-ACTIONS = ("capture", "convert", "gen", "machines", "mrc")
+ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,7 +156,25 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     mrc.add_argument("--json", action="store_true", help="print the result as JSON")
     mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
     mrc.add_argument("-o", "--output", metavar="DATASET", help="write the curve as a Dataset (CSV or JSON)")
-    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc}
+    online = _Parser(prog=f"{prog} mrc-online", formatter_class=fmt,
+                     description="Run a program once per number of last-level cache ways it may fill "
+                                 "(resctrl cache allocation: Intel CAT, AMD PQoS), measuring its LLC "
+                                 "occupancy (CMT), memory traffic (MBM) and, with a PMU, its LLC misses: "
+                                 "its miss curve on this machine's cache. Needs root and a CPU whose "
+                                 "resctrl is mounted; elsewhere it says why. See docs/sim.md.")
+    online.add_argument("--ways", default="all", metavar="LIST|all",
+                        help="way counts to run with, e.g. 1,2,4,8 or 2-6 (default all)")
+    online.add_argument("--interval", type=float, default=0.1, metavar="S",
+                        help="seconds between occupancy readings (default 0.1)")
+    online.add_argument("--resctrl", default="/sys/fs/resctrl", metavar="DIR",
+                        help="where resctrl is mounted (default /sys/fs/resctrl)")
+    online.add_argument("--json", action="store_true", help="print the result as JSON")
+    online.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
+    online.add_argument("-o", "--output", metavar="DATASET", help="write the points as a Dataset")
+    online.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]",
+                        help="the program to run")
+    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc,
+            "mrc-online": online}
 
 
 # ----------------------------------------------------------------------------------------
@@ -171,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         return _machines(args)
     if action == "mrc":
         return _mrc(args)
+    if action == "mrc-online":
+        return _mrc_online(args)
     return _simulate(args)
 
 
@@ -275,6 +297,42 @@ def _mrc(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.output:
         R.to_dataset(res, str(args.trace)).save(args.output)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _mrc_online(args: argparse.Namespace) -> int:
+    from ..collect import occupancy
+    from ..report import mrc as R
+    from ..report.terminal import console
+
+    cmd = list(args.program)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UserError("no program given: corecast sim mrc-online [--ways LIST] -- PROGRAM [ARGS]")
+    if not args.interval > 0:
+        raise UserError(f"--interval {args.interval:g}: must be above 0 seconds")
+    if args.plot:
+        check_plot_path(args.plot)
+    l3 = occupancy.probe(Path(args.resctrl))
+    if isinstance(l3, str):
+        raise UserError(l3)
+    ways = occupancy.parse_ways(args.ways, l3)
+
+    def progress(text: str) -> None:
+        print(f"running with {text}", file=sys.stderr, flush=True)
+
+    res = occupancy.measure(cmd, ways, l3, interval=args.interval, progress=progress)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=1))
+    else:
+        R.render_online(res, console())
+    if args.plot:
+        save(R.online_figure(res, f"LLC ways: {Path(cmd[0]).name}"), args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    if args.output:
+        R.online_dataset(res).save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
 

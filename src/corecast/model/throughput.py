@@ -13,7 +13,7 @@ from the input, then from explicit overrides, each penalty saying where it came 
 With a miss-rate curve (`mrc`, `corecast sim mrc --json`), the last-level events follow the
 cache each core gets: on c cores, the machine's last-level cache divided among the cores that
 share one (or `cache_size` for every core count), each core count with its own stack and CPI
-(`cpi.events_at_cache_size`).
+(`misscurve.events_at_cache_size`).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
 from ..sim.machine import CacheSpec, MachineDescription, load_machine
-from . import cpi
+from . import cpi, misscurve
 
 
 def last_level(machine: MachineDescription) -> CacheSpec:
@@ -123,7 +123,7 @@ def analyse(*, mpki: str | Path | None = None, sim: str | Path | None = None, ma
     else:
         if mach is None:
             raise UserError("--mrc needs a machine (--machine): its last-level cache is what the cores share")
-        llc_doc, by_cores, share, stack = _cache_share(inputs, mach, cpi.load_mrc(mrc), kind, counts,
+        llc_doc, by_cores, share, stack = _cache_share(inputs, mach, misscurve.load_mrc(mrc), kind, counts,
                                                        cache_size, stack_of, notes)
         llc_doc["curve"] = str(mrc)
         ests = [e for c in counts for e in cpi.estimate_cores(by_cores[c].cpi, instr, freq, [c], lock, lock_model)]
@@ -153,7 +153,7 @@ def analyse(*, mpki: str | Path | None = None, sim: str | Path | None = None, ma
     }
 
 
-def _cache_share(inputs: cpi.CPIInputs, mach: MachineDescription, curve: cpi.MissCurve, kind: str,
+def _cache_share(inputs: cpi.CPIInputs, mach: MachineDescription, curve: misscurve.MissCurve, kind: str,
                  counts: Sequence[int], cache_size: float | None, stack_of: Any,
                  notes: list[str]) -> tuple[dict[str, Any], dict[int, cpi.CPIStack], dict[int, float], cpi.CPIStack]:
     """The stack of each core count with the last-level cache it gets (see `analyse`): the
@@ -176,7 +176,7 @@ def _cache_share(inputs: cpi.CPIInputs, mach: MachineDescription, curve: cpi.Mis
     from_bytes = curve_bytes(at_mach, at_llc, from_share, at_cores)
     share = {c: float(cache_size) if cache_size is not None else llc.size / sharers(llc, c) for c in counts}
     on_curve = {c: curve_bytes(mach, llc, share[c], c) for c in counts}
-    by_cores = {c: stack_of(cpi.events_at_cache_size(inputs.events, curve, from_bytes, on_curve[c], llc_hit))
+    by_cores = {c: stack_of(misscurve.events_at_cache_size(inputs.events, curve, from_bytes, on_curve[c], llc_hit))
                 for c in counts}
     if curve.counted != "exposed":
         notes.append("the curve counts the misses of every access, stores too; the stack's events count "
@@ -197,7 +197,7 @@ def _cache_share(inputs: cpi.CPIInputs, mach: MachineDescription, curve: cpi.Mis
            "shared_by": "all cores" if llc.shared == 0 else llc.shared,
            "events_at_bytes": from_share, "cache_size": cache_size, "hit_event": llc_hit,
            "counted": curve.counted}
-    stack = stack_of(cpi.events_at_cache_size(inputs.events, curve, from_bytes,
+    stack = stack_of(misscurve.events_at_cache_size(inputs.events, curve, from_bytes,
                                               curve_bytes(mach, llc, cache_size, 1), llc_hit)) \
         if cache_size is not None else stack_of(inputs.events)
     return doc, by_cores, share, stack

@@ -1,7 +1,8 @@
-"""Rendering of miss-rate curves (corecast.sim.mrc): the terminal table, the plot, the Dataset."""
+"""Rendering of miss-rate curves: from a trace (corecast.sim.mrc) and from a running program's cache
+ways (corecast.collect.occupancy): the terminal table, the plot, the Dataset."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -9,6 +10,9 @@ from ..dataset import ColumnInfo, Dataset
 from ..sim.mrc import MrcResult, auto_sizes, fmt_bytes
 from .plots import pyplot
 from .terminal import fmt
+
+if TYPE_CHECKING:                     # the online curve's collector loads the perf layer
+    from ..collect.occupancy import OnlineCurve
 
 
 def render_terminal(res: MrcResult, con: Any) -> None:
@@ -95,4 +99,81 @@ def to_dataset(res: MrcResult, source: str) -> Dataset:
     for name in ds.metric_names:
         unit = {"cache_bytes": "bytes", "misses": "count", "mpki": "per 1K instructions"}.get(name, "ratio")
         ds.columns[name] = ColumnInfo(name=name, kind="other", unit=unit, source=how, status="ok")
+    return ds
+
+
+# ---------------------------------------------------------------------------- online (resctrl)
+def _mib(v: float | None) -> str:
+    return "-" if v is None else f"{v / (1 << 20):,.2f}"
+
+
+def render_online(res: OnlineCurve, con: Any) -> None:
+    from rich.table import Table
+    size = f" of {fmt_bytes(res.cache_bytes)}" if res.cache_bytes else ""
+    t = Table(title=f"last-level cache by ways ({res.ways_total} ways{size}): {' '.join(res.command)}")
+    for name in ("ways", "cache", "seconds", "occupancy peak MiB", "occupancy mean MiB",
+                 "memory traffic MiB", "LLC misses", "MPKI", "exit"):
+        t.add_column(name, justify="right")
+    for p in res.points:
+        t.add_row(str(p.ways), fmt_bytes(p.cache_bytes) if p.cache_bytes else "-", f"{p.seconds:.2f}",
+                  _mib(p.occupancy_peak), _mib(p.occupancy_mean), _mib(p.memory_bytes),
+                  fmt(p.llc_misses, 4), fmt(p.mpki, 4), str(p.exit_status))
+    con.print(t)
+    for n in res.notes:
+        con.print(f"[yellow]note: {n}[/yellow]")
+
+
+def online_figure(res: OnlineCurve, title: str) -> Any:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    pts = sorted(res.points, key=lambda p: p.ways)
+    x = [p.cache_bytes if p.cache_bytes else p.ways for p in pts]
+    if any(p.mpki is not None for p in pts):
+        ax.plot(x, [p.mpki for p in pts], "o-", label="LLC misses per 1K instructions")
+        ax.set_ylabel("LLC MPKI")
+    else:
+        ax.plot(x, [None if p.memory_bytes is None else p.memory_bytes / (1 << 20) for p in pts], "o-",
+                label="memory traffic (MBM)")
+        ax.set_ylabel("memory traffic per run (MiB)")
+    if any(p.occupancy_peak is not None for p in pts):
+        ax2 = ax.twinx()
+        ax2.plot(x, [None if p.occupancy_peak is None else p.occupancy_peak / (1 << 20) for p in pts], "s--",
+                 color="grey", label="occupancy, peak")
+        ax2.set_ylabel("LLC occupancy (MiB)")
+        ax2.legend(loc="upper center", fontsize=8)
+    if all(p.cache_bytes for p in pts):
+        from matplotlib.ticker import FuncFormatter
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: fmt_bytes(v)))
+        ax.set_xlabel("last-level cache allowed")
+    else:
+        ax.set_xlabel("ways allowed")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def online_dataset(res: OnlineCurve) -> Dataset:
+    """One row per way count: the cache the ways hold, and what the run used of it."""
+    rows = []
+    for p in res.points:
+        row = {"cores": 1, "ways": float(p.ways), "time_s": p.seconds}
+        for key, v in (("cache_bytes", p.cache_bytes), ("occupancy_peak_bytes", p.occupancy_peak),
+                       ("occupancy_mean_bytes", p.occupancy_mean), ("memory_bytes", p.memory_bytes),
+                       ("llc_misses", p.llc_misses), ("mpki", p.mpki)):
+            if v is not None:
+                row[key] = float(v)
+        rows.append(row)
+    ds = Dataset.from_rows(rows, notes={"mrc": f"LLC ways restricted with resctrl: {' '.join(res.command)}",
+                                        "cores": "constant 1"})
+    units = {"ways": "count", "cache_bytes": "bytes", "occupancy_peak_bytes": "bytes",
+             "occupancy_mean_bytes": "bytes", "memory_bytes": "bytes", "llc_misses": "count",
+             "mpki": "per 1K instructions"}
+    for name in ds.metric_names:
+        if name in units:
+            ds.columns[name] = ColumnInfo(name=name, kind="other", unit=units[name],
+                                          source="resctrl (CAT, CMT, MBM)" if name != "mpki" and name != "llc_misses"
+                                          else "perf", status="ok")
     return ds
