@@ -105,11 +105,17 @@ def test_objects_from_maps_leaves_the_host_out(tmp_path):
     assert [(o.path, o.avma) for o in objs] == [(exe, 0x4000000000)]
 
 
-def test_backend_choice():
+def test_backend_choice(monkeypatch):
     assert choose_backend("auto") == "qemu"
     assert choose_backend("lackey") == "lackey"
     with pytest.raises(UserError, match="choose auto, qemu or lackey"):
         choose_backend("pin")
+    # without qemu-x86_64 (or on another architecture) lackey stays the fallback
+    import corecast.sim.capture as cap
+    monkeypatch.setattr(cap.shutil, "which", lambda name: None if name == "qemu-x86_64" else "/usr/bin/" + name)
+    assert cap.qemu_path() is None and choose_backend("auto") == "lackey"
+    with pytest.raises(UserError, match="apt-get install qemu-user"):
+        choose_backend("qemu")
 
 
 def test_failing_program_gives_a_trace_and_its_status(tmp_path):
@@ -237,6 +243,16 @@ def test_threads_and_their_instructions_are_kept(tmp_path):
     assert len({w1, w2}) == 2 and per[w1][2] == 0 and per[w2][1] == 0
     assert per[w1][1] >= 20 * 4096 and per[w2][2] == 3 * per[w1][1]
     assert 2.9 < per[w2][0] / per[w1][0] < 3.1
+    # the per-thread miss curves: each worker's own, and the shared one of all of them
+    from corecast.sim import mrc
+    res = mrc.analyse(tr, accesses="data", per_thread=True, sizes=[16 << 10, 32 << 10, 64 << 10])
+    shared, *threads = res.curves
+    assert sorted(c.scope for c in threads) == [f"thread {t}" for t in sorted(per)]
+    assert sum(c.accesses for c in threads) == shared.accesses
+    assert sum(c.instructions for c in threads) == shared.instructions == info.instructions
+    one, three = (next(c for c in threads if c.scope == f"thread {t}") for t in (w1, w2))
+    # each worker's 32 KiB array fits a 64 KiB cache: its misses there are its cold ones
+    assert one.misses[2] < one.misses[0] and three.misses[2] < three.misses[0]
 
 
 def test_progress_counts_instructions(tmp_path):

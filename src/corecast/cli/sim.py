@@ -288,17 +288,25 @@ def _mrc(args: argparse.Namespace) -> int:
     tr = load(args.trace)
     res = mrc.analyse(tr, sizes=sizes, line=args.line, accesses=args.accesses,
                       rate=args.sample, assoc=assoc, per_thread=args.per_thread, count=args.count)
+    _show(args, res.to_dict(), lambda: R.render_terminal(res, console()),
+          lambda: R.figure(res, f"miss-rate curve: {Path(args.trace).name}"),
+          lambda: R.to_dataset(res, str(args.trace)))
+    return 0
+
+
+def _show(args: argparse.Namespace, doc: dict[str, Any], render: Any, figure: Any, dataset: Any) -> None:
+    """The JSON document or the table, then the plot and the Dataset when asked for (each made
+    by its callable only then)."""
     if args.json:
-        print(json.dumps(res.to_dict(), indent=1))
+        print(json.dumps(doc, indent=1))
     else:
-        R.render_terminal(res, console())
+        render()
     if args.plot:
-        save(R.figure(res, f"miss-rate curve: {Path(args.trace).name}"), args.plot)
+        save(figure(), args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.output:
-        R.to_dataset(res, str(args.trace)).save(args.output)
+        dataset().save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)
-    return 0
 
 
 def _mrc_online(args: argparse.Namespace) -> int:
@@ -324,16 +332,8 @@ def _mrc_online(args: argparse.Namespace) -> int:
         print(f"running with {text}", file=sys.stderr, flush=True)
 
     res = occupancy.measure(cmd, ways, l3, interval=args.interval, progress=progress)
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=1))
-    else:
-        R.render_online(res, console())
-    if args.plot:
-        save(R.online_figure(res, f"LLC ways: {Path(cmd[0]).name}"), args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
-    if args.output:
-        R.online_dataset(res).save(args.output)
-        print(f"wrote {args.output}", file=sys.stderr)
+    _show(args, res.to_dict(), lambda: R.render_online(res, console()),
+          lambda: R.online_figure(res, f"LLC ways: {Path(cmd[0]).name}"), lambda: R.online_dataset(res))
     return 0
 
 
