@@ -72,7 +72,9 @@ def test_auto_beats_the_old_selection_on_real_held_out_splits(data_dir, name, K,
     assert m.mape < 0.8 * old, (m.mape, old)
     assert m.mape < 22.0
     if name == "raytracer":
-        assert m.coverage >= 0.5            # the old bands covered none of these points
+        # the old bands covered none of these points; the band is now set by the corpus (80% of its
+        # held-out points), on which raytracer is one near-linear series among many
+        assert m.coverage >= 0.25
 
 
 def test_member_laws_recover_their_laws():

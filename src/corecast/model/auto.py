@@ -265,10 +265,15 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     if not finite:
         # Too few points to validate: the stall method if its stalls explain the time, else the
         # corpus' default.
-        pick = ("estima" if "estima" in fits and not estima_note else
-                pri.default if pri.default in fits else "usl" if "usl" in fits else next(iter(fits)))
-        weights = {pick: 1.0}
-        reason = f"too few points to validate; used {pick}" + (f" ({estima_note})" if estima_note else "")
+        if "estima" in fits and not estima_note:
+            weights = {"estima": 1.0}
+        elif pri.default in fits:
+            weights = ({pri.default: pri.default_weight, pri.partner: 1.0 - pri.default_weight}
+                       if pri.partner in fits and pri.default_weight < 1.0 else {pri.default: 1.0})
+        else:
+            weights = {"usl" if "usl" in fits else next(iter(fits)): 1.0}
+        reason = (f"too few points to validate; used {' + '.join(weights)}" +
+                  (f" ({estima_note})" if estima_note else ""))
     elif "estima" in finite and not estima_note:
         others = {k: v for k, v in finite.items() if k != "estima"}
         best_other = min(others.values()) if others else math.inf
