@@ -357,3 +357,22 @@ def test_profile_reader_accepts_the_document_and_a_calibration_block():
     wrapped = {"kind": "corecast-target", "version": 1, "memory": d}
     assert memprofile.read_profile(wrapped).caches[0].level == "L1"
     assert math.isclose(memprofile.read_profile(d).caches[0].latency_ns, 1.0)
+
+
+def test_ctrl_c_keeps_the_points_measured(tmp_path):
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "part.csv"
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "chase", "-q", "--threads", "1", "--chains", "1-30",
+                          "--size", "16MiB", "--duration", "0.2", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)                                   # start-up, the buffer, a few points
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    ds = load(out)
+    assert 1 <= len(ds) < 30 and ds.column("chains")[0] == 1
+    assert "interrupted:" in stdout                 # the warning under the table

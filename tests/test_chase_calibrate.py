@@ -104,17 +104,26 @@ def test_the_file_has_the_shape_parse_spec_reads(calibration):
 @two_cpus
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, tmp_path):
+    """calibrate's core-to-core figure (what c2c.core_to_core measures for it) against an
+    independent ping-pong, run alternately: on this VM the figure for one pair moves between
+    ~40 and ~200 ns as the host moves the virtual CPUs, so each comparison is made between two
+    runs a few milliseconds apart, and the median of the ratios is tested."""
     src, exe = tmp_path / "pp.c", tmp_path / "pp"
     src.write_text(REF_PINGPONG)
     subprocess.run(["gcc", "-O2", "-std=gnu11", "-pthread", "-o", str(exe), str(src)], check=True)
     pair = json.loads(calibration.read_text())["core_to_core_ns"]["pairs"][0]
     a, b = pair["cpus"]
-    refs = [float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
-            for _ in range(3)]
-    ours = [pair["ns"]] + [float(statistics.median(c2c.native.pingpong(a, b, 1000, 101))) for _ in range(2)]
-    r, o = statistics.median(refs), statistics.median(ours)
-    assert r > 5                                                  # a real transfer, not a cached read
-    assert abs(o / r - 1) < 0.25, (ours, refs)
+    topo = topology.read_topology()
+    ratios, seen = [], []
+    for _ in range(5):
+        ref = float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
+        ours = c2c.core_to_core(topo, per_kind=1)
+        ns = next(p["ns"] for p in ours["pairs"] if p["cpus"] == [a, b])
+        assert ours[pair["kind"]] == ns                               # one pair: the kind's figure
+        ratios.append(ns / ref)
+        seen.append((ns, ref))
+    assert min(r for _, r in seen) > 5                                 # a real transfer, not a cached read
+    assert abs(statistics.median(ratios) - 1) < 0.25, seen
 
 
 def test_predict_accepts_the_file(calibration, cli):

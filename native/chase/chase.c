@@ -97,6 +97,13 @@ static void shuffle(uint32_t *a, size_t n, uint64_t *s) {
     }
 }
 
+static void mapped(cc_chase_buf *b, void *map, size_t len, char *base, int page) {
+    b->map = map;
+    b->map_bytes = len;
+    b->base = base;
+    b->page = page;
+}
+
 static inline char *line_at(const cc_chase_buf *b, size_t idx) { return b->base + idx * b->line; }
 
 /* ------------------------------------------------------------------------ buffers */
@@ -130,10 +137,7 @@ API cc_chase_buf *cc_chase_new(size_t bytes, size_t line, int page, char *msg, s
         void *m = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (21 << MAP_HUGE_SHIFT), -1, 0);
         if (m != MAP_FAILED) {
-            b->map = m;
-            b->map_bytes = huge_len;
-            b->base = m;
-            b->page = PAGE_2M;
+            mapped(b, m, huge_len, m, PAGE_2M);
         } else {
             snprintf(why, sizeof why, "%s", strerror(errno));
             say(msg, cap, "--page 2m: no 2 MiB hugetlb pages (mmap MAP_HUGETLB: %s; the pool is "
@@ -149,10 +153,7 @@ API cc_chase_buf *cc_chase_new(size_t bytes, size_t line, int page, char *msg, s
             goto nomem;
         char *base = (char *)(((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
         if (madvise(base, huge_len, MADV_HUGEPAGE) == 0) {
-            b->map = m;
-            b->map_bytes = len;
-            b->base = base;
-            b->page = PAGE_THP;
+            mapped(b, m, len, base, PAGE_THP);
         } else {
             snprintf(why, sizeof why, "%s", strerror(errno));
             munmap(m, len);
@@ -175,10 +176,7 @@ API cc_chase_buf *cc_chase_new(size_t bytes, size_t line, int page, char *msg, s
             goto nomem;
         /* 4 KiB pages even where transparent huge pages are always on */
         (void)madvise(m, b->bytes, MADV_NOHUGEPAGE);
-        b->map = m;
-        b->map_bytes = b->bytes;
-        b->base = m;
-        b->page = PAGE_4K;
+        mapped(b, m, b->bytes, m, PAGE_4K);
     }
     b->order = malloc(nlines * sizeof *b->order);
     if (!b->order)

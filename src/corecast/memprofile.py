@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import UserError
+from .errors import UserError, opened
 
 KIND = "corecast-memory-profile"
 VERSION = 1
@@ -155,16 +155,11 @@ def read_profile(source: str | Path | Mapping[str, Any]) -> MemoryProfile:
     if isinstance(source, Mapping):
         return profile_from_doc(source)
     p = Path(source)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{p}: is a directory, not a memory profile") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{p}: not a text file (a JSON memory profile expected)") from None
-    except OSError as err:
-        raise UserError(f"{p}: cannot read: {err.strerror or err}") from None
+    with opened(p, what="memory profile", encoding="utf-8-sig") as fh:
+        try:
+            text = fh.read()
+        except UnicodeDecodeError:
+            raise UserError(f"{p}: not a text file (a JSON memory profile expected)") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..parsing import byte_size
 
@@ -110,11 +111,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     datasets = {m: C.to_dataset(r) for m, r in runs.items()}
+    stopped = any(r.interrupted for r in runs.values())
     res = M.analyse(datasets)
     profile = res.profile(datasets) if args.profile else None
     if profile is not None:
         profile.write(args.profile)
-    if args.output:
+    if args.output and mode in datasets:
         datasets[mode].save(args.output)
     if args.json:
         print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
@@ -124,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
             R.render_profile(profile, args.profile, terminal.console())
         if args.output:
             print(f"wrote {args.output}")
-    if args.plot:
+    if args.plot and mode in runs:
         R.save_plot(runs[mode], res.concurrency, res.plateaus, args.plot)
+    if stopped:
+        print("corecast chase: interrupted; the points measured before it are above"
+              + (f" and in {args.output}" if args.output else ""), file=sys.stderr)
+        return 130
     return 0

@@ -56,9 +56,10 @@ class Knee:
             and self.breakpoint is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "reached": self.reached, "peak": self.peak, "last_x": self.last_x,
-                "slope_before": self.slope_before, "slope_after": self.slope_after,
-                "growth_after": self.growth_after, "breakpoint": self.breakpoint, "reason": self.reason}
+        d = {"at": self.at, "reached": self.reached, "peak": self.peak, "last_x": self.last_x,
+             "slope_before": self.slope_before, "slope_after": self.slope_after,
+             "growth_after": self.growth_after, "breakpoint": self.breakpoint, "reason": self.reason}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
 def knee(x: Sequence[float], y: Sequence[float], flat: float = 0.25, beyond: int = 2) -> Knee:

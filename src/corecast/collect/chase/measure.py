@@ -75,19 +75,31 @@ def measure(req: Request, progress: PhaseProgress | None = None) -> dict[str, R.
         delays = R.parse_counts(req.delays, "--delays", low=0) if req.delays else list(R.DEFAULT_DELAYS)
         s = ses.derive(phase("loaded latency"), duration_s=own or DURATION_S)
         runs["loaded"] = R.loaded_latency(s, delays, req.loaders)
-        return runs
+        return _kept(runs)
     if req.mode == "concurrency" or req.profile:
         threads = R.parse_counts(req.threads or "pow2", "--threads", len(ses.plan.cpus))
         chains = R.parse_counts(req.chains, "--chains") if req.chains else list(R.DEFAULT_CHAINS)
         s = ses.derive(phase("concurrency sweep"),
                        duration_s=(own if req.mode == "concurrency" and own else DURATION_S))
         runs["concurrency"] = R.concurrency_sweep(s, threads, chains)
-    if req.mode == "sizes" or req.profile:
+    if (req.mode == "sizes" or req.profile) and not _stopped(runs):
         sizes = parse_sizes(req.sizes, req.settings.line) if req.sizes else R.default_sizes(ses.caches(), req.settings.line)
         d = own if req.mode == "sizes" and own else (req.sizes_duration_s or SIZES_DURATION_S)
         s = ses.derive(phase("size sweep"), duration_s=d, size_bytes=max(sizes))
         runs["sizes"] = R.size_sweep(s, sizes)
-    return runs
+    return _kept(runs)
+
+
+def _stopped(runs: dict[str, R.Run]) -> bool:
+    return any(r.interrupted for r in runs.values())
+
+
+def _kept(runs: dict[str, R.Run]) -> dict[str, R.Run]:
+    """The runs with points; an interruption before the first point is the user's Ctrl-C."""
+    kept = {m: r for m, r in runs.items() if r.points}
+    if not kept and _stopped(runs):
+        raise KeyboardInterrupt
+    return kept
 
 
 #: What `corecast calibrate` runs (about 25 s on 2 CPUs; see docs/chase.md).

@@ -187,6 +187,7 @@ class Run:
     oversubscribed: bool = False
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    interrupted: bool = False       # Ctrl-C: the points measured before it are kept
 
     def conditions(self) -> dict:
         """How the points were measured, for the JSON documents and the profile."""
@@ -390,6 +391,20 @@ def _finish(run: Run, started: float) -> Run:
     return run
 
 
+def _each(session: Session, run: Run, items: list, label: Callable, one: Callable) -> None:
+    """One point per item, with progress; Ctrl-C keeps the points measured so far (the run
+    says it was interrupted)."""
+    for i, item in enumerate(items):
+        session.progress(i, len(items), label(item))
+        try:
+            run.points.append(one(item))
+        except KeyboardInterrupt:
+            run.interrupted = True
+            run.warnings.append(f"interrupted: {len(run.points)} of {len(items)} points measured")
+            break
+    session.progress(len(items), len(items), "done")
+
+
 # ------------------------------------------------------------------------------ the modes
 def concurrency_sweep(session: Session, threads: Sequence[int], chains: Sequence[int]) -> Run:
     """Every (threads, chains) pair, plus (1, 1) for the idle latency when not asked for."""
@@ -410,10 +425,9 @@ def concurrency_sweep(session: Session, threads: Sequence[int], chains: Sequence
     if (1, 1) not in pairs:
         pairs.insert(0, (1, 1))
     with session.buffer(s.size_bytes, run) as buf:
-        for i, (t, k) in enumerate(pairs):
-            session.progress(i, len(pairs), f"{t} thread{'s' if t > 1 else ''} x {k} chain{'s' if k > 1 else ''}")
-            run.points.append(session.point(buf, t, k, s.size_bytes))
-    session.progress(len(pairs), len(pairs), "done")
+        _each(session, run, pairs, lambda tk: f"{tk[0]} thread{'s' if tk[0] > 1 else ''} x {tk[1]} "
+                                              f"chain{'s' if tk[1] > 1 else ''}",
+              lambda tk: session.point(buf, tk[0], tk[1], s.size_bytes))
     return _finish(run, started)
 
 
@@ -442,11 +456,12 @@ def size_sweep(session: Session, sizes: Sequence[int]) -> Run:
     _check_memory(max(sizes), s.line)
     started = time.monotonic()
     run = session.new_run("sizes")
-    for i, z in enumerate(sizes):
-        session.progress(i, len(sizes), f"{z:,} bytes")
-        with session.buffer(z, run, seed_offset=i) as buf:
-            run.points.append(session.point(buf, 1, 1, buf.size_bytes))
-    session.progress(len(sizes), len(sizes), "done")
+
+    def one(z: int) -> Point:
+        with session.buffer(z, run, seed_offset=z) as buf:
+            return session.point(buf, 1, 1, buf.size_bytes)
+
+    _each(session, run, list(sizes), lambda z: f"{z:,} bytes", one)
     return _finish(run, started)
 
 
@@ -469,10 +484,8 @@ def loaded_latency(session: Session, delays: Sequence[int], loaders: int | None 
     run = session.new_run("loaded")
     run.oversubscribed = 1 + n > len(plan.cpus)
     with session.buffer(s.size_bytes, run) as chase, session.buffer(s.size_bytes, run, seed_offset=1) as load:
-        for i, d in enumerate(sorted(delays)):
-            session.progress(i, len(delays), f"delay {d}")
-            run.points.append(session.point(chase, 1, 1, s.size_bytes, load=load, loaders=n, delay=d))
-    session.progress(len(delays), len(delays), "done")
+        _each(session, run, sorted(delays), lambda d: f"delay {d}",
+              lambda d: session.point(chase, 1, 1, s.size_bytes, load=load, loaders=n, delay=d))
     return _finish(run, started)
 
 
