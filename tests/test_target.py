@@ -101,8 +101,13 @@ def test_bundled_corpus_loads_with_its_machines():
     by = {}
     for s in series:
         by.setdefault(s.source, []).append(s)
-    assert {k: len(v) for k, v in by.items()} == {"concmap": 15, "litl-a64": 45, "litl-i48": 37}
+    assert {k: len(v) for k, v in by.items()} == {
+        "concmap": 15, "litl-a64": 45, "litl-i48": 37, "folly-sharedmutex": 38, "wiredtiger-read": 2,
+        "concmap-xeon4314": 22, "mysql-sysbench-ro": 2,
+        "uob-grace": 14, "uob-vera": 14, "uob-turin": 14, "uob-gnr": 14}
     assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
+    assert by["folly-sharedmutex"][0].machine.cpus == 32 and by["mysql-sysbench-ro"][0].machine.cpus == 56
+    assert by["uob-gnr"][0].machine.cores == 96 and by["uob-gnr"][0].machine.threads_per_core == 2
     assert C.train_max(np.array([8, 16, 24, 32, 40, 48, 56, 64.0]), 0.25) == 16
     assert C.train_max(np.array([12, 24, 36, 48.0]), 0.25) == 24      # never fewer than two points
     assert C.train_max(np.arange(1, 177.0), 0.25) == 44
