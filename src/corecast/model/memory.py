@@ -51,6 +51,8 @@ class Knee:
     def describe(self, unit: str = "") -> str:
         if self.reached:
             return f"{self.at:.3g}{unit}"
+        if self.last_x == 1 and unit.endswith("s"):
+            unit = unit[:-1]
         return f"not reached at {self.last_x:g}{unit}" + (
             f" (still +{self.growth_after:.0%} past {self.breakpoint:g})" if self.growth_after is not None
             and self.breakpoint is not None else "")
@@ -73,7 +75,8 @@ def knee(x: Sequence[float], y: Sequence[float], flat: float = 0.25, beyond: int
         return Knee(None, False, math.nan, math.nan, reason="no points")
     peak, last = float(ys.max()), float(xs[-1])
     if len(np.unique(xs)) < 3:
-        return Knee(None, False, peak, last, reason=f"{len(np.unique(xs))} distinct values: too few to see a knee")
+        n = len(np.unique(xs))
+        return Knee(None, False, peak, last, reason=f"{n} distinct value{'s' if n > 1 else ''}: too few to see a knee")
     def fit(c: float) -> tuple[float, float, float, float]:
         A = np.column_stack([np.ones_like(xs), np.minimum(xs, c), np.maximum(xs - c, 0.0)])
         coef, *_ = np.linalg.lstsq(A, ys, rcond=None)

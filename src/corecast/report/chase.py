@@ -97,10 +97,11 @@ def chase_doc(runs: Mapping[str, "Run"], analysis: ConcurrencyAnalysis | None, p
 def _conditions_line(run: "Run") -> str:
     s = run.settings
     c = run.conditions()
-    page = run.page_used + (f" ({run.huge_fraction:.0%} in huge pages)" if run.huge_fraction is not None else "")
+    page = f"{run.page_used} pages" + (f" ({run.huge_fraction:.0%} of the buffer in huge pages)"
+                                       if run.huge_fraction is not None else "")
     return (f"{fmt_bytes(s.size_bytes) if run.mode != 'sizes' else 'sizes as listed'}, {s.line}-byte lines, "
             f"{s.pattern_label}" + (f" in groups of {s.tlb_group_pages} pages" if s.pattern == "random" else "")
-            + f", {page} pages; {s.samples} samples of {s.duration_s / s.samples * 1e3:.0f} ms per point after a "
+            + f", {page}; {s.samples} samples of {s.duration_s / s.samples * 1e3:.0f} ms per point after a "
             f"{s.warmup_s * 1e3:.0f} ms warm-up (discarded); timer overhead {run.timer_overhead_ns:.0f} ns per "
             f"sample, subtracted; time base: {c['time_base']}; CPUs in --order {run.order}; "
             f"{run.elapsed_s:.1f} s")
@@ -124,7 +125,9 @@ def render_concurrency(run: "Run", a: ConcurrencyAnalysis, con: Console) -> None
               + (f" — {pc.reason}" if pc.reason else "")
               + (f"; one core's best {gbs(a.per_core_peak_bandwidth_bytes_s)}" if a.per_core_peak_bandwidth_bytes_s else ""))
     con.print(f"chip-wide plateau: {a.chip.describe(' threads')}" + (f" — {a.chip.reason}" if a.chip.reason else ""))
-    con.print(f"peak bandwidth: {gbs(a.peak_bandwidth_bytes_s)} ({a.peak_at[0]} threads x {a.peak_at[1]} chains); "
+    t, k = a.peak_at
+    con.print(f"peak bandwidth: {gbs(a.peak_bandwidth_bytes_s)} ({t} thread{'s' if t > 1 else ''} x {k} "
+              f"chain{'s' if k > 1 else ''}); "
               f"per socket {gbs(a.peak_per_socket_bytes_s)} ({a.peak_sockets} socket{'s' if a.peak_sockets > 1 else ''})")
     con.print(_conditions_line(run))
     print_notices(con, a.notes, kind="note")
