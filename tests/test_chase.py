@@ -280,6 +280,18 @@ def test_huge_pages_unavailable_fall_back_and_say_so(cli):
         assert any("no 2 MiB hugetlb pages" in w for w in r.json()["concurrency"]["warnings"])
 
 
+def test_a_thread_that_missed_every_sample_boundary_is_counted_whole():
+    """Oversubscribed: no sample in which every thread ran; each thread's totals make one."""
+    s = N.Samples(count=np.array([[100.0, 0.0, 300.0], [0.0, 400.0, 0.0]]),
+                  ns=np.array([[1000.0, 0.0, 3000.0], [0.0, 4000.0, 0.0]]),
+                  cpu_ns=np.array([[1000.0, 0.0, 3000.0], [0.0, 4000.0, 0.0]]))
+    lat, _, bw, _, kept, share, _ = R.summarise(s, threads=2, chains=1, line=64, overhead_ns=0.0, wall=True)
+    assert kept == 1 and lat == pytest.approx(10.0) and bw == pytest.approx(2 * 64 / 10.0 * 1e9)
+    with pytest.raises(UserError, match="never got to run"):
+        R.summarise(N.Samples(np.array([[1.0], [0.0]]), np.array([[1.0], [0.0]]), np.array([[1.0], [0.0]])),
+                    2, 1, 64, 0.0, True)
+
+
 def test_thp_is_asked_for_and_its_share_measured():
     ses = R.Session(R.Settings(size_bytes=32 << 20, page="thp", duration_s=0.05, samples=1))
     run = R.concurrency_sweep(ses, [1], [1])
@@ -295,7 +307,7 @@ def test_dataset_round_trip_through_usl_export_and_info(cli, tmp_path):
     out = tmp_path / "chase.csv"
     # three thread counts (the USL needs three), on two CPUs with --oversubscribe
     r = cli("chase", "--threads", "1-3", "--oversubscribe", "--chains", "1,8", "--size", "32MiB",
-            "--duration", "0.05", "-o", out)
+            "--duration", "0.15", "-o", out)
     assert r.code == 0, r.err
     ds = load(out)
     assert {"chains", "latency_ns", "bandwidth_bytes_s", "concurrency"} <= set(ds.metric_names)

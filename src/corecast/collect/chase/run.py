@@ -280,8 +280,15 @@ def summarise(s: native.Samples, threads: int, chains: int, line: int, overhead_
     t = ns if wall else cpu
     ok = np.all((s.count > 0) & (t > 0), axis=0)           # samples every worker ran through
     if not ok.any():
-        raise UserError("no sample completed: the threads did not get to run (a busy or oversubscribed "
-                        "machine); give a longer --duration")
+        # No sample in which every thread ran (oversubscribed, or a busy machine): each thread's
+        # whole measured time as one sample (a thread that missed a sample boundary counted
+        # its work into the next sample it recorded, so its totals are whole).
+        if np.any(s.count.sum(axis=1) <= 0) or np.any(t.sum(axis=1) <= 0):
+            raise UserError("a thread never got to run during the point (a busy or oversubscribed "
+                            "machine); give a longer --duration")
+        s = native.Samples(s.count.sum(axis=1, keepdims=True), s.ns.sum(axis=1, keepdims=True),
+                           s.cpu_ns.sum(axis=1, keepdims=True))
+        return summarise(s, threads, chains, line, overhead_ns * ns.shape[1], wall)
     # Samples in which every thread ran nearly all the time are the ones where they surely ran
     # together: kept alone when there are any (on a shared machine there may be none).
     share_s = np.min(cpu / np.where(ns > 0, ns, 1.0), axis=0)
