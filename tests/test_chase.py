@@ -166,7 +166,7 @@ def test_concurrency_sweep_bandwidth_grows_with_chains(cli, tmp_path):
     assert bw[16] > 2 * bw[4] > 2 * bw[1] > 0              # independent misses overlap
     ds = load(out)
     conc = dict(zip(ds.column("chains"), ds.column("concurrency")))
-    assert conc[1] == pytest.approx(1.0)                   # Little's law at the idle point
+    assert conc[1] == pytest.approx(1.0, rel=1e-3)         # Little's law at the idle point (medians)
     assert conc[16] > 3
     cond = doc["conditions"]
     assert cond["first_sample_discarded"] and cond["timer_overhead_ns"] > 0
