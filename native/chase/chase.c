@@ -25,6 +25,9 @@
  *
  * Loaders (the loaded-latency mode) read their slice of a second buffer line after line, with
  * `delay` turns of an empty loop after each line (the injection delay).
+ *
+ * One file of ~650 lines: the buffers, the walks (64 unrolled loops and their table), the runs
+ * and the ping-pong share the buffer type and the pinning, and are loaded as one library.
  */
 #define _GNU_SOURCE
 #include <errno.h>

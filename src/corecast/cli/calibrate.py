@@ -41,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from ..report import chase as R
     from ..report import terminal
 
+    from pathlib import Path
+
+    from ..errors import UserError
+
+    if not Path(args.output).resolve().parent.is_dir():             # before the work, not after it
+        raise UserError(f"{args.output}: directory {Path(args.output).parent} does not exist")
     started = time.monotonic()
     bar = R.ProgressBar(enabled=not args.quiet and not args.json)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ..parsing import byte_size
 
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         plots.check_plot_path(args.plot)
     if args.output and not args.output.lower().endswith((".csv", ".json")):
         raise UserError(f"{args.output}: cannot tell the format from the extension (use .csv or .json)")
+    for path in (args.output, args.profile):          # before the work, not after it
+        if path and not Path(path).resolve().parent.is_dir():
+            raise UserError(f"{path}: directory {Path(path).parent} does not exist")
     pattern, stride = C.parse_pattern(args.pattern)
     settings = C.Settings(size_bytes=C.DEFAULT_SIZE if args.size is None else args.size, line=args.line,
                           page=args.page, pattern=pattern, stride_bytes=stride, tlb_group_pages=args.tlb_group,
