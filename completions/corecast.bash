@@ -5,8 +5,10 @@
 #    source ~/.local/share/bash_completion/corecast
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
-_shtab_corecast_subparsers=(evaluate events export info measure predict serve sim stat throughput usl)
+_shtab_corecast_subparsers=(calibrate chase evaluate events export info measure predict serve sim stat throughput usl)
 
+_shtab_corecast_calibrate_option_strings=(-h --help -o --output --no-memory --json -q --quiet)
+_shtab_corecast_chase_option_strings=(-h --help --sweep-size --loaded --size --chains --threads --order --oversubscribe --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --json --plot -o --output --profile -q --quiet)
 _shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --json)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format)
 _shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata)
@@ -22,6 +24,7 @@ _shtab_corecast_option_strings=(-h --help --version)
 
 
 
+_shtab_corecast_chase___page_choices=(4k 2m thp)
 _shtab_corecast_evaluate___placement_choices=(compact spread smt-last)
 _shtab_corecast_events___format_choices=(table json)
 _shtab_corecast_export___format_choices=(csv json records)
@@ -37,8 +40,22 @@ _shtab_corecast_stat___threads_choices=(kernel poll)
 _shtab_corecast_stat___wake_choices=(auto records tick)
 _shtab_corecast_throughput___lock_model_choices=(wait-share amdahl)
 _shtab_corecast_usl___format_choices=(table json csv records)
-_shtab_corecast_pos_0_choices=(evaluate events export info measure predict serve sim stat throughput usl)
+_shtab_corecast_pos_0_choices=(calibrate chase evaluate events export info measure predict serve sim stat throughput usl)
 
+_shtab_corecast_calibrate__h_nargs=0
+_shtab_corecast_calibrate___help_nargs=0
+_shtab_corecast_calibrate___no_memory_nargs=0
+_shtab_corecast_calibrate___json_nargs=0
+_shtab_corecast_calibrate__q_nargs=0
+_shtab_corecast_calibrate___quiet_nargs=0
+_shtab_corecast_chase__h_nargs=0
+_shtab_corecast_chase___help_nargs=0
+_shtab_corecast_chase___sweep_size_nargs=0
+_shtab_corecast_chase___loaded_nargs=0
+_shtab_corecast_chase___oversubscribe_nargs=0
+_shtab_corecast_chase___json_nargs=0
+_shtab_corecast_chase__q_nargs=0
+_shtab_corecast_chase___quiet_nargs=0
 _shtab_corecast_evaluate__h_nargs=0
 _shtab_corecast_evaluate___help_nargs=0
 _shtab_corecast_evaluate___refit_nargs=0

@@ -217,7 +217,7 @@ class OnTarget(Fitted):
             peak = mem["peak_bandwidth_bytes_s_per_socket"] / 1e9
         if not peak:
             return None
-        per_core = mem.get("per_core_bandwidth_bytes_s")
+        per_core = mem.get("per_core_peak_bandwidth_bytes_s")
         out = []
         for q in pos:
             bw = 0.0
