@@ -91,9 +91,10 @@ def with_priors(f: Fitted, pri: Priors) -> Fitted:
             tp = dataclasses.replace(tp, coherency_share=pri.coherency_share)
         return dataclasses.replace(f, fitted=tp, growth=pri.band_growth_two)
     if isinstance(f, auto.AutoFit):
-        finite = {k: v for k, v in f.scores.items() if math.isfinite(v)}
-        weights = auto.choose(finite, pri)[0] if finite else {pri.default if pri.default in f.fits else
-                                                              next(iter(f.fits)): 1.0}
+        if list(f.weights) == ["estima"]:          # the stall method: the priors do not choose it
+            return dataclasses.replace(f, prior_growth=pri.band_growth, prior_weight=pri.band_weight)
+        finite = {k: v for k, v in f.scores.items() if math.isfinite(v) and k != "estima"}
+        weights = auto.choose(finite, pri)[0] if finite else auto.default_weights(f.fits, pri)
         return dataclasses.replace(f, weights=weights, prior_growth=pri.band_growth,
                                    prior_weight=pri.band_weight)
     return f
