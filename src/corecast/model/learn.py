@@ -8,18 +8,18 @@ weighed, the coherency share of the two-point USL, the cross-node cost and the b
 choices below replay the very code `predict` runs (`auto.choose`, `TwoPointFit`, `OnTarget`)
 without fitting again.
 
-The score of a choice is the **geometric mean over the sources of each source's median, over
-its series, of the series' median absolute % error** on the held-out points (every source weighs
-the same, however many series it has; geometric, so that no single source decides). In order:
+The score of a choice is the **median over the sources of each source's median, over its
+series, of the series' median absolute % error** on the held-out points (every source weighs the
+same, however many series it has; no single source decides; the geometric mean breaks ties). In
+order:
 
 1. `smt_yield`: over the series measured on an SMT machine at C/2, C and 2C threads (C physical
    cores), (X(2C)/X(C) − 1) / (X(C)/X(C/2) − 1) in [0, 1] -- what the SMT doubling gave against
    the last doubling of cores; the median over the sources of each source's median.
 2. `default`: the member whose predictions score best; then, for the USL, `partner` (Amdahl's
-   law) and `default_weight` (3/4, 1/2 or 1/4 on the USL) when the blend in log space scores
-   better still: the USL's coherency term shrunk toward none.
-3. `switch_ratio`: from {1.25, 1.5, 2, 3, 5, ∞} (∞: never displaced), the best score; a tie goes
-   to the larger (the more conservative) ratio.
+   law) and `default_weight` (from 0.85 down to 0.25 on the USL) when the blend in log space
+   scores better still: the USL's coherency term shrunk toward none.
+3. `switch_ratio`: ∞ (the default is never displaced by validation; see SWITCH_RATIOS).
 4. `coherency_share`: from a grid in [0, 1], the best score of the two-point USL through the
    last two fitted points of every series.
 5. `cross_domain`: from a grid, the best score with the target machine given, on the series
@@ -51,7 +51,11 @@ from .priors import FALLBACK_SMT_YIELD, Priors
 from .series import convert
 from .topo import Layout, OnTarget, fit_for_target
 
-SWITCH_RATIOS = (1.25, 1.5, 2.0, 3.0, 5.0, math.inf)
+#: Displacing the default when another member validates this many times better was tried
+#: (1.25 to 5): in-sample it sometimes helped, left out it hurt the sources it was chosen
+#: for (validation inside the first quarter does not tell which law holds four times further
+#: out), so the default is never displaced; the code keeps the rule for priors that say otherwise.
+SWITCH_RATIOS = (math.inf,)
 COHERENCY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 CROSS_COSTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 MEMBERS = ("usl", "amdahl", "power", "pmnf", "timex")
@@ -59,7 +63,7 @@ MEMBERS = ("usl", "amdahl", "power", "pmnf", "timex")
 #: none -- β fitted on a short range is the least certain thing about it. (Free partners were
 #: tried: which one won changed with the source left out, and held-out errors were no better.)
 PARTNERS = {"usl": ("amdahl",)}
-BLEND_WEIGHTS = (0.75, 0.5, 0.25)
+BLEND_WEIGHTS = (0.85, 0.75, 0.65, 0.5, 0.25)
 BAND_WEIGHTS = (0.5, 1.0, 2.0, 4.0, 8.0)
 LEVEL = 0.8
 
@@ -138,12 +142,11 @@ def series_error(t: Trial, value: np.ndarray) -> float:
 
 
 def score(trials: Sequence[Trial], predict: Callable[[Trial], np.ndarray | None]) -> float:
-    """Over the sources, the geometric mean of each source's median over its series of the
-    median absolute % error (a series a choice cannot predict counts as 100%). Geometric: errors
-    are ratios, and one source whose curves nothing predicts (a lock collapsing under
-    contention: 90% for every method) must not choose for all the others, as it did with the
-    plain mean; the median over ~10 sources was too coarse (the choice changed with every
-    source left out)."""
+    """Over the sources, the median of each source's median over its series of the median
+    absolute % error (a series a choice cannot predict counts as 100%), plus a thousandth of
+    their geometric mean to break ties. The median over sources is what a user meeting a new
+    source should expect, and no single source decides (the plain mean let one source of
+    collapsing lock curves make the power law the default)."""
     per: dict[str, list[float]] = {}
     for t in trials:
         try:
@@ -153,7 +156,7 @@ def score(trials: Sequence[Trial], predict: Callable[[Trial], np.ndarray | None]
         e = series_error(t, v) if v is not None and np.all(np.isfinite(v)) and np.all(v > 0) else 100.0
         per.setdefault(t.series.source, []).append(e)
     meds = [max(float(np.median(v)), 0.1) for v in per.values()]
-    return float(np.exp(np.mean(np.log(meds)))) if meds else math.nan
+    return float(np.median(meds) + 1e-3 * np.exp(np.mean(np.log(meds)))) if meds else math.nan
 
 
 def coverage(trials: Sequence[Trial], pri: Priors) -> float:
