@@ -16,7 +16,7 @@
 
 typedef struct {
     int64_t T, K, A;
-    int64_t kind;            /* 1 adwrr, 2 eqp, 3 acfs */
+    int64_t kind;            /* 1 adwrr, 2 eqp, 3 acfs, 4 acfs against a big core */
     int64_t source;          /* 0 true, 1 ipc-sampling, 2 model */
     int64_t any_dynamic;
     double t, next_dec, until, max_time, quantum, mig_cost, idle_power;
@@ -31,6 +31,7 @@ typedef struct {
     const uint8_t *runnable, *tdyn;
     const double *R;         /* T*K */
     double *seg_left, *S, *last_row, *cpu, *rtime, *work, *progress, *sf_seen;
+    double *alone_progress, *alone_rate;
     int64_t *dom;
     const double *sf_true, *sf_est_rows;   /* T, T*K */
     const double *offset;    /* adwrr: T */
@@ -132,9 +133,26 @@ static void sf_update(cc_sched *s) {
     }
 }
 
+/* engine._alone_rates: a thread's rate were its application alone with its present TLP */
+static void alone_rates(cc_sched *s) {
+    int64_t T = s->T, K = s->K;
+    for (int64_t a = 0; a < s->A; a++) s->abuf[a] = 0.0;
+    for (int64_t i = 0; i < T; i++) if (s->runnable[i]) s->abuf[s->app[i]] += 1.0;
+    for (int64_t i = 0; i < T; i++) {
+        double n = s->abuf[s->app[i]], left = n, acc = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            double used = s->counts[k] < left ? s->counts[k] : left;
+            left = left - used;
+            acc = acc + used / (1.0 + (s->sf_seen[i] - 1.0) * s->pos[k]);
+        }
+        s->alone_rate[i] = n == 0 ? 1.0 : acc / (n > 1 ? n : 1);
+    }
+}
+
 static void decide(cc_sched *s) {
     int64_t T = s->T, K = s->K, n = 0;
     sf_update(s);
+    alone_rates(s);
     for (int64_t i = 0; i < T; i++) if (s->runnable[i]) s->run[n++] = i;
     s->decisions++;
     for (int64_t i = 0; i < T * K; i++) s->S[i] = 0.0;
@@ -163,8 +181,9 @@ static void decide(cc_sched *s) {
         qsort(s->order, n, sizeof(int64_t), cmp_desc);
     } else {                                /* ACFS: most slowed applications, then threads */
         for (int64_t a = 0; a < s->A; a++) s->abuf[a] = 0.0;
+        const double *prog = s->kind == 3 ? s->alone_progress : s->progress;
         for (int64_t i = 0; i < T; i++) {
-            double p = s->progress[i];
+            double p = prog[i];
             s->key[i] = p > 1e-12 ? s->rtime[i] / (p > 1e-12 ? p : 1e-12) : 1.0;
             s->abuf[s->app[i]] += s->key[i];
         }
@@ -324,8 +343,9 @@ API int cc_sched_run(cc_sched *s) {
                 }
                 s->work[i] += rate[i] * dt;
                 if (s->runnable[i]) s->rtime[i] += dt;
-                if (K > 1) s->progress[i] += pr * dt;
-                else s->progress[i] += s->S[i * K] * dt;
+                if (K == 1) pr = s->S[i * K];
+                s->progress[i] += pr * dt;
+                s->alone_progress[i] += pr * dt / s->alone_rate[i];
             }
             double e = 0.0;
             for (int64_t k = 0; k < K; k++) { s->busy[k] += busyv[k] * dt; e += busyv[k] * (s->active_w[k] - s->idle_w[k]); }

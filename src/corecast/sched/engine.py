@@ -128,6 +128,8 @@ class _Sim:
         self.rtime = np.zeros(T)
         self.work = np.zeros(T)
         self.progress = np.zeros(T)
+        self.alone_progress = np.zeros(T)
+        self.alone_rate = np.ones(T)
         hi, lo = machine.span or (machine.speeds[0], machine.speeds[-1])
         self.pos = (hi - machine.speeds) / (hi - lo) if hi != lo else np.zeros(K)
         self.run_id = np.zeros(T, dtype=np.int64)
@@ -155,7 +157,8 @@ class _Sim:
             runnable=np.zeros(0, dtype=np.int64), is_runnable=self.runnable, app=self.tapp,
             local=self.tlocal, weight=self.weight, sf=self.sf_seen,
             needs_sample=np.zeros((T, K), dtype=bool), cpu=self.cpu, runnable_time=self.rtime,
-            work=self.work, progress=self.progress, run_id=self.run_id, app_threads=nthr,
+            work=self.work, progress=self.progress, alone_progress=self.alone_progress,
+            alone_rate=self.alone_rate, run_id=self.run_id, app_threads=nthr,
             app_weight=np.array([a.weight for a in wl.apps], dtype=float),
             app_runnable=np.zeros(A, dtype=np.int64), app_start=self.run_start, placement=self.S,
             rng=self.rng)
@@ -189,6 +192,7 @@ class _Sim:
         self.rtime[lo:hi] = 0
         self.work[lo:hi] = 0
         self.progress[lo:hi] = 0
+        self.alone_progress[lo:hi] = 0
         self.run_id[lo:hi] += 1
         self.last_row[lo:hi] = 0
         if self.sampler is not None:
@@ -225,12 +229,26 @@ class _Sim:
             np.copyto(self.sf_seen, self.sampler.sf)
             np.copyto(self.view.needs_sample, self.sampler.needs() & self.runnable[:, None])
 
+    def _alone_rates(self, app_runnable: np.ndarray) -> None:
+        """Each runnable thread's rate if its application ran alone with its present TLP: its
+        threads turning over the fastest cores, one per core (rates from the SF estimate)."""
+        n = app_runnable[self.tapp]
+        left = n.astype(float)
+        acc = np.zeros(self.T)
+        for k in range(self.K):
+            used = np.minimum(self.counts[k], left)
+            left = left - used
+            acc = acc + used / (1.0 + (self.sf_seen - 1.0) * self.pos[k])
+        np.divide(acc, np.maximum(n, 1), out=self.alone_rate)
+        self.alone_rate[n == 0] = 1.0
+
     def _decide(self) -> None:
         v = self.view
         v.time = self.t
         v.runnable = np.flatnonzero(self.runnable)
         v.app_runnable = np.bincount(self.tapp[v.runnable], minlength=self.A)
         self._sf_update()
+        self._alone_rates(v.app_runnable)
         new = self.policy.decide(v)
         self.decisions += 1
         if new is None:
@@ -310,9 +328,11 @@ class _Sim:
         self.rtime[self.runnable] += dt
         if self.K > 1:
             slow = 1.0 + np.outer(self.sf_seen - 1.0, self.pos)
-            self.progress += (S / slow).sum(1) * dt
+            pr = (S / slow).sum(1)
         else:
-            self.progress += S[:, 0] * dt
+            pr = S[:, 0]
+        self.progress += pr * dt
+        self.alone_progress += pr * dt / self.alone_rate
         busy = S.sum(0)
         self.busy += busy * dt
         self.energy += (self.idle_power + float((busy * (self.active_w - self.idle_w)).sum())) * dt
@@ -426,7 +446,7 @@ def _native_loop(sim: "_Sim"):
 
 def _policy_order(kind: int):
     from .policies import ACFS, ADWRR, EQP
-    return {1: ADWRR.order, 2: EQP.order, 3: ACFS.order}[kind]
+    return {1: ADWRR.order, 2: EQP.order, 3: ACFS.order, 4: ACFS.order}[kind]
 
 
 def _model_estimates(app, machine: Machine, model) -> np.ndarray:

@@ -27,6 +27,7 @@ class _State(C.Structure):
         ("R", _D),
         ("seg_left", _D), ("S", _D), ("last_row", _D), ("cpu", _D), ("rtime", _D), ("work", _D),
         ("progress", _D), ("sf_seen", _D),
+        ("alone_progress", _D), ("alone_rate", _D),
         ("dom", _I),
         ("sf_true", _D), ("sf_est_rows", _D),
         ("offset", _D),
@@ -107,6 +108,7 @@ class Loop:
                           ("idle_w", s.idle_w), ("pos", s.pos), ("busy", s.busy), ("weight", s.weight),
                           ("R", s.R), ("seg_left", s.seg_left), ("S", s.S), ("last_row", s.last_row),
                           ("cpu", s.cpu), ("rtime", s.rtime), ("work", s.work), ("progress", s.progress),
+                          ("alone_progress", s.alone_progress), ("alone_rate", s.alone_rate),
                           ("sf_seen", s.sf_seen), ("sf_true", s.sf_true), ("sf_est_rows", s.sf_est_rows),
                           ("offset", self.offset), ("pool", s.pool), ("app_threads", self.app_threads),
                           ("app_weight", s.view.app_weight)):

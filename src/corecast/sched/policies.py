@@ -202,10 +202,21 @@ class ACFS(_Ranked):
 
     name = "acfs"
     kind = 3
+    #: what a thread's slowdown is measured against: "alone" (its application alone on the AMP
+    #: with its TLP: the slowdown the metrics report) or "big" (a big core of its own)
+    reference = "alone"
+
+    def __init__(self, reference: str = "alone"):
+        if reference not in ("alone", "big"):
+            raise UserError(f"acfs reference '{reference}': choose alone or big")
+        self.reference = reference
+        if reference == "big":
+            self.kind = 4
 
     def order(self, v: View) -> np.ndarray:
         run = v.runnable
-        sd = np.where(v.progress > 1e-12, v.runnable_time / np.maximum(v.progress, 1e-12), 1.0)
+        prog = v.alone_progress if self.reference == "alone" else v.progress
+        sd = np.where(prog > 1e-12, v.runnable_time / np.maximum(prog, 1e-12), 1.0)
         app_sd = np.bincount(v.app, weights=sd, minlength=len(v.app_threads)) / v.app_threads
         # priorities: a heavier application should see a proportionally smaller slowdown
         key = app_sd * v.app_weight / 1024.0
@@ -360,7 +371,17 @@ class FairShare(Policy):
         return S
 
 
+class ACFSBig(ACFS):
+    """acfs-big: ACFS with slowdowns measured against a big core rather than the application alone."""
+
+    name = "acfs-big"
+
+    def __init__(self) -> None:
+        super().__init__("big")
+
+
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (HSP, RR, ADWRR, EQP, ACFS, Energy, CFS)}
+VARIANTS: dict[str, type[Policy]] = {ACFSBig.name: ACFSBig}
 REFERENCES: dict[str, type[Policy]] = {p.name: p for p in (Alone, FairShare)}
 
 
@@ -374,9 +395,11 @@ def make_policy(spec: str) -> Policy:
         return POLICIES[spec]()
     if spec in REFERENCES:
         return REFERENCES[spec]()
+    if spec in VARIANTS:
+        return VARIANTS[spec]()
     if ":" in spec and spec.split(":", 1)[0].endswith(".py"):
         return _user_policy(spec)
-    raise UserError(f"unknown policy '{spec}': choose {', '.join(POLICIES)} or give FILE.py:ClassName")
+    raise UserError(f"unknown policy '{spec}': choose {', '.join([*POLICIES, *VARIANTS])} or give FILE.py:ClassName")
 
 
 def _user_policy(spec: str) -> Policy:

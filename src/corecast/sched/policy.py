@@ -57,6 +57,10 @@ class View:
     runnable_time: np.ndarray   # (T,) seconds runnable (running or waiting for a core), current run
     progress: np.ndarray        # (T,) progress counter: CPU seconds scaled to big-core seconds
                                 #      with the SF estimate in force while they ran
+    alone_rate: np.ndarray      # (T,) the thread's rate (big-core seconds per second) were its
+                                #      application alone on the machine with its present TLP
+    alone_progress: np.ndarray  # (T,) progress counter in seconds of running alone: CPU time
+                                #      scaled with the SF estimate and divided by alone_rate
     work: np.ndarray            # (T,) work done in the current run, big-core seconds (an
                                 #      application-reported progress, not a counter estimate)
     run_id: np.ndarray          # (T,) changes when the thread's application restarts
