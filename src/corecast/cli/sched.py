@@ -61,6 +61,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     sim.add_argument("--policy", "-p", default="hsp,rr,adwrr,eqp,acfs,energy,cfs", metavar="P[,P...]",
                      help="policies to compare (default all seven); all; or FILE.py:ClassName")
     sim.add_argument("--quantum", type=_time, default=0.010, metavar="T", help="scheduling quantum (default 10ms)")
+    sim.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
     sim.add_argument("--migration-cost", type=_time0, default=50e-6, metavar="T",
                      help="CPU time a thread loses when it moves to another core type (default 50us)")
     sim.add_argument("--sf-source", choices=["true", "ipc-sampling", "model"],
@@ -131,6 +132,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                           "CPU limit where a cpu controller is mounted, else a duty-cycle stealer)")
     run.add_argument("--small-speed", type=float, metavar="S", help="emulated speed of a small CPU, 0..1 (default 0.5)")
     run.add_argument("--quantum", type=_time, default=0.05, metavar="T", help="decision period (default 50ms)")
+    run.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
     run.add_argument("--sf", metavar="SF[,SF...]", help="declared speedup factor of each program, in order (- for none)")
     run.add_argument("--progress", choices=["auto", "instructions", "taskclock"], default="auto",
                      help="per-thread progress: instructions where countable (auto), or the task clock")
@@ -212,7 +214,8 @@ def _sim(args: argparse.Namespace) -> int:
         raise UserError(f"--runs {args.runs}: at least 1")
     if not (args.sf_noise >= 0 and math.isfinite(args.sf_noise)):
         raise UserError(f"--sf-noise {args.sf_noise}: 0 or more")
-    pols = [make_policy(p) for p in _policies(args.policy)]
+    names = _policies(args.policy)
+    pols = [make_policy(p, args.period if p == "rr" or (args.period and len(names) == 1) else None) for p in names]
     wl = load_workload(args.workload)
     if args.runs is not None or args.no_restart:
         wl = wl.with_rules(runs=args.runs, restart=False if args.no_restart else None)
@@ -322,7 +325,7 @@ def _run(args: argparse.Namespace) -> int:
         cmds = cmds[1:]
     if not cmds:
         raise UserError("no programs: give them after --, e.g. -- './a' './b'")
-    make_policy(args.policy)               # an unknown policy before anything starts
+    make_policy(args.policy, args.period)  # an unknown policy before anything starts
     sfs = None
     if args.sf:
         sfs = []
@@ -344,7 +347,7 @@ def _run(args: argparse.Namespace) -> int:
     if pf and len(pf) != len(cmds):
         raise UserError(f"--progress-file given {len(pf)} times for {len(cmds)} programs")
     setup = prepare(args.big, args.small, args.emulate, args.small_speed, args.quantum)
-    res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress)
+    res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress, args.period)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=_jdefault, allow_nan=True).replace("NaN", "null"))
     else:

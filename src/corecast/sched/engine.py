@@ -437,8 +437,11 @@ class _Sim:
 def _native_loop(sim: "_Sim"):
     """The native loop for the per-quantum ranked policies, or None (another policy, or the
     compiled library missing: the Python loop then runs every quantum, with the same result)."""
+    from .policies import _Ranked
     kind = getattr(sim.policy, "kind", 0)
-    if not kind or type(sim.policy).order is not _policy_order(kind) or not sim.policy.trusted:
+    cls = type(sim.policy)
+    # only the built-in rules: a subclass that changes order() or decide() runs in Python
+    if not kind or cls.order is not _policy_order(kind) or cls.decide is not _Ranked.decide or not sim.policy.trusted:
         return None
     from . import native
     return native.Loop.create(sim)

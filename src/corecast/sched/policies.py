@@ -389,8 +389,21 @@ def policy_names() -> list[str]:
     return list(POLICIES)
 
 
-def make_policy(spec: str) -> Policy:
-    """A policy by name, or a user's class: FILE.py:ClassName (a subclass of Policy)."""
+def make_policy(spec: str, period_s: float | None = None) -> Policy:
+    """A policy by name, or a user's class: FILE.py:ClassName (a subclass of Policy); `period_s`
+    replaces the period of a periodic policy (RR's migrations)."""
+    pol = _make(spec)
+    if period_s is not None:
+        if not (period_s > 0 and math.isfinite(period_s)):
+            raise UserError(f"--period {period_s}: must be a positive time")
+        if getattr(pol, "period_s", None) is None:
+            raise UserError(f"--period: policy {pol.name} has no period of its own (it decides "
+                            f"{'every quantum' if pol.period == 1 else 'when threads start or stop'})")
+        pol.period_s = period_s
+    return pol
+
+
+def _make(spec: str) -> Policy:
     if spec in POLICIES:
         return POLICIES[spec]()
     if spec in REFERENCES:

@@ -59,25 +59,38 @@ class _Cgroup(Emulation):
             raise UserError(f"{path}: cannot write '{text.strip()}': {err.strerror or err}") from None
 
 
+def _own_cgroup(mount: Path, controller: str = "cpu") -> Path:
+    """This process's cgroup in a v1 hierarchy (where threads on big CPUs stay: a cgroup of their
+    own would weigh as one task against the machine's other work, whatever their nice values)."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, ctrls, path = line.split(":", 2)
+            if controller in ctrls.split(","):
+                return mount / path.lstrip("/")
+    except (OSError, ValueError):
+        pass
+    return mount
+
+
 class CgroupV1(_Cgroup):
     kind = "cgroup v1 cpu.cfs_quota_us"
 
     def __init__(self, mount: Path, small: list[int], speed: float):
         super().__init__(small, speed)
-        self.base = mount / f"corecast-sched-{os.getpid()}"
+        self.home = _own_cgroup(mount)
+        self.base = self.home / f"corecast-sched-{os.getpid()}"
         try:
-            for d in ("big", "small"):
-                (self.base / d).mkdir(parents=True, exist_ok=True)
+            (self.base / "small").mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise UserError(f"{self.base}: cannot make the emulation's cgroups: {err.strerror or err}") from None
+            raise UserError(f"{self.base}: cannot make the emulation's cgroup: {err.strerror or err}") from None
         self._write(self.base / "small" / "cpu.cfs_period_us", str(PERIOD_US))
         self._write(self.base / "small" / "cpu.cfs_quota_us", str(self.quota))
 
     def place(self, tid: int, small: bool) -> None:
-        if self.where.get(tid) is small:
+        if self.where.get(tid, False) is small:
             return
         try:
-            (self.base / ("small" if small else "big") / "tasks").write_text(str(tid))
+            (self.base / "small" / "tasks" if small else self.home / "tasks").write_text(str(tid))
             self.where[tid] = small
         except ProcessLookupError:
             pass                       # the thread ended meanwhile
@@ -87,17 +100,15 @@ class CgroupV1(_Cgroup):
             raise UserError(f"{self.base}: cannot move thread {tid}: {err.strerror or err}") from None
 
     def close(self) -> None:
-        root = self.base.parent / "tasks"
-        for d in ("small", "big"):
-            try:
-                for line in (self.base / d / "tasks").read_text().split():
-                    try:
-                        root.write_text(line)
-                    except OSError:
-                        pass
-                (self.base / d).rmdir()
-            except OSError:
-                pass
+        try:
+            for line in (self.base / "small" / "tasks").read_text().split():
+                try:
+                    (self.home / "tasks").write_text(line)
+                except OSError:
+                    pass
+            (self.base / "small").rmdir()
+        except OSError:
+            pass
         try:
             self.base.rmdir()
         except OSError:

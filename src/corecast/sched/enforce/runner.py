@@ -320,7 +320,8 @@ class _Run:
         try:
             for argv in self.cmds:
                 try:
-                    p = subprocess.Popen(argv, stdout=sys.stderr, stderr=sys.stderr)
+                    # the programs write to standard error: standard output is the report
+                    p = subprocess.Popen(argv, stdout=2, stderr=2)
                 except FileNotFoundError:
                     raise UserError(f"cannot run '{shlex.join(argv)}': no such program") from None
                 except PermissionError:
@@ -368,6 +369,28 @@ class _Run:
         return ends, status
 
 
+def _realtime() -> tuple[str, object]:
+    """Run the runner itself at a real-time priority, so that its quanta come on time on a busy
+    machine (a late decision leaves the big CPUs where they were); its children are reset to
+    the normal policy on fork. Returns a line saying how it runs, and what to restore."""
+    try:
+        old = (os.sched_getscheduler(0), os.sched_getparam(0))
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(10))
+        return "the runner ran at SCHED_FIFO priority 10 (programs at their own policy)", old
+    except (AttributeError, PermissionError, OSError):
+        return ("the runner ran at normal priority (no permission for SCHED_FIFO): on a busy machine "
+                "its decisions may come late"), None
+
+
+def _restore(old: object) -> None:
+    if old is not None:
+        try:
+            pol, param = old  # type: ignore[misc]
+            os.sched_setscheduler(0, pol, param)
+        except (OSError, ValueError):
+            pass
+
+
 def _progress_value(path: str | None) -> float | None:
     if not path:
         return None
@@ -379,7 +402,7 @@ def _progress_value(path: str | None) -> float | None:
 
 def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | None] | None = None,
             alone: bool = True, progress_files: list[str | None] | None = None,
-            progress: str = "auto") -> RunResult:
+            progress: str = "auto", period: float | None = None) -> RunResult:
     """Run `commands` together under `policy` (and each alone first for the slowdowns)."""
     if not commands:
         raise UserError("no programs: give them after --, e.g. -- './a' './b'")
@@ -396,6 +419,8 @@ def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | No
     pfiles = progress_files or [None] * len(commands)
     notes: list[str] = []
     counters, psource = choose(progress)
+    prio, old = _realtime()
+    notes.append(prio)
     try:
         alone_s: dict[str, float] = {}
         if alone:
@@ -405,10 +430,11 @@ def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | No
                 r = _Run(setup, [argv], [sf], make_policy("alone"), [None])
                 ends, st = r.run()
                 alone_s[c] = ends[0]
-        pol = make_policy(policy)
+        pol = make_policy(policy, period)
         run = _Run(setup, argvs, sfs, pol, pfiles, counters)
         ends, status = run.run()
     finally:
+        _restore(old)
         setup.emulation.close()
         if counters is not None:
             counters.close()
