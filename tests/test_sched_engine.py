@@ -2,8 +2,6 @@
 and the native loop equal to the Python one."""
 from __future__ import annotations
 
-import json
-import math
 
 import numpy as np
 import pytest
@@ -11,9 +9,9 @@ import pytest
 from corecast.sched import engine
 from corecast.sched.engine import Options, simulate
 from corecast.sched.machine import CoreType, Machine, inline_machine, rates
-from corecast.sched.metrics import References, compute, evaluate
+from corecast.sched.metrics import evaluate
 from corecast.sched.policies import HSP, make_policy
-from corecast.sched.policy import Policy, fair_shares, ranked
+from corecast.sched.policy import Policy, fair_shares
 from corecast.sched.workload import parse_workload
 
 

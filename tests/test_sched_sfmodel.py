@@ -2,7 +2,6 @@
 correlation on held-out applications is reported; the phase rule; the formats; model files."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """Experiment sets: a machine, applications by category, workload mixes, the policies compared
 and what the paper found -- the PMCTrack case study's Figures 8 and 9 as data
-(`corecast/sched/experiments/*.toml`, see pmctrack-2b2s.toml for the format).
+(`corecast/sched/studies/*.toml`, see pmctrack-2b2s.toml for the format).
 
 `run(experiment)` simulates every workload under every policy and `findings(result)` checks the
 paper's statements against the simulation: each with whether it holds and by how much.
@@ -20,7 +20,7 @@ from .engine import Options
 from .machine import Machine, load_machine
 from .metrics import Metrics, References, evaluate
 from .policies import POLICIES
-from .workload import Rules, Workload, parse_workload
+from .workload import Workload, parse_workload
 
 
 @dataclass
@@ -47,11 +47,11 @@ class ExperimentResult:
 
 
 def bundled_experiments() -> list[str]:
-    return T.bundled("experiments")
+    return T.bundled("studies")
 
 
 def load_experiment(name_or_path: str | Path) -> Experiment:
-    data, where = T.read(name_or_path, "experiments", "experiment")
+    data, where = T.read(name_or_path, "studies", "experiment")
     return parse_experiment(data, where)
 
 
