@@ -137,7 +137,7 @@ CASES = [
     (["sched", "sim", "pmctrack-mix", "--sf-source", "model"], "needs --sf-model"),
     (["sched", "sim", "pmctrack-mix", "--plot", "x.txt"], "cannot tell the plot format"),
     (["sched", "sim", "pmctrack-mix", "--policy", "acfs", "--period", "1s"], "has no period of its own"),
-    (["sched", "run", "--policy", "rr", "--big", "0-x", "--small", "1", "--", "true"], "--big '0-x': cannot read"),
+    (["sched", "run", "--policy", "rr", "--big", "0-x", "--small", "1", "--", "true"], "'0-x' is not a CPU number or range"),
     (["sched", "run", "--policy", "rr", "--big", "0", "--small", "0", "--", "true"], "share CPUs"),
     (["sched", "run", "--policy", "rr", "--big", "0", "--", "true"], "--big and --small go together"),
     (["sched", "run", "--policy", "nope", "--", "true"], "unknown policy 'nope'"),
@@ -166,7 +166,7 @@ def test_run_unreadable_cpu_list_from_sysfs(tmp_path):
     d = tmp_path / "sys/devices/system/cpu"
     d.mkdir(parents=True)
     (d / "online").write_text("0-3,zz\n")
-    with pytest.raises(UserError, match="cannot read 'zz'"):
+    with pytest.raises(UserError, match="'zz' is not a CPU number"):
         detect(tmp_path)
 
 

@@ -215,7 +215,14 @@ def _sim(args: argparse.Namespace) -> int:
     if not (args.sf_noise >= 0 and math.isfinite(args.sf_noise)):
         raise UserError(f"--sf-noise {args.sf_noise}: 0 or more")
     names = _policies(args.policy)
-    pols = [make_policy(p, args.period if p == "rr" or (args.period and len(names) == 1) else None) for p in names]
+    pols = [make_policy(p) for p in names]
+    if args.period is not None:
+        # the period is for the periodic policies among those named (RR); none of them: a mistake
+        periodic = [i for i, p in enumerate(pols) if getattr(p, "period_s", None) is not None]
+        if not periodic:
+            make_policy(names[0], args.period)          # says why, in one line
+        for i in periodic:
+            pols[i] = make_policy(names[i], args.period)
     wl = load_workload(args.workload)
     if args.runs is not None or args.no_restart:
         wl = wl.with_rules(runs=args.runs, restart=False if args.no_restart else None)
@@ -349,7 +356,7 @@ def _run(args: argparse.Namespace) -> int:
     setup = prepare(args.big, args.small, args.emulate, args.small_speed, args.quantum)
     res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress, args.period)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, default=_jdefault, allow_nan=True).replace("NaN", "null"))
+        print(json.dumps(res.to_dict(), indent=2, allow_nan=False))
     else:
         R.render_run(console(), res)
     return 0

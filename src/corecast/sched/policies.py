@@ -338,6 +338,14 @@ class CFS(Policy):
 
 
 # ------------------------------------------------------------------------ references
+def _everywhere(v: View, run: np.ndarray) -> np.ndarray:
+    """Every thread of `run` an equal (weighted) share of every core."""
+    S = np.zeros((v.threads, v.types))
+    if len(run):
+        S[run] = np.outer(fair_shares(v.weight[run], v.counts.sum()), v.counts / v.counts.sum())
+    return S
+
+
 class Alone(Policy):
     """alone: the reference of slowdowns -- runnable threads take turns on the fastest cores, one per core."""
 
@@ -347,12 +355,7 @@ class Alone(Policy):
 
     def decide(self, v: View) -> np.ndarray:
         run = v.runnable
-        if len(run) > v.counts.sum():
-            S = np.zeros((v.threads, v.types))
-            frac = v.counts / v.counts.sum()
-            S[run] = np.outer(fair_shares(v.weight[run], v.counts.sum()), frac)
-            return S
-        return spread(v, run)
+        return _everywhere(v, run) if len(run) > v.counts.sum() else spread(v, run)
 
 
 class FairShare(Policy):
@@ -363,12 +366,7 @@ class FairShare(Policy):
     trusted = True
 
     def decide(self, v: View) -> np.ndarray:
-        run = v.runnable
-        S = np.zeros((v.threads, v.types))
-        if len(run):
-            frac = v.counts / v.counts.sum()
-            S[run] = np.outer(fair_shares(v.weight[run], v.counts.sum()), frac)
-        return S
+        return _everywhere(v, v.runnable)
 
 
 class ACFSBig(ACFS):

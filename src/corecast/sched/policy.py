@@ -69,6 +69,7 @@ class View:
     app_runnable: np.ndarray    # (A,) runnable threads of each application now (its TLP)
     app_start: np.ndarray       # (A,) start time of each application's current run
     placement: np.ndarray       # (T, K) the placement in force before this decision
+    rng: np.random.Generator    # seeded: the policy's random choices (the CFS-like placement)
 
     def __init__(self, **kw: Any) -> None:
         self.__dict__.update(kw)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...collect.topology import format_cpulist, parse_cpulist
 from ...errors import UserError
 
 
@@ -42,42 +43,16 @@ class Hybrid:
 
 
 def parse_cpus(text: str, what: str = "CPU list") -> list[int]:
-    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]; anything else is a one-line mistake."""
-    out: set[int] = set()
-    s = str(text).strip()
-    if not s:
+    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11] (the kernel's list format); anything else, or
+    nothing, is a one-line mistake."""
+    cpus = parse_cpulist(str(text), f"{what} '{text}'")
+    if not cpus:
         raise UserError(f"{what} '{text}': empty (give CPUs like 0-3,8)")
-    for part in s.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if lo < 0 or hi < lo:
-                    raise ValueError
-                if hi - lo > 65535:
-                    raise ValueError
-                out.update(range(lo, hi + 1))
-            else:
-                v = int(part)
-                if v < 0:
-                    raise ValueError
-                out.add(v)
-        except ValueError:
-            raise UserError(f"{what} '{text}': cannot read '{part}' (give CPUs like 0-3,8)") from None
-    return sorted(out)
+    return cpus
 
 
 def format_cpus(cpus: list[int]) -> str:
-    cpus = sorted(cpus)
-    parts: list[str] = []
-    i = 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(parts)
+    return format_cpulist(sorted(cpus))
 
 
 def _read(p: Path) -> str | None:

@@ -74,14 +74,15 @@ class RunResult:
                 "emulation": self.emulation, "quanta": self.quanta, "migrations": self.migrations,
                 "progress_source": self.progress_source, "unfairness": self.unfairness,
                 "programs": [{"index": p.index, "command": p.command, "sf": p.sf, "threads": p.threads,
-                              "wall_s": p.wall_s, "alone_s": p.alone_s, "slowdown": p.slowdown,
-                              "cpu_s": p.cpu_s, "big_share": p.big_share, "exit_status": p.exit_status,
+                              "wall_s": _j(p.wall_s), "alone_s": _j(p.alone_s), "slowdown": _j(p.slowdown),
+                              "cpu_s": p.cpu_s, "big_share": _j(float(p.big_share)), "exit_status": p.exit_status,
                               "progress": p.progress} for p in self.programs],
                 "notes": self.notes}
 
 
-def _j(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+def _j(x: float | None) -> float | None:
+    """A number for JSON: None where there is none (NaN)."""
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 # ------------------------------------------------------------------------ /proc
