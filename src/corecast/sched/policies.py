@@ -73,11 +73,21 @@ class HSP(Policy):
         gain = (sf - 1.0) / np.maximum(tlp, 1)
         big = np.zeros(A)
         free = float(v.counts[0])
-        for a in np.argsort(-gain, kind="stable"):
+        order = np.argsort(-gain, kind="stable")
+        for a in order:
             if tlp[a] == 0 or free <= 0 or gain[a] <= 0:
                 continue
             big[a] = min(free, tlp[a])
             free -= big[a]
+        # big cores nobody gains from: still better than threads waiting for a slow core
+        waiting = float((tlp - big).sum()) - float(v.counts[1:].sum())
+        for a in order:
+            if free <= 0 or waiting <= 0:
+                break
+            extra = min(free, tlp[a] - big[a], waiting)
+            big[a] += extra
+            free -= extra
+            waiting -= extra
         S = np.zeros((v.threads, v.types))
         f_big = big[v.app[run]] / tlp[v.app[run]]          # each thread's time on big cores
         S[run, 0] = f_big
