@@ -130,6 +130,15 @@ def test_hsp_gives_the_big_cpu_to_the_declared_high_sf(setup):
     # (which one ends first is not asserted: on this VM the host's share of each vCPU varies)
 
 
+def test_a_progress_file_is_read(setup, tmp_path):
+    f = tmp_path / "progress"
+    prog = (f"sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); "
+            f"if [ $((i % 20000)) -eq 0 ]; then echo $i > {f}; fi; done'")
+    res = enforce([prog], "acfs", setup(0.02), alone=False, progress_files=[str(f)])
+    assert res.programs[0].progress == 200000
+    assert "progress files" in res.progress_source
+
+
 def test_the_small_cpu_is_slowed(setup, tmp_path):
     pol = tmp_path / "small.py"
     pol.write_text("import numpy as np\nfrom corecast.sched import Policy\n"

@@ -198,6 +198,8 @@ class _Run:
         self.st, self.cmds, self.sfs, self.pol, self.pfiles = setup, commands, sfs, policy, progress_files
         self.counters = counters
         self.instr = np.zeros((MAX_THREADS, 2))      # instructions retired on each type
+        self.emulated = setup.emulation.kind != "none"
+        self.cpu_real = np.zeros(MAX_THREADS)
         self.m = setup.machine()
         A = len(commands)
         T = MAX_THREADS
@@ -263,7 +265,13 @@ class _Run:
             d = max(0.0, (ns - self.last_ns[i]) / 1e9)
             self.last_ns[i] = ns
             k = self.on[i] if self.on[i] >= 0 else (0 if stat[1] in big else 1)
-            self.cpu[i, k] += d
+            # an emulated small CPU is a throttled big one: a CPU-second there does a big
+            # CPU-second's work, and the slowness is the CPU time the quota withholds. The view
+            # keeps the simulator's meaning: time placed on the type (CPU time / speed), and
+            # progress is the CPU time itself. On a real hybrid machine a CPU-second on a small
+            # core does 1/SF of the work.
+            self.cpu[i, k] += d / self.st.small_speed if (self.emulated and k == 1) else d
+            self.cpu_real[i] += d
             run = stat[0] == "R" or d > 0
             self.runnable[i] = stat[0] in ("R", "D") or d > 0.2 * dt
             if run:
@@ -277,7 +285,7 @@ class _Run:
                     a = self.tapp[i]
                     if self.sfs[a] is None and self.cpu[i, 0] > 0 and self.cpu[i, 1] > 0 and self.instr[i, 1] > 0:
                         self.sf[i] = (self.instr[i, 0] / self.cpu[i, 0]) / (self.instr[i, 1] / self.cpu[i, 1])
-            slow = 1.0 if k == 0 else self.sf[i]
+            slow = 1.0 if (k == 0 or self.emulated) else self.sf[i]
             self.progress[i] += d / slow
             self.alone_progress[i] += d / slow / self.alone_rate[i]
             if self.counters is None:
@@ -287,6 +295,16 @@ class _Run:
                 a = self.tapp[i]
                 self.samples[a] += 1
                 self.big_samples[a] += stat[1] in big
+
+    def _reported(self) -> None:
+        """A program's own progress report, where given, is its threads' `work` (split evenly)."""
+        for a, path in enumerate(self.pfiles):
+            v = _progress_value(path)
+            if v is None:
+                continue
+            mine = np.flatnonzero(self.tapp[: len(self.slot)] == a)
+            if len(mine):
+                self.work[mine] = v / len(mine)
 
     def _alone_rates(self, app_runnable: np.ndarray) -> None:
         n = app_runnable[self.tapp]
@@ -350,6 +368,7 @@ class _Run:
                     break
                 self._discover(procs)
                 self._measure(now - last)
+                self._reported()
                 last = now
                 for a in range(self.A):
                     if status[a] is not None:
@@ -453,7 +472,7 @@ def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | No
     progs = []
     for a, c in enumerate(commands):
         n = int((run.tapp[: len(run.slot)] == a).sum())
-        cpu = float(run.cpu[: len(run.slot)][run.tapp[: len(run.slot)] == a].sum())
+        cpu = float(run.cpu_real[: len(run.slot)][run.tapp[: len(run.slot)] == a].sum())
         share = run.big_samples[a] / run.samples[a] if run.samples[a] else math.nan
         progs.append(ProgramResult(a, c, sfs[a], n, ends[a], alone_s.get(c, math.nan), cpu, share, status[a],
                                    _progress_value(pfiles[a])))
