@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError
+from ..errors import UserError, opened
 
 
 def bundled(folder: str) -> list[str]:
@@ -27,16 +27,8 @@ def read(name_or_path: str | Path, folder: str, what: str) -> tuple[dict[str, An
             raise UserError(f"unknown {what} '{text}': give a TOML file or one of "
                             f"{', '.join(bundled(folder))}")
         return _parse(cand.read_bytes(), text, what), text
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a {what}") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
+    with opened(path, "rb", what) as fh:
+        raw = fh.read()
     return _parse(raw, str(path), what), str(path)
 
 

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, opened
 from .sfsource import phase_changes
 
 IDS = {"app", "window", "core", "sf", "ips", "instructions", "time_s", "cycles", "nsample"}
@@ -99,15 +99,10 @@ class SFModel:
 # ------------------------------------------------------------------------ reading
 def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a CSV file") from None
+        with opened(path, "r", "file", encoding="utf-8-sig") as fh:
+            text = fh.read()
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (windows are CSV)") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
     rd = csv.DictReader(io.StringIO(text))
     if not rd.fieldnames:
         raise UserError(f"{path}: empty file")
