@@ -18,6 +18,7 @@ _shtab_corecast_commands() {
     info:'show what a Dataset or campaign file holds: machine, columns and their sources, runs'
     measure:'Run a program at several core counts (pinned to exactly those cores, warm-ups first, then'
     predict:'Extrapolate from the core counts measured to the ones asked for.'
+    sched:'Scheduling on asymmetric multicores (big and small cores), after the PMCTrack case studies.'
     serve:'Serve a dashboard on this machine (loopback by default; read-only: it never writes a file):'
     sim:'Simulate a trace on a machine'"'"'s caches, TLBs, branch predictor and issue logic.'
     stat:'Count events of a command (`-- CMD ...`), a running process (-p PID) or every CPU (-S),'
@@ -181,6 +182,14 @@ _shtab_corecast_predict_options=(
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_predict_defaults_added=0
 
+_shtab_corecast_sched_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  ":sim, paper, sfmodel fit, run, machines, workloads or policies:(sim paper sfmodel run machines workloads policies)"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_sched_defaults_added=0
+
 _shtab_corecast_serve_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--listen[address to listen on (default 127.0.0.1\:8765\; port 0\: any free port)]:HOST:PORT:"
@@ -298,6 +307,7 @@ _shtab_corecast() {
         info) _arguments -C -s $_shtab_corecast_info_options ;;
         measure) _arguments -C -s $_shtab_corecast_measure_options ;;
         predict) _arguments -C -s $_shtab_corecast_predict_options ;;
+        sched) _arguments -C -s $_shtab_corecast_sched_options ;;
         serve) _arguments -C -s $_shtab_corecast_serve_options ;;
         sim) _arguments -C -s $_shtab_corecast_sim_options ;;
         stat) _arguments -C -s $_shtab_corecast_stat_options ;;
