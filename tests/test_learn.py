@@ -91,6 +91,9 @@ def test_leave_one_source_out_learns_without_the_source(amdahl_corpus):
         assert math.isfinite(s.median_error["auto"]) and 0 <= s.coverage["auto"] <= 1
     d = ev.to_dict()
     assert d["leave_one_source_out"] is True and d["sources"][0]["priors"]["origin"] == "learned without a"
+    # the median over the sources every method predicted: here all three, so the same as overall
+    assert ev.overall_common()["auto"] == pytest.approx(ev.overall()["auto"])
+    assert set(d["overall_on_common_sources"]) == {"auto", "usl"}
 
 
 def test_target_mode_uses_each_sources_machine(tmp_path):
