@@ -5,13 +5,18 @@
 #    source ~/.local/share/bash_completion/corecast
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
-_shtab_corecast_subparsers=(evaluate events export info measure predict serve sim stat throughput usl)
+_shtab_corecast_meters_subparsers=(show list replay)
+_shtab_corecast_subparsers=(evaluate events export info measure meters predict serve sim stat throughput usl)
 
 _shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --json)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format)
 _shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata)
 _shtab_corecast_info_option_strings=(-h --help --json)
 _shtab_corecast_measure_option_strings=(-h --help --cores --reps --warmup --timeout --order --events --throughput --plugin --env --threads-per-core --no-shim -o --output --resume -q --quiet --json)
+_shtab_corecast_meters_show_option_strings=(-h --help --blackboard --json)
+_shtab_corecast_meters_list_option_strings=(-h --help --pid)
+_shtab_corecast_meters_replay_option_strings=(-h --help --plot --meters --scope)
+_shtab_corecast_meters_option_strings=(-h --help --interval --window --meters --triggers --blackboard --listen --record --duration --pid --max-threads --app-mode)
 _shtab_corecast_predict_option_strings=(-h --help --cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --smt-yield --json --format --plot --report)
 _shtab_corecast_serve_option_strings=(-h --help --listen --allow-commands)
 _shtab_corecast_sim_option_strings=(-h --help --machine -m --cores --json -o --output --split --chunk --warmup --stack --no-stack-hash --straddle --no-tlb --seed)
@@ -25,6 +30,7 @@ _shtab_corecast_option_strings=(-h --help --version)
 _shtab_corecast_events___format_choices=(table json)
 _shtab_corecast_export___format_choices=(csv json records)
 _shtab_corecast_export___metadata_choices=(sidecar inline none)
+_shtab_corecast_meters_pos_0_choices=(show list replay)
 _shtab_corecast_predict___method_choices=(auto estima timex usl)
 _shtab_corecast_predict___placement_choices=(compact spread smt-last)
 _shtab_corecast_predict___format_choices=(table json csv records)
@@ -35,7 +41,7 @@ _shtab_corecast_stat___threads_choices=(kernel poll)
 _shtab_corecast_stat___wake_choices=(auto records tick)
 _shtab_corecast_throughput___lock_model_choices=(wait-share amdahl)
 _shtab_corecast_usl___format_choices=(table json csv records)
-_shtab_corecast_pos_0_choices=(evaluate events export info measure predict serve sim stat throughput usl)
+_shtab_corecast_pos_0_choices=(evaluate events export info measure meters predict serve sim stat throughput usl)
 
 _shtab_corecast_evaluate__h_nargs=0
 _shtab_corecast_evaluate___help_nargs=0
@@ -56,6 +62,16 @@ _shtab_corecast_measure___resume_nargs=0
 _shtab_corecast_measure__q_nargs=0
 _shtab_corecast_measure___quiet_nargs=0
 _shtab_corecast_measure___json_nargs=0
+_shtab_corecast_meters_show__h_nargs=0
+_shtab_corecast_meters_show___help_nargs=0
+_shtab_corecast_meters_show___json_nargs=0
+_shtab_corecast_meters_list__h_nargs=0
+_shtab_corecast_meters_list___help_nargs=0
+_shtab_corecast_meters_replay__h_nargs=0
+_shtab_corecast_meters_replay___help_nargs=0
+_shtab_corecast_meters_pos_0_nargs=A...
+_shtab_corecast_meters__h_nargs=0
+_shtab_corecast_meters___help_nargs=0
 _shtab_corecast_predict__h_nargs=0
 _shtab_corecast_predict___help_nargs=0
 _shtab_corecast_predict___refit_nargs=0

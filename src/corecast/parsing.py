@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 
 
 MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
@@ -59,3 +61,29 @@ def level(text: str) -> float:
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError(f"level must be between 0 and 1 (got {text})")
     return v
+
+
+def seconds(text: object, what: str = "interval", allow_zero: bool = False) -> float:
+    """A duration a person writes: seconds (0.5), or with a unit (100ms, 0.1s, 250us).
+    ValueError with the reason otherwise."""
+    if isinstance(text, bool):
+        raise ValueError(f"{what}: '{text}' is not a duration (e.g. 0.5, 100ms, 2s)")
+    if isinstance(text, (int, float)):
+        v = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s)?\s*", str(text))
+        if not m:
+            raise ValueError(f"{what}: '{text}' is not a duration (e.g. 0.5, 100ms, 2s)")
+        v = float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[m.group(2)]
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{what}: '{text}' is not a positive duration" if not allow_zero
+                         else f"{what}: '{text}' is not a duration >= 0")
+    return v
+
+
+def interval(text: str) -> float:
+    """An argparse type: seconds, or with a unit: 100ms, 0.1s, 250us."""
+    try:
+        return seconds(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an interval (e.g. 0.5, 100ms, 2s)") from None
