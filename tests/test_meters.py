@@ -428,3 +428,32 @@ def test_recorded_values_are_never_zero_for_missing(tmp_path):
         d.close()
     ds = load(rec)
     assert all(math.isnan(v) for v in ds.metrics["cpu_busy@node"])
+
+
+def test_slow_sources_read_every_10_ms_rates_over_their_span(tmp_path):
+    """At a 5 ms interval /proc/stat and the per-CPU perf counters are read every other tick;
+    their meters get a value at those ticks, over the 10 ms since the last reading, while PSI
+    is read every tick."""
+    proc = FakeProc(tmp_path / "proc")
+    env = Env(proc=tmp_path / "proc", sys=tmp_path / "sys", user_hz=HZ, status=lambda spec: None, cpu="skylake")
+    pmu = FakePMU({"context_switches": 1e-6, "cpu_migrations": 0.0, "page_faults": 0.0}, {})
+    o = Options(interval_s=0.005, window_s=0.05, meters="software", blackboard=board_name())
+    d = Daemon(o, backend=pmu, env=env, tree=build(two_cpus()))
+    try:
+        d.writer.running()
+        assert d.engine.slow_ticks == 2
+        counts = []
+        for k in range(7):
+            proc.jiffies[0][0] += 1                 # visible only when /proc/stat is read
+            proc.psi["cpu"][0] += 2500              # half of every 5 ms tick
+            proc.write()
+            tick(d, pmu, 1.0 + 0.005 * k)
+            counts.append(read(d, "cpu_busy", "core0").count)
+            if k:
+                assert read(d, "psi_cpu_some").current == pytest.approx(0.5)
+        assert counts == [0, 0, 1, 1, 2, 2, 3]      # a value every other tick
+        assert read(d, "context_switches", "core0").current == pytest.approx(1e3, rel=1e-6)   # over 10 ms
+        assert read(d, "context_switches", "core0").avg == pytest.approx(1e3, rel=1e-6)
+        assert read(d, "cpu_busy", "core0").current == 1.0
+    finally:
+        d.close()

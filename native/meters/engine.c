@@ -22,6 +22,9 @@
  * schedule in the tick, a file that could not be read) makes the tick's value undefined (NaN),
  * never 0. A perf counter the kernel multiplexed is scaled by its enabled/running times.
  *
+ * A file read every few ticks only (ccm_set_file_period) leaves its meters without a value at
+ * the ticks between; at the tick it is read, a RATE is over the time since its last reading.
+ *
  * An input marked optional (bit 31 of its fields: a thread slot summed into its process) adds 0
  * while it cannot be read instead of making the sum undefined.
  *
@@ -44,6 +47,7 @@ enum { EV_TRIGGER = 1, EV_ADVICE = 2 };
 
 struct file {
     int fd, type, ok, err;
+    int period, due;             /* read every `period` ticks; due: read at this tick */
     char *buf;
     int cap, len;
     int *inputs;                 /* keyed: indexes of its inputs, sorted by key */
@@ -55,7 +59,7 @@ struct input {
     char key[32];
     uint32_t fields;             /* which fields after the key are summed (bit i: field i) */
     int optional;                /* missing (a thread slot with no thread): adds 0, not NaN */
-    int ok, have_prev;
+    int ok, have_prev, sampled;  /* sampled: its file was read at this tick */
     uint64_t raw, en, run, praw, pen, prun;
     double delta, cur;
 };
@@ -65,6 +69,7 @@ struct meter {
     double scale, total_scale, bias;
     int num_off, nnum, den_off, nden;
     double acc_n, acc_d;         /* a RATIO's numerator carried over ticks without a denominator */
+    double acc_dt;               /* a RATE's seconds carried over ticks its files were not read */
     int wcap, head, filled, nvals, dirty;
     double *wn, *wd, *wv;        /* the window: numerators, denominators, values (NaN: none) */
     double sn, sd, mn, mx, current, total;
@@ -97,6 +102,7 @@ struct engine {
     struct ccm_header *h;
     unsigned char *base;
     int64_t interval, window, t0, k, last_t;
+    uint64_t tick;
     struct file *files;
     int nfiles;
     struct input *inputs;
@@ -163,10 +169,15 @@ API int ccm_add_file(struct engine *e, int fd, int type) {
     struct file *f = &e->files[e->nfiles];
     f->fd = fd;
     f->type = type;
+    f->period = 1;
     f->cap = (type == FILE_KEYED || type == FILE_PLAIN) ? 4096 : 64;
     f->buf = malloc((size_t)f->cap);
     return f->buf ? e->nfiles++ : -1;
 }
+
+/* Read the file every `ticks` ticks only (its counts are coarse, or reading it is dear): the
+ * meters over it get a value at those ticks, over the time since the last one. */
+API void ccm_set_file_period(struct engine *e, int file, int ticks) { e->files[file].period = ticks < 1 ? 1 : ticks; }
 
 API void ccm_set_file_fd(struct engine *e, int file, int fd) {
     e->files[file].fd = fd;
@@ -224,7 +235,7 @@ static void clear_window(struct meter *m) {
     m->sn = m->sd = 0;
     m->mn = m->mx = NAN;
     m->dirty = 0;
-    m->acc_n = m->acc_d = 0;
+    m->acc_n = m->acc_d = m->acc_dt = 0;
     m->current = NAN;
 }
 
@@ -306,8 +317,9 @@ API void ccm_set_external(struct engine *e, int input, uint64_t raw, uint64_t en
 /* ------------------------------------------------------------------------------------------
  * reading */
 
-static void read_file(struct file *f) {
-    if (f->type == FILE_EXTERNAL)
+static void read_file(struct file *f, uint64_t tick) {
+    f->due = tick % (uint64_t)f->period == 0;
+    if (f->type == FILE_EXTERNAL || !f->due)
         return;
     ssize_t n;
     if (f->type == FILE_PERF) {
@@ -404,6 +416,10 @@ static void parse_keyed(struct engine *e, struct file *f) {
 }
 
 static void parse_file(struct engine *e, struct file *f) {
+    for (int j = 0; j < f->ninputs; j++)
+        e->inputs[f->inputs[j]].sampled = f->due;
+    if (!f->due)
+        return;
     if (f->type == FILE_KEYED) {
         parse_keyed(e, f);
         return;
@@ -430,6 +446,8 @@ static void parse_file(struct engine *e, struct file *f) {
 }
 
 static void input_delta(struct engine *e, struct input *in) {
+    if (!in->sampled)
+        return;                  /* not read at this tick: its last reading stands */
     int perf = e->files[in->file].type == FILE_PERF ||
                (e->files[in->file].type == FILE_EXTERNAL && in->en != 0);
     in->delta = NAN;
@@ -465,6 +483,13 @@ static void input_delta(struct engine *e, struct input *in) {
 
 /* ------------------------------------------------------------------------------------------
  * computing */
+
+static int sampled(struct engine *e, int off, int n) {
+    for (int i = 0; i < n; i++)
+        if (!e->inputs[e->refs[off + i]].sampled)
+            return 0;
+    return 1;
+}
 
 static double sum_delta(struct engine *e, int off, int n) {
     double s = 0;
@@ -528,6 +553,12 @@ static void push(struct meter *m, double n, double d, double v) {
 
 static void compute(struct engine *e, struct meter *m, double dt) {
     double n, d, v = NAN;
+    if (!sampled(e, m->num_off, m->nnum) || !sampled(e, m->den_off, m->nden)) {
+        if (m->kind == CCM_RATE && !isnan(dt))
+            m->acc_dt += dt;     /* the time until the files are read again */
+        push(m, 0, 0, NAN);
+        return;
+    }
     if (m->kind == CCM_GAUGE) {
         n = 0;
         for (int i = 0; i < m->nnum; i++)
@@ -541,7 +572,8 @@ static void compute(struct engine *e, struct meter *m, double dt) {
         return;
     }
     n = sum_delta(e, m->num_off, m->nnum);
-    d = m->kind == CCM_RATE ? dt : sum_delta(e, m->den_off, m->nden);
+    d = m->kind == CCM_RATE ? dt + m->acc_dt : sum_delta(e, m->den_off, m->nden);
+    m->acc_dt = 0;
     if (isnan(n) || isnan(d) || d < 0) {
         push(m, 0, 0, NAN);
         if (m->kind != CCM_RATIO)
@@ -676,7 +708,8 @@ static int advise(struct engine *e, int ai, int64_t now) {
  * of events (trigger or advice changes) waiting for ccm_events(). */
 API int ccm_tick(struct engine *e, int64_t now) {
     for (int i = 0; i < e->nfiles; i++)
-        read_file(&e->files[i]);
+        read_file(&e->files[i], e->tick);
+    e->tick++;
     for (int i = 0; i < e->nfiles; i++)
         parse_file(e, &e->files[i]);
     for (int i = 0; i < e->ninputs; i++)

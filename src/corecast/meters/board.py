@@ -564,9 +564,10 @@ class Writer:
                 except FileNotFoundError:
                     pass
         try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
+            self.sock.shutdown(socket.SHUT_RDWR)     # wakes the accepting thread, which ends:
+        except OSError:                              # the name is free once it has let go
             pass
+        self._accept.join(2.0)
         self.sock.close()
         with self._subs_lock:
             for s in self._subs:

@@ -32,6 +32,17 @@ class Event:
     value: float       # the window average that crossed, or the linked triggers HIGH
 
 
+#: Sources read at most this often, whatever --interval: /proc/stat counts in 10 ms units (USER_HZ
+#: is 100), /proc/vmstat costs ~20 us a read, and a perf counter of another CPU costs an
+#: inter-processor interrupt each read (~9 us on a 2-vCPU VM; on a machine with many CPUs that
+#: is the bulk of the cost). PSI, gauges' other sources and threads' schedstat are read every tick.
+SLOW_S = 0.01
+
+
+def slow(ref: tuple) -> bool:
+    return ref[0] == "perf" or (ref[0] == "proc" and os.path.basename(ref[1]) in ("stat", "vmstat"))
+
+
 class Engine:
     def __init__(self, base: int, interval_ns: int, window_ns: int):
         self.lib = L.lib()
@@ -46,6 +57,7 @@ class Engine:
         self.external: dict[str, int] = {}
         self.thread_files: dict[int, int] = {}   # slot -> file index
         self.meters: dict[int, int] = {}         # record -> engine meter
+        self.slow_ticks = max(1, round(SLOW_S * 1e9 / interval_ns))
         self._ev = (L.Event * 256)()
 
     # ------------------------------------------------------------------ building
@@ -69,6 +81,8 @@ class Engine:
         if idx < 0:
             raise MemoryError("ccm_add_file")
         self._files[ref] = idx
+        if slow(ref):
+            self.lib.ccm_set_file_period(self.e, idx, self.slow_ticks)
         if kind == "thread":
             self.thread_files[ref[1]] = idx
         return idx
