@@ -85,7 +85,7 @@ def test_malformed_trigger_file(cli, tmp_path, text, message):
     (["--pid", "999999999"], "no such process"),
     (["--blackboard", "../etc"], "not a blackboard name"),
     (["--record", "/tmp/x.parquet"], "give a .csv or .json file"),
-    (["--listen", "localhost:http"], "not PORT or HOST:PORT"),
+    (["--listen", "localhost:http"], "'http' is not a port number"),
 ])
 def test_bad_options(cli, args, message):
     if "--blackboard" not in args:

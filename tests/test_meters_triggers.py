@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import time
 
 import pytest
 
@@ -20,8 +21,9 @@ WINDOW = 0.2
 
 @pytest.mark.slow
 def test_workload_drives_a_trigger_across_both_levels_once_each_way(tmp_path):
-    # two spinning threads: even on a loaded 2-CPU machine they use well over high = 0.4 CPUs
-    phases = subprocess.Popen([str(native_path("corecast-phases")), "-t", "2", "idle:3", "busy:2.5", "idle:3"],
+    # two spinning threads: even on a 2-CPU machine loaded by other work they use well over
+    # high = 0.2 CPUs, and the idle process well under low = 0.05
+    phases = subprocess.Popen([str(native_path("corecast-phases")), "-t", "2", "idle:4", "busy:2.5", "idle:3"],
                               stdout=subprocess.PIPE, text=True)
     actions = tmp_path / "actions.txt"
     trig = tmp_path / "t.toml"
@@ -30,8 +32,8 @@ def test_workload_drives_a_trigger_across_both_levels_once_each_way(tmp_path):
 name = "busy"
 meter = "process_cpu"
 scope = "process"
-low = 0.1
-high = 0.4
+low = 0.05
+high = 0.2
 dwell = "{int(DWELL * 1000)}ms"
 command = "echo $CORECAST_STATE $CORECAST_PREVIOUS_STATE $CORECAST_TIME $CORECAST_SCOPE >> {actions}"
 
@@ -39,21 +41,23 @@ command = "echo $CORECAST_STATE $CORECAST_PREVIOUS_STATE $CORECAST_TIME $CORECAS
 name = "patient"
 meter = "process_cpu"
 scope = "process"
-low = 0.1
-high = 0.4
+low = 0.05
+high = 0.2
 dwell = "6s"
 """)
     rec = tmp_path / "rec.csv"
     name = board_name()
     d = start_daemon(name, "--pid", phases.pid, "--meters", "process_cpu,process_threads", "--interval", "10ms",
                      "--window", f"{int(WINDOW * 1000)}ms", "--triggers", trig, "--record", rec)
+    started = time.time()
     out, _ = phases.communicate(timeout=60)
     rc, _, err = stop(d)
     assert rc == 0, err
     # the workload's lines: "phase N KIND REALTIME MONOTONIC"
     busy_start = [float(l.split()[3]) for l in out.splitlines() if " busy " in l][0]
     idle_again = [float(l.split()[3]) for l in out.splitlines() if l.startswith("phase 3 ")][0]
-    lines = actions.read_text().splitlines()
+    assert started < busy_start, "the daemon started after the busy phase had begun (a very busy machine)"
+    lines = actions.read_text().splitlines() if actions.exists() else []
     assert [l.split()[:2] for l in lines] == [["high", "low"], ["low", "high"]], (lines, err)
     assert all(l.split()[3] == f"pid{phases.pid}" for l in lines)
     t_high, t_low = float(lines[0].split()[2]), float(lines[1].split()[2])
@@ -68,5 +72,5 @@ dwell = "6s"
     assert changes == [(0.0, 1.0), (1.0, 0.0)]
     assert set(ds.metrics[f"trigger:patient@pid{phases.pid}"]) == {0.0}
     cpu = ds.metrics[f"process_cpu@pid{phases.pid}"]
-    assert max(v for v in cpu if not math.isnan(v)) > 0.4
+    assert max(v for v in cpu if not math.isnan(v)) > 0.2
     assert max(v for v in ds.metrics[f"process_threads@pid{phases.pid}"] if not math.isnan(v)) == 3

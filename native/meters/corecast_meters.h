@@ -50,6 +50,8 @@
  * the daemon shows them in /meters.json and /metrics. Publishing needs write permission on
  * that file (the daemon's --app-mode).
  *
+ * One header on purpose (~800 lines): programs include it and link nothing.
+ *
  * Thread safety: ccm_* reads are safe from any thread. cc_allowed_workers/cc_throttle_point
  * use one process-wide board (weak symbols: one copy however many files include this). */
 #ifndef CORECAST_METERS_H

@@ -28,7 +28,11 @@
  * An input marked optional (bit 31 of its fields: a thread slot summed into its process) adds 0
  * while it cannot be read instead of making the sum undefined.
  *
- * Nothing is allocated while running; the caller owns the blackboard mapping. */
+ * Nothing is allocated while running; the caller owns the blackboard mapping.
+ *
+ * One file of ~800 lines, on purpose: every part (reading, meters and their windows, triggers,
+ * advice, the loop) works on the one `struct engine`, which no other file needs to see; the
+ * last section only exports corecast_meters.h's reader to Python. */
 #define _GNU_SOURCE
 #include "corecast_meters.h"
 
@@ -184,11 +188,6 @@ API void ccm_set_file_fd(struct engine *e, int file, int fd) {
     for (int i = 0; i < e->ninputs; i++)
         if (e->inputs[i].file == file)
             e->inputs[i].have_prev = 0;
-}
-
-/* 1 when the file was read at the last tick, else -errno (0 before the first tick). */
-API int ccm_file_status(struct engine *e, int file) {
-    return e->files[file].ok ? 1 : -e->files[file].err;
 }
 
 static int by_key(const void *a, const void *b, void *arg) {

@@ -5,6 +5,8 @@ import argparse
 import math
 import re
 
+from .errors import UserError
+
 
 MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
 
@@ -87,3 +89,24 @@ def interval(text: str) -> float:
         return seconds(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not an interval (e.g. 0.5, 100ms, 2s)") from None
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """--listen: `HOST:PORT`, `[IPv6]:PORT`, `:PORT` (loopback) or `PORT`; UserError otherwise."""
+    text = text.strip()
+    host, port_s = "127.0.0.1", text
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0 or not text[end + 1:].startswith(":"):
+            raise UserError(f"--listen {text}: give [ADDRESS]:PORT")
+        host, port_s = text[1:end], text[end + 2:]
+    elif ":" in text:
+        host, port_s = text.rsplit(":", 1)
+        host = host or "127.0.0.1"
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise UserError(f"--listen {text}: '{port_s}' is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise UserError(f"--listen {text}: port {port} is out of range (0-65535)")
+    return host, port

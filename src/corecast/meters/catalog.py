@@ -167,7 +167,7 @@ class Env:
     proc: Path = sources.PROC
     sys: Path = sources.SYS
     user_hz: int = os.sysconf("SC_CLK_TCK")
-    cpu: CpuId | None = None
+    cpu: CpuId | str | None = None        # a CPU name ("skylake") for its catalogues; None: this one
     status: Callable[[EventSpec], str | None] | None = None     # None: countable, else why not (the daemon
                                                                 # asks its backend)
     specs: dict[str, EventSpec] = field(default_factory=dict)         # every perf event planned, by name
@@ -339,7 +339,7 @@ def _imc_events(env: Env, pmu: str, names: Sequence[str]) -> list[tuple[EventSpe
     return out
 
 
-def _memory(d: MeterDef, s: Scope, tree: Tree, env: Env) -> Instance:
+def _memory(d: MeterDef, s: Scope, env: Env) -> Instance:
     imcs = [(p, c) for p, c in _imc_pmus(env) if c in s.cpus]
     if d.name == "mem_bandwidth":
         if imcs:
@@ -381,9 +381,9 @@ def _memory(d: MeterDef, s: Scope, tree: Tree, env: Env) -> Instance:
     return inst
 
 
-def _hardware(d: MeterDef, scopes: list[Scope], tree: Tree, env: Env) -> list[Instance]:
+def _hardware(d: MeterDef, scopes: list[Scope], env: Env) -> list[Instance]:
     if d.name in ("mem_bandwidth", "mem_concurrency"):
-        return [_memory(d, s, tree, env) for s in scopes]
+        return [_memory(d, s, env) for s in scopes]
     if d.name == "mem_latency":
         return [_unavailable(d, s, env.probe_reason) for s in scopes]
     r = _core_recipe(d, env)
@@ -433,7 +433,7 @@ def plan(tree: Tree, wanted: Sequence[MeterDef], env: Env) -> list[Instance]:
     for d in wanted:
         scopes = [s for s in tree.scopes if s.kind in d.levels]
         if d.group == "hardware" or d.group == "probe":
-            out += _hardware(d, scopes, tree, env)
+            out += _hardware(d, scopes, env)
         elif d.group == "process":
             out += [_process(d, s, tree, env) for s in scopes]
         else:

@@ -21,12 +21,14 @@ from typing import Any, Callable, TextIO
 from ..collect import sources, topology
 from ..collect.stat.backend import PerfBackend
 from ..errors import UserError
+from ..parsing import listen_address
 from . import board as B
+from . import writer as W
 from . import layout as L
 from . import triggers as T
-from .catalog import BY_NAME, Env, Instance, MeterDef, parse_meters, plan
+from .catalog import BY_NAME, Env, Instance, parse_meters, plan
 from .engine import Engine, perf_readings
-from .exporter import Exporter, parse_listen
+from .exporter import Exporter
 from .record import Recorder
 from .tree import Tree, build
 
@@ -117,7 +119,7 @@ class Daemon:
             k = self.rec_of.get((t.definition.meter, t.scope.name))
             if k is None:
                 raise UserError(f"{where}: trigger '{t.name}': meter '{t.definition.meter}' has no value at scope "
-                                f"'{t.scope.name}' (it exists at: {', '.join(_levels(wanted, t.definition.meter))})")
+                                f"'{t.scope.name}' (it exists at: {', '.join(BY_NAME[t.definition.meter].levels)})")
             if not self.instances[k].available:
                 raise UserError(f"{where}: trigger '{t.name}': meter {t.definition.meter} at {t.scope.name} is "
                                 f"{self.instances[k].source}")
@@ -140,21 +142,21 @@ class Daemon:
             raise
 
     # ------------------------------------------------------------------ set-up
-    def _layout(self) -> B.Layout:
-        scopes = [B.scope_struct(s.name, s.kind, s.parent, s.cpus, s.cpus_text) for s in self.tree.scopes]
-        meters = [B.meter_struct(i.meter.name, i.scope.name, i.scope.index, i.meter.unit, i.quality, i.meter.kind,
+    def _layout(self) -> W.Layout:
+        scopes = [W.scope_struct(s.name, s.kind, s.parent, s.cpus, s.cpus_text) for s in self.tree.scopes]
+        meters = [W.meter_struct(i.meter.name, i.scope.name, i.scope.index, i.meter.unit, i.quality, i.meter.kind,
                                  i.has_total, i.meter.total_unit if i.has_total else "", i.source)
                   for i in self.instances]
         adv_index = {s.name: k for k, s in enumerate(self.advice_scopes)}
-        trigs = [B.trigger_struct(t.name, t.definition.meter, t.scope.name, self.rec_of[(t.definition.meter,
+        trigs = [W.trigger_struct(t.name, t.definition.meter, t.scope.name, self.rec_of[(t.definition.meter,
                                   t.scope.name)], t.scope.index, t.definition.low, t.definition.high,
                                   round(t.definition.dwell_s * 1e9),
                                   adv_index.get(t.scope.name, -1) if t.definition.advise else -1, _actions(t))
                  for t in self.triggers]
         interval = self.policy.interval_s or self.opts.window_s
-        advice = [B.advice_struct(s.name, s.index, self.policy.min_workers, self._max_workers(s), round(interval * 1e9),
+        advice = [W.advice_struct(s.name, s.index, self.policy.min_workers, self._max_workers(s), round(interval * 1e9),
                                   self.policy.policy) for s in self.advice_scopes]
-        return B.Layout(scopes, meters, trigs, advice)
+        return W.Layout(scopes, meters, trigs, advice)
 
     def _max_workers(self, scope) -> int:
         n = self.policy.max_workers or len(scope.cpus) or len(self.tree.cpus)
@@ -163,10 +165,10 @@ class Daemon:
     def _start(self) -> None:
         o = self.opts
         if o.listen is not None:
-            host, port = parse_listen(o.listen)
+            host, port = listen_address(o.listen)
             self.exporter = Exporter(host, port, lambda: self.reader.snapshot())
         interval_ns, window_ns = round(o.interval_s * 1e9), round(o.window_s * 1e9)
-        self.writer = B.Writer.create(o.blackboard, self._layout(), interval_ns, window_ns, o.app_slots, o.app_mode)
+        self.writer = W.Writer.create(o.blackboard, self._layout(), interval_ns, window_ns, o.app_slots, o.app_mode)
         if self.writer.replaced:
             self.say(self.writer.replaced)
         self.engine = Engine(self.writer.base, interval_ns, window_ns)
@@ -378,10 +380,6 @@ class Daemon:
 def _actions(t: T.Trigger) -> str:
     d = t.definition
     return ",".join(["blackboard", "notify"] + (["log"] if d.log else []) + (["command"] if d.command else []))
-
-
-def _levels(wanted: list[MeterDef], name: str) -> list[str]:
-    return next((list(d.levels) for d in wanted if d.name == name), ["?"])
 
 
 def _host(h: str) -> str:

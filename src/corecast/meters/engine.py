@@ -133,10 +133,6 @@ class Engine:
     def reset_meter(self, rec: int, aux: int = 0) -> None:
         self.lib.ccm_reset_meter(self.e, self.meters[rec], aux)
 
-    def thread_status(self, slot: int) -> int:
-        """1 when the slot's file was read at the last tick, else -errno."""
-        return self.lib.ccm_file_status(self.e, self.thread_files[slot])
-
     def tick(self, t_ns: int) -> int:
         return self.lib.ccm_tick(self.e, t_ns)
 

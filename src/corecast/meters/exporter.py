@@ -32,21 +32,6 @@ from .catalog import BY_NAME
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """`PORT`, `HOST:PORT` or `[IPV6]:PORT`; the host defaults to 127.0.0.1."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "127.0.0.1", text
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        p = int(port)
-    except ValueError:
-        raise UserError(f"--listen: '{text}' is not PORT or HOST:PORT (e.g. 127.0.0.1:9464)") from None
-    if not 0 <= p <= 65535:
-        raise UserError(f"--listen: port {p} is out of range (0-65535)")
-    return host, p
-
-
 def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 

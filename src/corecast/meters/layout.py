@@ -133,7 +133,7 @@ def lib() -> Any:
     sig = {
         "ccm_engine_new": ([vp, i64, i64], vp), "ccm_engine_free": ([vp], None),
         "ccm_add_file": ([vp, i32, i32], i32), "ccm_set_file_fd": ([vp, i32, i32], None), "ccm_set_file_period": ([vp, i32, i32], None),
-        "ccm_file_status": ([vp, i32], i32), "ccm_add_input": ([vp, i32, C.c_char_p, u32], i32),
+        "ccm_add_input": ([vp, i32, C.c_char_p, u32], i32),
         "ccm_add_meter": ([vp, i32, i32, dbl, dbl, dbl, i32, ip, i32, ip, i32], i32),
         "ccm_reset_meter": ([vp, i32, u64], None),
         "ccm_add_trigger": ([vp, i32, i32, dbl, dbl, i64], i32),

@@ -88,4 +88,4 @@ def build(topo: Topology | None = None, pid: int | None = None, max_threads: int
     return tree
 
 
-__all__ = ["Scope", "Tree", "build", "online_cpus", "parse_cpulist"]
+__all__ = ["Scope", "Tree", "build", "online_cpus"]
