@@ -16,9 +16,8 @@ native: setup
 	.venv/bin/ninja -C build/editable
 
 bench: setup
-	@PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation \
-		-Cbuild-dir=build/editable -e ".[test,bench]"
-	@for b in bench/[a-z]*.py; do echo "== $$b"; .venv/bin/python $$b || exit 1; done
+	@scripts/bench-env.sh
+	@for b in bench/[a-z]*.py; do echo "== $$b"; PATH="$(CURDIR)/.venv-bench/bin:$$PATH" .venv-bench/bin/python $$b || exit 1; done
 
 clean:
-	rm -rf build dist src/corecast/_native out .venv/.corecast-setup
+	rm -rf build dist src/corecast/_native out .venv/.corecast-setup .venv-bench/.corecast-setup

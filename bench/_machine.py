@@ -21,8 +21,12 @@ def describe() -> str:
         np_v = numpy.__version__
     except ImportError:
         np_v = "-"
+    try:
+        load = "load average %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "load unknown"
     return (f"machine: {model}; {os.cpu_count()} logical CPUs; {platform.system()} {platform.release()}; "
-            f"Python {sys.version.split()[0]}; numpy {np_v}")
+            f"Python {sys.version.split()[0]}; numpy {np_v}; {load} (at start)")
 
 
 def header(title: str) -> None:

@@ -16,20 +16,15 @@ given); its hypotheses (n^i log^j n, i >= 0) model growing costs, so it is given
 
 Prints the MAPE per split and method; per group the median and mean MAPE over splits, the
 median of the per-dataset medians (every dataset weighing the same), the measured coverage of
-the 80% bands, and by how much corecast's `auto` beats Extra-P's median error. Last, a
-leave-one-dataset-out check of `auto`'s one tuning constant (SHRINK, the share of the
-combination weights taken from the validation errors): for each real dataset, SHRINK is chosen
-on the other real datasets' splits and scored on the held-out one.
+the 80% bands, and by how much corecast's `auto` beats Extra-P's median error. What `auto`
+learned from the corpus is scored honestly, source by source, in bench/cross_machine.py.
 
-    .venv/bin/pip install -e '.[bench]'     # installs extrap
-    .venv/bin/python bench/predict_vs_extrap.py
+    make bench        # the benchmarks, in .venv-bench (Extra-P needs numpy < 2)
 """
 from __future__ import annotations
 
 import math
-import os
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -39,57 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
 
 from corecast.dataset import Dataset, load  # noqa: E402
-from corecast.model import auto, predictors, series, synth  # noqa: E402
-from corecast.model.base import Prediction  # noqa: E402
+from corecast.model import predictors, synth  # noqa: E402
 from corecast.model.evaluate import evaluate_predictor  # noqa: E402
+from corecast.model.extrap import ExtraPFit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ["auto", "estima", "timex", "usl", "amdahl", "power", "pmnf"]
 REAL = ["usl/raytracer", "usl/specsdm91", "usl/clients_without_n1", "cisco/cisco", "postgres91/postgres91",
         "wavetrisk/niagara_2560", "wavetrisk/niagara_640", "wavetrisk/bbserv_2560", "wavetrisk/bbserv_640"]
-SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-
-class ExtraPFit:
-    """Extra-P's model of the input metric as a function of the core count."""
-
-    method = "extrap"
-
-    def __init__(self, ds: Dataset):
-        from extrap.fileio.file_reader.text_file_reader import TextFileReader
-        from extrap.modelers.model_generator import ModelGenerator
-
-        # Extra-P's hypotheses (PMNF terms n^i log^j n, i >= 0) describe growing costs: it models
-        # the throughput (rising with the cores), which favours it; predictions are converted to
-        # the input metric.
-        self.metric = series.input_metric(ds)
-        y = ds.column(self.metric)
-        if self.metric == "time_s":
-            y = 1.0 / y
-        cores = np.unique(ds.cores)
-        lines = ["PARAMETER p", "POINTS " + " ".join(f"{c:g}" for c in cores), "REGION main", "METRIC m"]
-        for c in cores:
-            v = y[(ds.cores == c) & np.isfinite(y)]
-            lines.append("DATA " + " ".join(f"{x:.12g}" for x in v))
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-            fh.write("\n".join(lines) + "\n")
-            path = fh.name
-        try:
-            exp = TextFileReader().read_experiment(path)
-            gen = ModelGenerator(exp)
-            gen.model_all()
-        finally:
-            os.unlink(path)
-        self.function = next(iter(gen.models.values())).hypothesis.function
-        self.model = self.function.to_string()
-
-    def predict(self, cores, level: float = 0.8) -> Prediction:
-        cores = np.asarray(cores, dtype=float)
-        v = np.broadcast_to(np.asarray(self.function.evaluate(cores), dtype=float), cores.shape)
-        if self.metric == "time_s":
-            v = 1.0 / v
-        return Prediction(cores=cores, value=v.copy(),
-                          metric=self.metric, method="extrap", model=self.model)
 
 
 def datasets() -> list[tuple[str, str, Dataset]]:
@@ -110,26 +62,6 @@ def splits(ds: Dataset) -> list[float]:
     return [float(c[k - 1]) for k in ks]
 
 
-class _Shrunk:
-    """A fitted `auto` whose combination weights are recomputed with another SHRINK."""
-
-    def __init__(self, a: auto.AutoFit, shrink: float):
-        self.a = a
-        self.shrink = shrink
-
-    def predict(self, cores, level: float = 0.8) -> Prediction:
-        a = self.a
-        saved = a.weights
-        if "estima" not in saved or len(saved) > 1:
-            finite = {k: v for k, v in a.scores.items() if math.isfinite(v) and k != "estima"}
-            if finite:
-                a.weights = auto._combine(finite, self.shrink)[0]
-        try:
-            return a.predict(cores, level)
-        finally:
-            a.weights = saved
-
-
 def _fmt(v: float, w: int = 8, d: int = 1) -> str:
     return f"{v:{w}.{d}f}" if math.isfinite(v) else f"{'-':>{w}s}"
 
@@ -145,17 +77,13 @@ def main() -> int:
     print(f"{'dataset':26s} {'fit on ≤':>8s} {'test':>5s} " + " ".join(f"{c:>8s}" for c in cols))
     rows: list[tuple[str, str, float, dict[str, float]]] = []
     inside: dict[tuple[str, str], list[bool]] = {}
-    shrunk: dict[tuple[str, float], list[float]] = {}      # (dataset, shrink) -> MAPEs
     for group, name, ds in datasets():
         for K in splits(ds):
             row: dict[str, float] = {}
             fits = {"extrap": ExtraPFit}
             for m in METHODS:
                 fits[m] = (lambda d, m=m: predictors.fit(m, d, calibrate=True))
-            fitted_auto: list[auto.AutoFit] = []
             for m, fn in fits.items():
-                if m == "auto":
-                    fn = (lambda d: fitted_auto.append(predictors.fit("auto", d)) or fitted_auto[-1])
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     ev = evaluate_predictor(ds, K, m, fn)
@@ -163,12 +91,6 @@ def main() -> int:
                 if ev.ok:
                     inside.setdefault((group, m), []).extend(bool(p.inside) for p in ev.points
                                                              if p.inside is not None)
-            if group == "real" and fitted_auto:
-                for lam in SHRINKS:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        ev = evaluate_predictor(ds, K, "auto", lambda d, a=fitted_auto[-1], lam=lam: _Shrunk(a, lam))
-                    shrunk.setdefault((name, lam), []).append(ev.mape if ev.ok else math.nan)
             ntest = int((np.unique(ds.cores) > K).sum())
             print(f"{name:26s} {K:8g} {ntest:5d} " + " ".join(_fmt(row[c]) for c in cols))
             rows.append((group, name, K, row))
@@ -209,27 +131,6 @@ def main() -> int:
         if group == "real" and not med_a < med_x:
             status = 2
 
-    if shrunk:
-        names = list(dict.fromkeys(k[0] for k in shrunk))
-        print()
-        print("== auto's SHRINK (share of the weights from validation errors), real datasets ==")
-        for lam in SHRINKS:
-            allv = [v for nm in names for v in shrunk[(nm, lam)] if math.isfinite(v)]
-            print(f"  SHRINK {lam:4.2f}: median MAPE {np.median(allv):6.2f}%  mean {np.mean(allv):6.2f}%"
-                  + ("   (the default)" if lam == auto.SHRINK else ""))
-        held: list[float] = []
-        picks = []
-        for nm in names:
-            others = [o for o in names if o != nm]
-
-            def crit(lam: float) -> float:
-                return float(np.median([v for o in others for v in shrunk[(o, lam)] if math.isfinite(v)]))
-            best = min(SHRINKS, key=crit)
-            picks.append(best)
-            held.extend(v for v in shrunk[(nm, best)] if math.isfinite(v))
-        print(f"  leave-one-dataset-out (SHRINK chosen on the other datasets): median MAPE "
-              f"{np.median(held):.2f}%, mean {np.mean(held):.2f}% over {len(held)} splits; "
-              f"chosen: {', '.join(f'{p:g}' for p in picks)}")
     return status
 
 

@@ -10,6 +10,8 @@
 
 _shtab_corecast_commands() {
   local _commands=(
+    calibrate:'Run on the machine you will deploy on (no application needed), then predict for it elsewhere:'
+    chase:'Each thread walks k independent pointer chains at once (dereferenced interleaved), so k loads'
     evaluate:'Fit every method (auto, estima when there are stall categories, timex, usl) on the rows with'
     events:'Without options: the CPU, the perf PMUs, every mnemonic and the backend-stall catalog with'
     export:'Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it:'
@@ -43,6 +45,46 @@ _shtab_corecast_options=(
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_defaults_added=0
 
+_shtab_corecast_calibrate_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  {-o,--output}"[where to write the target description (default target.json)]:FILE.json:"
+  "--no-memory[leave the memory profile out (core-to-core only)]"
+  "--json[print the file\'s JSON instead of tables]"
+  {-q,--quiet}"[no progress bar]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_calibrate_defaults_added=0
+
+_shtab_corecast_chase_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--sweep-size[latency against working-set size (1 thread, 1 chain), plateaus labelled]"
+  "--loaded[loaded latency\: one chaser and --loaders loaders at each --delays]"
+  "--size[buffer size, e.g. 256MiB (default 256MiB\; the loaded mode\'s loaders get another)]:BYTES:"
+  "--chains[chains per thread\: 1-16 \| 1,2,4,8 (default 1,2,3,4,6,8,12,16,20,24,32,40,48,64\; at most 64)]:LIST:"
+  "--threads[thread counts\: pow2 \| all \| 1-4 \| 1,2 (default pow2\: 1, 2, 4, ... all CPUs)]:LIST:"
+  "--order[which CPUs N threads get\: socket (default) \| spread \| smt-last \| a CPU list, as in measure]:ORDER:"
+  "--oversubscribe[allow more threads than CPUs (they then share CPUs\; figures over wall time)]"
+  "--pattern[random (default) \| forward \| stride\:N (N bytes between a chain\'s lines)]:P:"
+  "--line[bytes per dereference\: one pointer per line (default 64)]:BYTES:"
+  "--page[4k pages (default), 2m hugetlb pages (falls back to thp) or thp (madvise MADV_HUGEPAGE\; falls back to 4k)\; the fallback is said]:page:(4k 2m thp)"
+  "--tlb-group[random pattern\: pages a chain stays within before it moves on (default 64)]:PAGES:"
+  "--duration[measured seconds per point (default 0.4\; --sweep-size 0.25), after the warm-up]:S:"
+  "--samples[samples per point (default 5)]:N:"
+  "--sizes[--sweep-size\: sizes, e.g. 16KiB,1MiB,256MiB (default 4KiB to 8x the last cache, at least 256MiB, in steps of x1.5 and x2)]:LIST:"
+  "--loaders[--loaded\: loader threads (default\: every CPU but the chaser\'s)]:N:"
+  "--delays[--loaded\: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)]:LIST:"
+  "--seed[seed of the random chains (default 1)]:seed:"
+  "--json[print a JSON document instead of tables]"
+  "--plot[write a plot (.png, .svg or .pdf)]:FILE:"
+  {-o,--output}"[write the points as a corecast Dataset (.csv or .json)]:DATASET:"
+  "--profile[also measure what is missing (the sweep or the staircase) and write the memory profile]:FILE.json:"
+  {-q,--quiet}"[no progress bar]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_chase_defaults_added=0
+
 _shtab_corecast_evaluate_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--train-max-cores[fit on cores \<\= K, predict the rest (needed with a file)]:K:"
@@ -56,6 +98,9 @@ _shtab_corecast_evaluate_options=(
   "--kernels[kernels (\'paper\' for ESTIMA\'s six)]:NAMES:"
   "--checkpoints[checkpoints for kernel selection]:C:"
   "--refit[refit selected kernels on all training points]"
+  "--target-machine[the machine the data were measured on, as predict reads it\: every method is fitted on effective cores and predicts the held-out threads\' (SMT, oversubscription, NUMA crossing)\; with --corpus, \'source\' takes each source\'s machine from its source.toml]:SPEC:"
+  "--placement[with --target-machine SPEC\: how the threads were laid out (default compact)]:placement:(compact spread smt-last)"
+  "--leave-one-source-out[with --corpus\: auto\'s priors learned from the other sources only, source by source]"
   "--json[print a JSON object instead of tables]"
   ":Dataset (CSV, JSON or campaign file):"
 )
@@ -179,6 +224,8 @@ _shtab_corecast_predict_options=(
   "--refit[refit the selected kernel on all points (default\: keep the fit validated on the checkpoints)]"
   "--target-machine[predict for this machine\: a bundled name (e.g. epyc-9654-2s), a TOML file, \`corecast calibrate\`\'s JSON, \`lstopo --of xml\` or \`lscpu \[-J\]\` output, or sockets\=2,cores\=32,smt\=2\[,ghz\=2.4\] \/ cpus\=64]:SPEC:"
   "--placement[how threads are laid out on the target (default compact\: a socket\'s cores, then its SMT siblings, then the next socket)]:placement:(compact spread smt-last)"
+  "--measured-machine[the machine the data were measured on, in the same forms as --target-machine, where the file does not record it (a plain CSV\; a campaign records its machine)]:SPEC:"
+  "--measured-placement[how the measured threads were laid out (default\: the campaign\'s --order, else compact)]:measured_placement:(compact spread smt-last)"
   "--smt-yield[what a thread on an SMT sibling adds, as a share of a core (default\: the prior learned from the corpus)]:Y:"
   "--json[print a JSON object instead of tables]"
   "--format[table (default), json (\= --json\: one object), or a tidy table of the rows for data frames\: csv, or records (a JSON array of objects)]:format:(table json csv records)"
@@ -299,6 +346,8 @@ _shtab_corecast() {
       (( CURRENT += 1 ))
       curcontext="${curcontext%:*:*}:_shtab_corecast-$line[1]:"
       case $line[1] in
+        calibrate) _arguments -C -s $_shtab_corecast_calibrate_options ;;
+        chase) _arguments -C -s $_shtab_corecast_chase_options ;;
         evaluate) _arguments -C -s $_shtab_corecast_evaluate_options ;;
         events) _arguments -C -s $_shtab_corecast_events_options ;;
         export) _arguments -C -s $_shtab_corecast_export_options ;;

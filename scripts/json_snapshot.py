@@ -8,7 +8,10 @@ A restructure that claims "behaviour unchanged" is checked with it:
     python scripts/json_snapshot.py compare BEFORE_DIR AFTER_DIR
 
 Each command runs as `python -m corecast ...` in a child process (so PYTHONPATH picks the tree);
-its exit status, stdout and stderr are stored. `compare` reports every command whose exit status
+its exit status, stdout and stderr are stored. Besides the --json outputs, the tables of the
+commands whose renderers live in report/ (throughput, sim, sim machines, info, events) are kept,
+and the campaign summary `corecast measure` prints is rendered from a fixed campaign (its runs
+have fixed numbers, unlike a real measurement). `compare` reports every command whose exit status
 or stdout differs (JSON compared as data, floats to 1e-9 relative or 1e-12 absolute), and exits 1 if any does.
 """
 from __future__ import annotations
@@ -35,9 +38,14 @@ def make_inputs(tmp: Path) -> None:
         rq = 1.0e6 * n
         rows.append(f"{n},{(work + lock + rq) / 2.0e9:.9g},{lock:.9g},{rq:.9g}")
     (tmp / "stalls.csv").write_text("\n".join(rows) + "\n")
+    (tmp / "w.toml").write_text("baseline_cpi = 0.9\ninstructions = 9200\nlock_fraction = 0.13\n"
+                                "[events]\nl2_hit = 8.1\ndram = 1.1\ndtlb_miss = 0.2\n")
     for args in (["random", "-n", "20000", "--working-set", "4MiB", "-o", str(tmp / "random.trace")],
                  ["pingpong", "-n", "2000", "-o", str(tmp / "pingpong.trace")]):
         subprocess.run([sys.executable, "-m", "corecast", "sim", "gen", *args], capture_output=True, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "corecast", "sim", str(tmp / "random.trace"), "--machine",
+                        "atom-n540", "--json"], capture_output=True, text=True, cwd=ROOT)
+    (tmp / "sim-result.json").write_text(r.stdout)
 
 
 def commands(tmp: Path) -> dict[str, list[str]]:
@@ -62,7 +70,75 @@ def commands(tmp: Path) -> dict[str, list[str]]:
     cmds["sim-pingpong"] = ["sim", str(tmp / "pingpong.trace"), "--machine", "penryn-l5420", "--cores", "2",
                             "--json"]
     cmds["events-list"] = ["events", "--cpu", "haswell"]
+    # the tables whose renderers live in report/
+    for rel in ("usl/specsdm91.csv", "cisco/cisco.csv"):
+        name = rel.replace("/", "_").removesuffix(".csv")
+        cmds[f"info-{name}"] = ["info", str(D / rel)]
+        cmds[f"info-json-{name}"] = ["info", str(D / rel), "--json"]
+    cmds["info-stalls"] = ["info", stalls]
+    cmds["sim-table-penryn"] = ["sim", str(tmp / "random.trace"), "--machine", "penryn-l5420"]
+    cmds["sim-table-pingpong"] = ["sim", str(tmp / "pingpong.trace"), "--machine", "zen4-genoa", "--cores", "2"]
+    cmds["sim-machines-table"] = ["sim", "machines"]
+    cmds["sim-machine-penryn"] = ["sim", "machines", "penryn-l5420"]
+    cmds["sim-machine-penryn-json"] = ["sim", "machines", "penryn-l5420", "--json"]
+    mpki = str(tmp / "w.toml")
+    for fmt in ([], ["--json"]):
+        tag = "-json" if fmt else ""
+        cmds[f"throughput-mpki{tag}"] = ["throughput", "--machine", "penryn-l5420", "--mpki", mpki,
+                                         "--cores", "1,2,4", "--measured", "1:128000,2:174000,4:232000", *fmt]
+        cmds[f"throughput-closed{tag}"] = ["throughput", "--machine", "atom-n540", "--mpki", mpki,
+                                           "--clients", "8", "--think-time", "50us", "--target", "500us",
+                                           "--percentile", "99", *fmt]
+        cmds[f"throughput-sim{tag}"] = ["throughput", "--sim", str(tmp / "sim-result.json"),
+                                        "--baseline-cpi", "0.8", "--instructions", "5000", *fmt]
+    cmds["events-translate"] = ["events", "--translate", "instr,cycles,pmc3=0x2e,umask3=0x41", "--cpu", "haswell"]
+    cmds["events-translate-json"] = ["events", "--translate", "backend_stalls", "--cpu", "skylake",
+                                     "--format", "json"]
+    cmds["events-here"] = ["events"]
+    cmds["events-here-json"] = ["events", "--format", "json"]
+    cmds["campaign-summary"] = ["-c", CAMPAIGN_SUMMARY, str(tmp / "campaign.db")]
     return cmds
+
+
+#: The summary `corecast measure` prints, rendered from a campaign with fixed numbers. (The
+#: renderer moved from collect.runner to report.campaign; both places are tried.)
+CAMPAIGN_SUMMARY = """
+import sys
+from rich.console import Console
+from corecast import dataset, store
+from corecast.dataset import ColumnInfo, Machine
+try:
+    from corecast.report.campaign import render_summary
+except ImportError:
+    from corecast.collect.runner import render_summary
+path = sys.argv[1]
+m = Machine(cpu_model="Test CPU", sockets=1, cores=4, threads_per_core=1, logical_cpus=4)
+try:
+    c = store.Campaign.create(path, command=["prog", "{cores}"], config={"reps": 2}, machine=m.to_dict())
+except (AttributeError, TypeError):
+    c = store.Campaign.create(path, command=["prog", "{cores}"], config={"reps": 2}, machine=m)
+cols = [ColumnInfo("time_s", "time", "s", "wall"), ColumnInfo("throughput", "throughput", "1/s", "out"),
+        ColumnInfo("rss_bytes", "memory", "bytes", "rusage"),
+        ColumnInfo("lock_wait_cycles", "stall", "cycles", "shim")]
+slot = 0
+for rep in range(2):
+    for n in (1, 2, 4):
+        ok = not (n == 4 and rep == 1)
+        c.record_run(store.RunRecord(slot=slot, cores=n, repetition=rep, warmup=False, cpus=list(range(n)),
+                                     argv=["prog", str(n)], status="ok" if ok else "failed",
+                                     exit_status=0 if ok else 3,
+                                     values={"time_s": 2.0 / n + 0.01 * rep, "throughput": 100.0 * n ** 0.9,
+                                             "rss_bytes": 2.0 ** 20 * (10 + n),
+                                             "lock_wait_cycles": 1e6 * (n - 1) + rep}), cols)
+        slot += 1
+c.close()
+try:
+    ds = dataset.read_campaign(path)
+except AttributeError:
+    ds = store.load_dataset(path)
+ds.path = "campaign.db"
+render_summary(ds, Console(highlight=False, width=200))
+"""
 
 
 def write(out: Path) -> None:
@@ -71,8 +147,8 @@ def write(out: Path) -> None:
     tmp.mkdir(exist_ok=True)
     make_inputs(tmp)
     for name, args in commands(tmp).items():
-        r = subprocess.run([sys.executable, "-m", "corecast", *args], capture_output=True, text=True,
-                           cwd=ROOT, timeout=300)
+        argv = args if args[0] == "-c" else ["-m", "corecast", *args]
+        r = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
         (out / f"{name}.json").write_text(json.dumps(
             {"args": args, "code": r.returncode, "stdout": r.stdout, "stderr": r.stderr}, indent=1))
         print(f"{name}: exit {r.returncode}")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from corecast.dataset import Dataset, load
-from corecast.model import auto, calibration, laws, predictors, usl
+from corecast.model import auto, calibration, laws, predictors, priors, usl
 from corecast.model.evaluate import evaluate
 
 
@@ -54,7 +54,9 @@ def test_band_grows_with_the_distance_and_the_members_disagreement(data_dir):
     assert np.all(p.low <= p.value) and np.all(p.value <= p.high)
     doc = a.models(128.0)["auto"]
     assert doc["band"]["calibration_points"] == cal.points
-    assert set(doc["weights"]) == {"usl", "timex", "amdahl", "power", "pmnf"}
+    pri = priors.load()
+    assert set(doc["weights"]) == {pri.default} | ({pri.partner} if pri.partner else set())
+    assert doc["band"]["prior_growth"] == pri.band_growth
 
 
 @pytest.mark.parametrize("name,K,old", [("raytracer", 20, 26.1), ("raytracer", 24, 26.7),
@@ -70,7 +72,9 @@ def test_auto_beats_the_old_selection_on_real_held_out_splits(data_dir, name, K,
     assert m.mape < 0.8 * old, (m.mape, old)
     assert m.mape < 22.0
     if name == "raytracer":
-        assert m.coverage >= 0.5            # the old bands covered none of these points
+        # the old bands covered none of these points; the band is now set by the corpus (80% of its
+        # held-out points), on which raytracer is one near-linear series among many
+        assert m.coverage >= 0.25
 
 
 def test_member_laws_recover_their_laws():
@@ -105,9 +109,12 @@ def test_pmnf_with_a_throughput_that_turns_negative_is_left_out():
     f = laws.fit_pmnf(ds)
     with pytest.raises(Exception):
         f.predict([200.0])
-    a = auto.fit_dataset(ds)
+    a = auto.fit_dataset(ds, priors=priors.Priors(default="usl", partner="pmnf", default_weight=0.5,
+                                                  switch_ratio=1e9))
+    assert set(a.weights) == {"usl", "pmnf"}
     p = a.predict([200.0])
-    assert "pmnf" not in p.params["chosen"] and any("pmnf left out" in w for w in p.warnings)
+    assert p.params["chosen"] == ["usl"] and any("pmnf left out" in w for w in p.warnings)
+    assert p.value[0] == pytest.approx(a.fits["usl"].predict([200.0]).value[0])
 
 
 def test_single_method_bands_are_calibrated_on_their_own_errors():

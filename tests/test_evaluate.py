@@ -116,7 +116,10 @@ def test_evaluate_fits_each_method_once(monkeypatch):
     before = E.evaluate(ds, 12)
     counts = fakes.count_fits(monkeypatch, 12.0)
     ev = E.evaluate(ds, 12)
-    assert counts == {m: 1 for m in ("estima", "timex", "usl", "amdahl", "power", "pmnf")}
+    # every method evaluated is fitted exactly once; auto's members besides the ones it uses are
+    # not fitted at all (the corpus priors never let validation displace its default)
+    assert all(counts.get(m) == 1 for m in ("estima", "timex", "usl"))
+    assert max(counts.values()) == 1
     assert ev.to_dict() == before.to_dict()
 
 

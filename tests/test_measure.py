@@ -4,14 +4,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from corecast import store
+from corecast import dataset, store
 from corecast.collect import plugins, runner
 from corecast.errors import UserError
 
@@ -55,7 +54,7 @@ def test_lockbench_campaign(cli, tmp_path):
     assert r.code == 0, r.err
     summary = r.json()
     assert summary["runs"] == len(TWO.split(","))
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     # throughput parsed with the bundled workloads' default regex
     assert np.all(ds.metrics["throughput"] > 0)
     assert ds.columns["throughput"].kind == "throughput"
@@ -109,7 +108,7 @@ def test_crash_is_recorded_and_campaign_continues(cli, tmp_path):
     assert [x["status"] for x in rr] == ["crashed", "ok"]
     assert rr[0]["exit_status"] == 128 + 11 and rr[0]["signal"] == 11
     assert "SIGSEGV" in rr[0]["message"] and "about to crash" in rr[0]["stderr_tail"]
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     assert np.isnan(ds.metrics["time_s"][0]) and ds.metrics["time_s"][1] > 0
     assert ds.notes["failed_runs"][0]["status"] == "crashed"
     assert "1 run(s) failed" in r.out
@@ -207,7 +206,7 @@ def test_throughput_regex_and_no_match(cli, tmp_path):
                      "--throughput", r"rate=([0-9.]+)", "--", "sh", "-c",
                      "test {rep} = 0 && echo rate=12.5 && echo rate=42.5; echo no number")
     assert r.code == 0
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     assert ds.metrics["throughput"][0] == 42.5          # the last match
     assert np.isnan(ds.metrics["throughput"][1])        # missing, not 0
     assert "matched nothing" in runs(out)[1]["details"]["notes"][0]
@@ -240,7 +239,7 @@ unit = "cycles"
                      "echo 'aborted cycles: 100'; echo 'aborted cycles: 250'; "
                      "printf 'retries 3\\nretries 7\\nretries 5\\n' > stats-{cores}.txt")
     assert r.code == 0, r.err
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     assert ds.metrics["aborted_tx_cycles"][0] == 350
     assert ds.columns["aborted_tx_cycles"].kind == "stall" and ds.columns["aborted_tx_cycles"].unit == "cycles"
     assert "stm.toml" in ds.columns["aborted_tx_cycles"].source
@@ -286,7 +285,7 @@ def test_summary_table_and_warmups(cli, tmp_path):
     rr = runs(out)
     n = len(TWO.split(","))
     assert sum(x["warmup"] for x in rr) == n and len(rr) == 3 * n
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     assert len(ds) == 2 * n
     if NCPU >= 2:
         assert np.all(ds.metrics["barrier_wait_cycles"][ds.cores == 2] > 0)
@@ -296,7 +295,7 @@ def test_membw_workload(cli, tmp_path):
     r, out = measure(cli, tmp_path, "--cores", "1", "--", "corecast-membw", "-t", "{threads}", "--mb", "16",
                      "--iters", "3")
     assert r.code == 0, r.err
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     assert ds.metrics["throughput"][0] > 100            # MB/s
     assert ds.metrics["rss_bytes"][0] > 3 * 16 * 2**20 * 0.9      # three 16 MiB arrays
 
@@ -317,7 +316,7 @@ def test_perf_counters_on_every_run(cli, tmp_path):
     r, out = measure(cli, tmp_path, "--cores", TWO, "--events", "instr", "--", "corecast-lockbench",
                      "-t", "{threads}", "-n", "100000", "--cs", "200", "--think", "200")
     assert r.code == 0, r.err
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     # software events always: counted from exec, inherited by the worker threads
     cpu_s = ds.metrics["user_s"] + ds.metrics["sys_s"]
     tc = ds.metrics["task_clock_ns"] / 1e9
@@ -356,7 +355,7 @@ def test_psi_and_sampled_runqueue_delay(cli, tmp_path):
     r, out = measure(cli, tmp_path, "--cores", "1", "--no-shim", "--", "corecast-lockbench", "-t", "2",
                      "-n", "300000")
     assert r.code == 0, r.err
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     if Path("/proc/pressure/cpu").exists():
         assert ds.columns["psi_cpu_some_s"].status == "ok" and ds.metrics["psi_cpu_some_s"][0] >= 0
         assert "system-wide" in ds.columns["psi_cpu_some_s"].source

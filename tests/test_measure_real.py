@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corecast import store
+from corecast import dataset, store
 
 NCPU = len(os.sched_getaffinity(0))
 CORES = "1,2" if NCPU >= 2 else "1"
@@ -39,7 +39,7 @@ def campaign(cli, tmp_path: Path, *args: str, reps: int = 1, tolerate: str | Non
             bad = [(x["cores"], x["status"], x["message"], x["stderr_tail"][-500:]) for x in c.runs() if x["status"] != "ok"]
         if tolerate is None or not all(re.search(tolerate, b[3]) for b in bad):
             pytest.fail(f"runs failed: {bad}\n{r.err}")
-    ds = store.load_dataset(out)
+    ds = dataset.read_campaign(out)
     assert len(ds) == reps * len(CORES.split(","))
     ds = ds.select(ds.metrics["exit_status"] == 0)
     assert sorted(set(ds.cores.astype(int))) == [int(c) for c in CORES.split(",")]

@@ -148,3 +148,22 @@ def test_capture_failing_program_keeps_trace(tmp_path):
     assert info.exit_status == 3
     assert any("status 3" in w for w in info.warnings)
     assert len(read_trace(tmp_path / "f.cctrace")) > 1000
+
+
+def test_one_reader_of_result_files(tmp_path):
+    """SimResult.load and `throughput --sim` (model.cpi.load_sim) read a result file through the
+    same function and say the same about a file that is not one."""
+    from corecast.errors import UserError
+    from corecast.model.cpi import load_sim
+
+    cases = {"other.json": ('{"hello": 1}', "not a `corecast sim --json` result"),
+             "newer.json": ('{"format": "corecast-sim-result", "version": 9}', "version 9 is not supported"),
+             "broken.json": ('{"format": ', ":1: not valid JSON"),
+             "missing.json": (None, "no such file")}
+    for name, (text, message) in cases.items():
+        f = tmp_path / name
+        if text is not None:
+            f.write_text(text)
+        for read in (SimResult.load, load_sim):
+            with pytest.raises(UserError, match=message):
+                read(f)

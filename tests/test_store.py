@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -43,7 +42,7 @@ COLS = [ColumnInfo("time_s", "time", "s", "measured: wall clock", "ok"),
 
 def make(tmp_path) -> Path:
     path = tmp_path / "c.db"
-    with store.Campaign.create(path, command=["prog", "{cores}"], config=CONFIG, machine=MACHINE,
+    with store.Campaign.create(path, command=["prog", "{cores}"], config=CONFIG, machine=MACHINE.to_dict(),
                                topology={"pus": []}) as c:
         c.record_run(rec(0, 1, 0, warmup=True, time_s=9.0), COLS)
         c.record_run(rec(1, 2, 0, warmup=True, time_s=9.0))
@@ -76,7 +75,7 @@ def test_dataset_from_campaign(tmp_path):
 
 
 def test_failed_run_does_not_poison_aggregates(tmp_path):
-    ds = store.load_dataset(make(tmp_path))
+    ds = dataset.read_campaign(make(tmp_path))
     agg = ds.aggregate("time_s")
     assert agg.value.tolist() == [2.0, 1.1] and agg.count.tolist() == [1, 1]
     cores, x, how = ds.throughput()
@@ -84,7 +83,7 @@ def test_failed_run_does_not_poison_aggregates(tmp_path):
 
 
 def test_export_round_trip_keeps_failed_rows(tmp_path):
-    ds = store.load_dataset(make(tmp_path))
+    ds = dataset.read_campaign(make(tmp_path))
     csv_path = tmp_path / "d.csv"
     ds.to_csv(csv_path)
     text = csv_path.read_text()
@@ -103,7 +102,7 @@ def test_slot_is_recorded_once(tmp_path):
         with pytest.raises(UserError, match="already in the campaign"):
             c.record_run(rec(2, 1, 0, time_s=5.0))
         assert c.done_slots() == {0, 1, 2, 3, 4}
-    assert store.load_dataset(path).metrics["time_s"][0] == 2.0
+    assert dataset.read_campaign(path).metrics["time_s"][0] == 2.0
 
 
 def test_one_writer_at_a_time(tmp_path):
@@ -111,13 +110,13 @@ def test_one_writer_at_a_time(tmp_path):
     with store.Campaign.open(path):
         with pytest.raises(UserError, match="another corecast measure"):
             store.Campaign.open(path)
-        store.load_dataset(path)             # readers are fine
+        dataset.read_campaign(path)             # readers are fine
 
 
 def test_create_refuses_existing_file(tmp_path):
     path = make(tmp_path)
     with pytest.raises(UserError, match="already exists.*--resume"):
-        store.Campaign.create(path, command=["x"], config={}, machine=MACHINE)
+        store.Campaign.create(path, command=["x"], config={}, machine=MACHINE.to_dict())
 
 
 def test_not_a_campaign(tmp_path):
@@ -131,16 +130,16 @@ def test_not_a_campaign(tmp_path):
     q = tmp_path / "text.db"
     q.write_text("hello")
     with pytest.raises(UserError, match="not SQLite"):
-        store.load_dataset(q)
+        dataset.read_campaign(q)
     with pytest.raises(UserError, match="no such campaign"):
-        store.load_dataset(tmp_path / "missing.db")
+        dataset.read_campaign(tmp_path / "missing.db")
 
 
 def test_empty_campaign(tmp_path):
     path = tmp_path / "e.db"
-    store.Campaign.create(path, command=["x"], config={}, machine=MACHINE).close()
+    store.Campaign.create(path, command=["x"], config={}, machine=MACHINE.to_dict()).close()
     with pytest.raises(UserError, match="no finished runs"):
-        store.load_dataset(path)
+        dataset.read_campaign(path)
 
 
 def _slots(path: Path) -> list[tuple]:
@@ -182,7 +181,7 @@ def test_sigkill_mid_campaign_then_resume(tmp_path):
     for r in killed_at:
         assert by_slot[r[0]] == r                              # finished runs kept, not repeated
     assert all(r[3] == "ok" for r in after)
-    ds = store.load_dataset(path)
+    ds = dataset.read_campaign(path)
     assert len(ds) == 8 and ds.notes["campaign"]["complete"]
     assert sorted(zip(ds.cores.tolist(), ds.repetition.tolist())) == [(c, r) for c in (1, 2) for r in range(4)]
 
@@ -197,12 +196,12 @@ def test_resume_refuses_other_command_or_options(tmp_path, cli):
     assert r.code == 2 and "drop --reps" in r.err
     r = cli("measure", "--resume", "-q", "-o", path)     # nothing left to do: fine
     assert r.code == 0
-    assert len(store.load_dataset(path)) == 1
+    assert len(dataset.read_campaign(path)) == 1
 
 
 # ---------------------------------------------------------------- half-made files (issue 15)
 def _create(path):
-    return store.Campaign.create(path, command=["prog"], config=CONFIG, machine=MACHINE)
+    return store.Campaign.create(path, command=["prog"], config=CONFIG, machine=MACHINE.to_dict())
 
 
 @pytest.mark.parametrize("kind", ["empty", "schema only"])
@@ -256,9 +255,9 @@ def test_a_file_locked_by_another_program_is_announced_not_waited_for_in_silence
     monkeypatch.setattr(store, "LOCK_WAIT_S", 0.5)
     try:
         with pytest.raises(UserError, match="still locked by another program after 0.5 s"):
-            store.load_dataset(path)
+            dataset.read_campaign(path)
     finally:
         other.execute("ROLLBACK")
         other.close()
     assert "is locked by another program" in capsys.readouterr().err
-    assert len(store.load_dataset(path)) == 3                # and read once the lock is gone
+    assert len(dataset.read_campaign(path)) == 3                # and read once the lock is gone

@@ -101,8 +101,13 @@ def test_bundled_corpus_loads_with_its_machines():
     by = {}
     for s in series:
         by.setdefault(s.source, []).append(s)
-    assert {k: len(v) for k, v in by.items()} == {"concmap": 15, "litl-a64": 45, "litl-i48": 37}
+    assert {k: len(v) for k, v in by.items()} == {
+        "concmap": 15, "litl-a64": 45, "litl-i48": 37, "folly-sharedmutex": 38, "wiredtiger-read": 2,
+        "concmap-xeon4314": 22, "mysql-sysbench-ro": 2,
+        "uob-grace": 14, "uob-vera": 14, "uob-turin": 14, "uob-gnr": 14}
     assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
+    assert by["folly-sharedmutex"][0].machine.cpus == 32 and by["mysql-sysbench-ro"][0].machine.cpus == 56
+    assert by["uob-gnr"][0].machine.cores == 96 and by["uob-gnr"][0].machine.threads_per_core == 2
     assert C.train_max(np.array([8, 16, 24, 32, 40, 48, 56, 64.0]), 0.25) == 16
     assert C.train_max(np.array([12, 24, 36, 48.0]), 0.25) == 24      # never fewer than two points
     assert C.train_max(np.arange(1, 177.0), 0.25) == 44
@@ -112,7 +117,7 @@ def test_corpus_evaluation_scores_what_it_says(tmp_path):
     """The per-source figure is the median of each series' median error, computed here again
     from a plain USL fit of the same points."""
     from corecast.model import corpus as C
-    from corecast.model import usl
+    from corecast.model import scorecard, usl
     src = tmp_path / "c" / "s1"
     src.mkdir(parents=True)
     (src / "source.toml").write_text('name = "s1"\nmachine = "sockets=1,cores=64"\n')
@@ -125,7 +130,7 @@ def test_corpus_evaluation_scores_what_it_says(tmp_path):
         xr = np.array([float(f"{v:.6g}") for v in x])
         f = usl.fit(n[n <= 8], xr[n <= 8])
         expect.append(np.median(np.abs(usl.usl(n[n > 8], *f.params) / xr[n > 8] - 1) * 100))
-    ev = C.evaluate_corpus(C.load_corpus(tmp_path / "c"), ["usl", "auto"], train_frac=0.25)
+    ev = scorecard.evaluate_corpus(C.load_corpus(tmp_path / "c"), ["usl", "auto"], train_frac=0.25)
     assert ev.sources[0].series == 3
     assert ev.sources[0].median_error["usl"] == pytest.approx(np.median(expect), rel=1e-6)
     assert 0 <= ev.sources[0].coverage["auto"] <= 1
@@ -141,3 +146,9 @@ def test_corpus_cli(cli, tmp_path):
     assert r.code == 2 and "between 0 and 1" in r.err
     r = cli("evaluate", ROOT / "data" / "usl" / "specsdm91.csv")
     assert r.code == 2 and "--train-max-cores K is needed" in r.err
+    r = cli("evaluate", "--corpus", ROOT / "data" / "corpus", "--target-machine", "cpus=4")
+    assert r.code == 2 and "takes 'source'" in r.err
+    r = cli("evaluate", ROOT / "data" / "usl" / "specsdm91.csv", "--train-max-cores", "72", "--leave-one-source-out")
+    assert r.code == 2 and "goes with --corpus" in r.err
+    r = cli("evaluate", "--corpus", ROOT / "data" / "corpus", "--methods", "auto,nosuch")
+    assert r.code == 2 and "unknown method 'nosuch'" in r.err

@@ -193,3 +193,24 @@ def test_subprocess_entry_point(tmp_path):
     assert json.loads(p.stdout)["cores"][0]["capacity"] == pytest.approx(5e5)
     p = run_corecast("throughput", "--frequency", "1e9", "--mpki", tmp_path / "nope.toml")
     assert p.returncode == 2 and p.stderr.startswith("corecast throughput: error:")
+
+
+def test_the_command_prints_what_the_api_returns(cli, tmp_path):
+    """`throughput --json` is model.throughput.analyse's document; the API refuses what the
+    command's options cannot express (no input, or two)."""
+    from corecast.errors import UserError
+    from corecast.model.throughput import analyse
+
+    f = tmp_path / "w.toml"
+    f.write_text("baseline_cpi = 0.9\ninstructions = 9200\n[events]\nl2_hit = 20.0\ndram = 2.0\n")
+    r = cli("throughput", "--machine", "atom-n540", "--mpki", f, "--cores", "1,2", "--lock-fraction", "0.1",
+            "--penalty", "dram=180", "--clients", "4", "--json")
+    assert r.code == 0, r.err
+    doc = analyse(mpki=f, machine="atom-n540", cores=[1, 2], lock_fraction=0.1, penalties=[("dram", 180.0)],
+                  clients=4)
+    assert r.json() == json.loads(json.dumps(doc))
+    assert doc["stack"]["components"][1]["penalty_source"] == "--penalty"
+    with pytest.raises(UserError, match="one input"):
+        analyse(machine="atom-n540")
+    with pytest.raises(UserError, match="one input"):
+        analyse(mpki=f, sim=f, machine="atom-n540")

@@ -1,8 +1,7 @@
 """Prediction for a target machine (corecast.model.topo, `predict --target-machine`)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import dataclasses
 
 import numpy as np
 import pytest
@@ -10,57 +9,114 @@ import pytest
 from corecast import dataset as D
 from corecast.errors import UserError
 from corecast.model import predictors
-from corecast.model.topo import OnTarget, smt_prior
+from corecast.model.priors import Priors
+from corecast.model.topo import Layout, fit_for_target, measured_machine
 from corecast.target import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 
-def test_shipped_priors_are_what_the_corpus_gives():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import learn_priors
-    finally:
-        sys.path.pop(0)
-    shipped = (ROOT / "src" / "corecast" / "model" / "priors.toml").read_text()
-    assert learn_priors.render(ROOT / "data" / "corpus") == shipped
-    y, where = smt_prior()
-    assert 0 < y < 1 and "concmap" in where
+def _usl(n, a=0.01, b=0.0, g=100.0):
+    n = np.asarray(n, dtype=float)
+    return g * n / (1 + a * (n - 1) + b * n * (n - 1))
 
 
-def _usl_fit():
-    n = np.array([1, 2, 4, 8, 16.0])
-    x = 100 * n / (1 + 0.01 * (n - 1))
-    return predictors.fit("usl", D.Dataset(cores=n, metrics={"throughput": x}))
+def _ds(n, x):
+    return D.Dataset(cores=np.asarray(n, dtype=float), metrics={"throughput": np.asarray(x, dtype=float)})
+
+
+def _usl_fit(d):
+    return predictors.fit("usl", d)
 
 
 def test_effective_cores_smt_and_oversubscription():
-    base = _usl_fit()
-    t = OnTarget(base, parse_spec("sockets=2,cores=8,smt=2"), "compact", smt_yield=0.25)
-    assert list(t.effective([4, 8, 12, 16, 17, 32, 40])) == [4, 8, 9, 10, 11, 20, 20]
+    lay = Layout(parse_spec("sockets=2,cores=8,smt=2"), "compact", smt_yield=0.25)
+    assert list(lay.effective([4, 8, 12, 16, 17, 32, 40])) == [4, 8, 9, 10, 11, 20, 20]
+    n = [1, 2, 4, 8, 16]
+    t = fit_for_target(_usl_fit, _ds(n, _usl(n)), lay.spec, "compact", smt_yield=0.25)
     p = t.predict([8, 12, 32, 40])
-    ref = base.predict([8, 9, 20, 20])
-    assert np.allclose(p.value, ref.value) and list(p.cores) == [8, 12, 32, 40]
+    assert np.allclose(p.value, _usl([8, 9, 20, 20]), rtol=1e-6) and list(p.cores) == [8, 12, 32, 40]
     assert any("more than the target's 32 logical CPUs" in w for w in p.warnings)
     assert any("each adds 0.25 of a core" in w for w in p.warnings)
+    assert any("measured machine is not known" in w for w in p.warnings)
     pos = p.params["target"]["positions"]
     assert [(q["sockets_used"], q["smt_shared"], q["oversubscribed"]) for q in pos] == [
         (1, False, False), (1, True, False), (2, True, False), (2, True, True)]
 
 
 def test_spread_uses_physical_cores_of_both_sockets_first():
-    t = OnTarget(_usl_fit(), parse_spec("sockets=2,cores=8,smt=2"), "spread", smt_yield=0.25,
-                 measured_sockets=1)
-    assert list(t.effective([16, 24])) == [16, 18]
-    p = t.predict([16])
-    assert any("span 2 sockets, the measurements 1" in w for w in p.warnings)
+    lay = Layout(parse_spec("sockets=2,cores=8,smt=2"), "spread", smt_yield=0.25)
+    assert list(lay.effective([16, 24])) == [16, 18]
+    assert lay.crossing([1])[0] == 0.0
+    # 2 threads on 2 sockets: the one pair crosses; 4 threads 2+2: 4 of 6 pairs cross
+    assert list(lay.crossing([2, 4])) == [1.0, pytest.approx(4 / 6)]
+
+
+def test_the_measured_threads_are_fitted_as_effective_cores_of_the_measured_machine():
+    # Measured on a 1-socket, 4-core, 2-way SMT machine up to 8 threads (compact: siblings from 5
+    # on), the throughput a USL of the effective cores with an SMT yield of 0.3.
+    m = parse_spec("sockets=1,cores=4,smt=2")
+    y = 0.3
+    n = np.arange(1, 9)
+    eff = Layout(m, "compact", y).effective(n)
+    x = _usl(eff, a=0.02, b=0.0005)
+    target = parse_spec("sockets=1,cores=32,smt=1")
+    t = fit_for_target(_usl_fit, _ds(n, x), target, "compact", measured=m, smt_yield=y)
+    assert np.allclose(t.predict([16, 32]).value, _usl([16, 32], a=0.02, b=0.0005), rtol=1e-4)
+    # Taking every measured thread as a core sees the SMT flattening as contention: far off.
+    naive = fit_for_target(_usl_fit, _ds(n, x), target, "compact", smt_yield=y)
+    assert abs(naive.predict([32]).value[0] / _usl(32, a=0.02, b=0.0005) - 1) > 0.2
+
+
+def test_cross_node_cost_grows_the_overheads_beyond_what_was_measured():
+    n = [1, 2, 4, 8]
+    x = _usl(n, a=0.02, b=0.001)
+    target = parse_spec("sockets=2,cores=8,smt=1")
+    pri = Priors(cross_domain=1.0)
+    t = fit_for_target(_usl_fit, _ds(n, x), target, "compact", priors=pri)
+    assert t.cross_cost == 1.0 and "prior" in t.cross_source
+    p = t.predict([8, 16])
+    # 8 threads on one socket: nothing crosses; 16 on two: 8 x 8 x 2 of 16 x 15 ordered pairs
+    f = 8 * 8 * 2 / (16 * 15)
+    over = 0.02 * 15 + 0.001 * 16 * 15
+    want16 = _usl(16, a=0.02, b=0.001) * (1 + over) / (1 + over * (1 + f))
+    assert p.value == pytest.approx([_usl(8, a=0.02, b=0.001), want16], rel=1e-4)
+    assert any("cross more NUMA nodes" in w for w in p.warnings)
+    # the band spans the cost from 0 to twice it
+    assert p.high[1] > p.value[1] > p.low[1]
+    free = fit_for_target(_usl_fit, _ds(n, x), target, "compact", priors=Priors(cross_domain=0.0))
+    assert free.predict([16]).value[0] == pytest.approx(_usl(16, a=0.02, b=0.001), rel=1e-4)
+
+
+def test_a_calibration_run_scales_the_cross_node_cost_by_its_latency_ratio():
+    target = dataclasses.replace(parse_spec("sockets=2,cores=8,smt=1"),
+                                 calibration={"core_to_core_ns": {"same_socket": 50.0, "cross_socket": 150.0}})
+    n = [1, 2, 4, 8]
+    t = fit_for_target(_usl_fit, _ds(n, _usl(n)), target, "compact", priors=Priors(cross_domain=0.5))
+    # ratio 3 against the corpus' reference 2: (3 - 1) / (2 - 1) = twice the prior
+    assert t.cross_cost == pytest.approx(1.0) and "calibration" in t.cross_source
+
+
+def test_measured_machine_from_a_campaign_record_or_given():
+    ds = _ds([1, 2], [1, 2])
+    assert measured_machine(ds) == (None, "compact")
+    ds.machine = D.Machine(sockets=2, cores=16, threads_per_core=2)
+    ds.notes = {"campaign": {"order": "spread"}}
+    spec, order = measured_machine(ds)
+    assert (spec.sockets, spec.cores_per_socket, spec.threads_per_core, order) == (2, 8, 2, "spread")
+    ds.notes = {"campaign": {"order": "socket"}}
+    assert measured_machine(ds)[1] == "compact"
+    given = parse_spec("cpus=4")
+    assert measured_machine(ds, given, "smt-last") == (given, "smt-last")
 
 
 def test_bad_yield_and_fractional_threads():
+    n = [1, 2, 4]
     with pytest.raises(UserError, match="between 0 and 1"):
-        OnTarget(_usl_fit(), parse_spec("cpus=8"), smt_yield=1.5)
+        fit_for_target(_usl_fit, _ds(n, _usl(n)), parse_spec("cpus=8"), smt_yield=1.5)
+    t = fit_for_target(_usl_fit, _ds(n, _usl(n)), parse_spec("cpus=8"))
     with pytest.raises(UserError, match="whole threads"):
-        OnTarget(_usl_fit(), parse_spec("cpus=8")).predict([2.5])
+        t.predict([2.5])
 
 
 def test_predict_json_interface(cli):
@@ -77,5 +133,57 @@ def test_predict_json_interface(cli):
     assert d["predictions"][2]["oversubscribed"] is True
     r = cli("predict", ROOT / "data" / "usl" / "specsdm91.csv", "--cores", "16", "--smt-yield", "0.3")
     assert r.code == 2 and "--smt-yield is for --target-machine" in r.err
+    r = cli("predict", ROOT / "data" / "usl" / "specsdm91.csv", "--cores", "16", "--measured-machine", "cpus=4")
+    assert r.code == 2 and "--measured-machine is for --target-machine" in r.err
     r = cli("predict", ROOT / "data" / "usl" / "specsdm91.csv", "--cores", "16", "--target-machine", "cores=x")
     assert r.code == 2 and "not a whole number" in r.err
+
+
+def test_measured_machine_on_the_command_line_changes_the_fit(cli):
+    f = ROOT / "data" / "corpus" / "concmap" / "readheavy_dashmap.csv"
+    base = ["predict", f, "--cores", "176", "--target-machine", "xeon-e7-8880v4-4s", "--placement", "spread", "--json"]
+    plain = cli(*base).json()
+    mapped = cli(*base, "--measured-machine", "xeon-e7-8880v4-4s", "--measured-placement", "spread").json()
+    assert plain["predictions"][0]["throughput"] != pytest.approx(mapped["predictions"][0]["throughput"], rel=1e-3)
+    assert mapped["target_machine"]["measured_machine"]
+
+
+def test_a_memory_bound_program_meets_the_targets_bandwidth_ceiling():
+    # A run takes 1/n seconds on n cores (perfect scaling) and moves 1 GB: at 10 GB/s per socket
+    # a socket runs at most 10 runs per second, whatever its cores.
+    n = np.array([1, 2, 4, 8], dtype=float)
+    ds = D.Dataset(cores=n, metrics={"time_s": 1.0 / n, "memory_bytes": np.full(4, 1e9)})
+    target = parse_spec("sockets=2,cores=16,smt=1,bandwidth=10")
+    t = fit_for_target(lambda d: predictors.fit("usl", d), ds, target, "compact")
+    assert t.bytes_per_work == 1e9 and "memory_bytes" in t.bytes_source
+    p = t.predict([4, 16, 32])
+    assert p.metric == "time_s"
+    assert 1.0 / p.value == pytest.approx([4.0, 10.0, 20.0], rel=1e-3)   # 4 free; 16 and 32 at the ceiling
+    assert any("memory bandwidth caps the throughput" in w for w in p.warnings)
+    # no memory traffic in the data: said, and no ceiling
+    plain = fit_for_target(lambda d: predictors.fit("usl", d), D.Dataset(cores=n, metrics={"time_s": 1.0 / n}),
+                           target, "compact")
+    assert 1.0 / plain.predict([32]).value[0] == pytest.approx(32.0, rel=1e-3)
+    assert any("no bandwidth ceiling" in w for w in plain.warnings)
+
+
+def test_the_4_socket_smt_hash_maps_fitted_on_one_socket(data_dir):
+    """Issue 10's check on the bundled corpus: conc-map-bench (4 x 22-core Xeon with SMT, 176
+    threads) fitted on one socket and predicted to the whole machine; auto with the target
+    machine must beat a plain USL fit's median error by at least a third (bench/cross_machine.py
+    gives the same with priors learned without this source)."""
+    from corecast.model import corpus
+    from corecast.model.series import convert
+    auto_e, usl_e = [], []
+    for s in [x for x in corpus.load_corpus(data_dir / "corpus") if x.source == "concmap"]:
+        ds = s.dataset()
+        tr = ds.select(ds.cores <= 22)
+        te = s.cores > 22
+        a = fit_for_target(lambda d: predictors.fit("auto", d), tr, s.machine, s.order, measured=s.machine,
+                           measured_order=s.order)
+        u = predictors.fit("usl", tr)
+        for f, out in ((a, auto_e), (u, usl_e)):
+            p = convert(f.predict(s.cores[te]), "throughput").value
+            out.append(np.median(np.abs(p / s.throughput[te] - 1)))
+    assert len(auto_e) == 15
+    assert np.median(auto_e) <= (2 / 3) * np.median(usl_e), (np.median(auto_e), np.median(usl_e))

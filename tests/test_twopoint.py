@@ -29,7 +29,7 @@ def two_core_dataset(time: list[float], stalls: dict[str, list[float]] | None = 
 def test_time_only_brackets_amdahl_and_the_power_law():
     a, b = 0.2, 0.8                                     # Amdahl: T = a + b/n
     ds = two_core_dataset([a + b, a + b / 2], reps=1)
-    f = predictors.fit("auto", ds)
+    f = twopoint.fit_dataset(ds)                        # no prior: the two laws' geometric mean
     assert isinstance(f, twopoint.TwoPointFit)
     p = f.predict([64.0], level=0.8)
     amdahl = a + b / 64
@@ -40,6 +40,34 @@ def test_time_only_brackets_amdahl_and_the_power_law():
     assert p.low[0] == pytest.approx(power, rel=1e-9)          # the power law keeps scaling
     assert p.value[0] == pytest.approx(np.sqrt(amdahl * power), rel=1e-9)
     assert twopoint.BAND_NOTE in p.warnings and twopoint.RETRO_NOTE in p.warnings
+
+
+def test_auto_from_two_points_is_the_usl_with_the_corpus_coherency_share():
+    from corecast.model import auto
+    from corecast.model.priors import Priors
+    n1, n2, x1, x2 = 8.0, 16.0, 100.0, 160.0
+    ds = D.Dataset(cores=[n1, n2], metrics={"throughput": [x1, x2]})
+    pri = Priors(coherency_share=0.25, band_growth_two=0.3)
+    f = auto.fit_dataset(ds, priors=pri)
+    assert isinstance(f, auto.PriorBand) and isinstance(f.fitted, twopoint.TwoPointFit)
+    # by hand: overhead T at n2 split 3:1 between contention and coherency, through both points
+    r, s = x2 / x1, n2 / n1
+    u = 0.75 * (n1 - 1) / (n2 - 1) + 0.25 * n1 * (n1 - 1) / (n2 * (n2 - 1))
+    T = (s - r) / (r - s * u)
+    al, be = 0.75 * T / (n2 - 1), 0.25 * T / (n2 * (n2 - 1))
+    g = x2 * (1 + T) / n2
+    want = g * 64 / (1 + al * 63 + be * 64 * 63)
+    p = f.predict([n1, n2, 64.0])
+    assert p.value == pytest.approx([x1, x2, want], rel=1e-9)
+    z = 1.2815515655446004                           # the 80% normal quantile
+    h = z * 0.3 * np.log(64 / 16)
+    assert p.low[2] == pytest.approx(want * np.exp(-h), rel=1e-9)
+    assert p.high[2] == pytest.approx(want * np.exp(h), rel=1e-9)
+    assert p.low[1] == pytest.approx(x2)             # no width inside the measured range
+    assert any("corpus' error growth" in w for w in p.warnings)
+    # a decline only coherency can make: the share is raised to 1
+    assert twopoint.fit_dataset(D.Dataset(cores=[8.0, 16.0], metrics={"throughput": [100.0, 60.0]}),
+                                coherency_share=0.1)._usl()[3] == 1.0
 
 
 def test_stall_model_brackets_linear_and_pairwise_contention():
@@ -91,7 +119,7 @@ def test_cli_predicts_from_two_core_counts_and_explicit_methods_say_why_not(cli,
     for q in doc["predictions"]:
         assert q["low"] <= q["time_s"] <= q["high"]
         assert q["throughput"] == pytest.approx(1 / q["time_s"])
-    assert any("not a statistical interval" in w for w in doc["warnings"])
+    assert any("the band is the corpus' error growth" in w for w in doc["warnings"])
     r = cli("predict", p, "--cores", "16", "--method", "timex")
     assert r.code == 2 and "`--method auto` gives a two-point estimate" in r.err
     r = cli("predict", p, "--cores", "16", "--plot", tmp_path / "two.png")
@@ -105,7 +133,7 @@ def test_auto_keeps_the_size_asked_for():
             for n, t in zip((1, 2), ts)]
     ds = D.Dataset.from_rows(rows)
     small = predictors.fit("auto", ds, size=10.0)
-    assert isinstance(small, twopoint.TwoPointFit)
+    assert isinstance(small.fitted, twopoint.TwoPointFit)
     assert small.series.time.tolist() == [4.0, 2.5]
     assert not any("problem sizes" in w for w in small.warnings)
     large = predictors.fit("auto", ds)

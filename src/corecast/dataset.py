@@ -7,15 +7,20 @@ version recorded it, and for each column its unit, its source (hardware event, s
 source, plugin, file) and its status.
 
 Files:
-- CSV: a header with a `cores` column is enough (`cores,throughput`). Lines starting with
-  `#` are comments; corecast's own writer puts the metadata in one `# corecast: {...}` line.
+- CSV (`read_csv`): a header with a `cores` column is enough (`cores,throughput`). Lines
+  starting with `#` are comments; the metadata is in FILE.meta.json beside it, or in one
+  `# corecast: {...}` first line.
   An empty cell is a missing value (a run that produced no number); the text `nan` or `inf`
   is an error, as is anything else that is not a number.
-- JSON: `{"format": "corecast-dataset", "version": 1, "machine": {...}, "columns": {...},
+- JSON (`read_json`): `{"format": "corecast-dataset", "version": 1, "machine": {...}, "columns": {...},
   "rows": [{"cores": 1, "time_s": 2.5}, ...]}`; a bare list of row objects is accepted too.
-- SQLite campaign files (written by `corecast measure`) are read through `corecast.store`.
+- SQLite campaign files (written by `corecast measure` through `corecast.store`): `read_campaign`.
 
+The readers, one per format, are all here; `load(path)` picks one by the file's content.
 Every mistake in a file ends in a `UserError` naming the file, line (or row) and column.
+
+Size: about 760 lines, one subject: the Dataset and its files -- the table, its metadata, its
+writers and its three readers, which share the checks of key columns, values and metadata.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ import io
 import json
 import math
 import os
+import shlex
+import sqlite3
 import stat
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -31,6 +38,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from . import store
 from .errors import UserError, where
 
 FORMAT_NAME = "corecast-dataset"
@@ -62,6 +70,10 @@ KNOWN_COLUMNS: dict[str, tuple[str, str]] = {
     "instructions": ("counter", "count"),
     "cycles": ("counter", "count"),
     "task_clock_ns": ("cpu", "ns"),
+    # bytes moved between the cores and memory in a run (resctrl's mbm_total_bytes, uncore or
+    # data-fabric counters), or the bandwidth they make: what a bandwidth ceiling is made from
+    "memory_bytes": ("memory_traffic", "bytes"),
+    "memory_bandwidth_bytes_s": ("memory_traffic", "bytes/s"),
 }
 
 
@@ -248,6 +260,10 @@ class Dataset:
             return "time_s"
         if "latency_s" in self.metrics and np.isfinite(self.metrics["latency_s"]).any():
             return "latency_s"
+        # a throughput under another name, with its unit (corecast chase's bandwidth_bytes_s)
+        for name in self.names_of_kind("throughput"):
+            if np.isfinite(self.metrics[name]).any():
+                return name
         avail = ", ".join(self.metrics) or "none"
         raise UserError(f"{self.label}: needs a 'throughput', 'time_s' or 'latency_s' column "
                         f"(metrics in this file: {avail})")
@@ -616,6 +632,73 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
     return ds
 
 
+def read_campaign(path: str | Path) -> Dataset:
+    """A campaign file (`corecast measure`) as a Dataset: measured runs in plan order, warm-ups
+    left out. A run that did not succeed stays a row -- its `exit_status` says how it ended --
+    with every metric missing, so no model is fitted on a failed run's numbers."""
+    p = Path(path)
+    camp = store.Campaign.open(p, write=False)
+    try:
+        meta = camp.meta()
+        cols = camp.columns()
+        runs = [r for r in camp.runs() if not r["warmup"]]
+        notices = camp.notices()
+    except sqlite3.DatabaseError as err:
+        raise UserError(f"{p}: not a readable campaign file ({err})") from None
+    finally:
+        camp.close()
+    if not runs:
+        raise UserError(f"{p}: the campaign has no finished runs yet")
+    names = [n for n in cols if n != "exit_status"]
+    metrics: dict[str, list[float]] = {n: [] for n in names}
+    exit_status: list[float] = []
+    failed = []
+    for r in runs:
+        ok = r["status"] == store.OK
+        for n in names:
+            v = r["values"].get(n) if ok else None
+            metrics[n].append(np.nan if v is None else float(v))
+        exit_status.append(np.nan if r["exit_status"] is None else float(r["exit_status"]))
+        if not ok:
+            failed.append({"cores": r["cores"], "repetition": r["repetition"], "status": r["status"],
+                           "exit_status": r["exit_status"], "message": r["message"],
+                           "stderr_tail": (r["stderr_tail"] or "")[-500:]})
+    metrics["exit_status"] = exit_status
+    columns = {n: ColumnInfo(name=n, **cols[n]) for n in names}
+    columns["exit_status"] = ColumnInfo(name="exit_status", kind="other", unit="", source="measured: wait4 status",
+                                        status="ok", description="exit code (128 + signal when killed); "
+                                        "runs with a non-zero status have no metric values")
+    # Column status says how many runs gave a number.
+    ok_runs = sum(1 for r in runs if r["status"] == store.OK)
+    for n in names:
+        c = columns[n]
+        got = int(np.isfinite(np.asarray(metrics[n], dtype=float)).sum())
+        if c.status == "ok" and got == 0:
+            c.status = "unavailable"
+        c.description = (c.description + "; " if c.description else "") + f"{got} of {ok_runs} successful runs"
+    config = meta.get("config") or {}
+    planned = config.get("planned_runs")
+    measured_planned = config.get("measured_runs")
+    notes: dict[str, Any] = {
+        "campaign": {"file": str(p), "runs": len(runs), "successful": ok_runs, "failed": len(runs) - ok_runs,
+                     "planned": measured_planned, "complete": measured_planned is not None and len(runs) >= measured_planned,
+                     "order": config.get("order"), "reps": config.get("reps"), "warmup": config.get("warmup"),
+                     "shim": config.get("shim")},
+    }
+    if planned is None:
+        notes["campaign"].pop("planned")
+    if failed:
+        notes["failed_runs"] = failed
+    if notices:
+        notes["notices"] = notices
+    argv = meta.get("command") or []
+    ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
+                 repetition=[r["repetition"] for r in runs], columns=columns,
+                 machine=Machine.from_dict(meta.get("machine")), command=shlex.join(argv) if argv else None,
+                 corecast_version=meta.get("corecast_version"), notes=notes, path=str(p))
+    return ds
+
+
 def sidecar_path(path: str | Path) -> Path:
     """Where a CSV's metadata lives: `data.csv` -> `data.csv.meta.json`."""
     p = Path(path)
@@ -680,11 +763,7 @@ def load(path: str | Path) -> Dataset:
     if data.startswith(SQLITE_MAGIC):
         if not regular:
             raise UserError(f"{path}: a campaign file must be read from a file, not a pipe")
-        try:
-            from . import store
-        except ImportError:
-            raise UserError(f"{path}: is a campaign file, and this corecast cannot read campaigns") from None
-        return store.load_dataset(p)
+        return read_campaign(p)
     text = _decode(p, data)
     stripped = text.lstrip()
     if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):

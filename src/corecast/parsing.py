@@ -110,3 +110,21 @@ def listen_address(text: str) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise UserError(f"--listen {text}: port {port} is out of range (0-65535)")
     return host, port
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """A size in bytes: `4096`, `16KiB`, `256MiB`, `1g`, `1.5m` (K, M, G, T are powers of 1024,
+    with or without `iB`/`B`)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (examples: 4096, 16KiB, 256MiB, 1GiB)")
+    v = float(m.group(1)) * _UNITS[unit]
+    if v != int(v):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of bytes")
+    return int(v)

@@ -13,6 +13,9 @@ instructions, cycles; hardware events are None where the machine has no PMU). To
 region are written as JSON lines at exit (or by `report()`) to $CORECAST_REGION_OUT, else
 ./corecast-regions-<pid>.jsonl: the same file and format as the C library
 (native/region/corecast_region.h), which `corecast stat` reads back with `load()`.
+
+The perf layer (corecast.collect) is imported when a thread first counts, for start-up time: a
+program that imports this module and never enters a region does not load it (~25 ms).
 """
 from __future__ import annotations
 

@@ -16,9 +16,8 @@ Tables:
     columns(name, ...)       what each value is: kind, unit, source, status, description
     notices(at, text)        things said once during the campaign (e.g. "no hardware PMU")
 
-`load_dataset(path)` gives the campaign as a Dataset (warm-up runs left out). A run that did
-not succeed stays a row -- its `exit_status` says how it ended -- with every metric missing,
-so no model is fitted on a failed run's numbers.
+Only tables and transactions live here: `corecast.dataset.read_campaign(path)` reads a campaign
+as a Dataset, beside the Dataset's other readers.
 """
 from __future__ import annotations
 
@@ -31,12 +30,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-import numpy as np
+from typing import Any, Iterable, Mapping, Protocol
 
 from . import __version__
-from .dataset import ColumnInfo, Dataset, Machine
 from .errors import UserError, opened
 
 FORMAT = "corecast-campaign"
@@ -79,6 +75,17 @@ CREATE TABLE IF NOT EXISTS columns(
 );
 CREATE TABLE IF NOT EXISTS notices(id INTEGER PRIMARY KEY, at REAL NOT NULL, text TEXT NOT NULL);
 """
+
+
+class ColumnDescription(Protocol):
+    """What the campaign stores about a column (a `corecast.dataset.ColumnInfo` is one)."""
+
+    name: str
+    kind: str
+    unit: str | None
+    source: str | None
+    status: str
+    description: str | None
 
 
 @dataclass
@@ -163,11 +170,11 @@ class Campaign:
 
     @classmethod
     def create(cls, path: str | Path, *, command: list[str], config: Mapping[str, Any],
-               machine: Machine, topology: Mapping[str, Any] | None = None) -> "Campaign":
+               machine: Mapping[str, Any], topology: Mapping[str, Any] | None = None) -> "Campaign":
         """A new campaign file, made whole (schema and metadata) under a hidden name and then
         linked into place, so that no crash or full disk leaves a half-made file under its
         name. A half-made one left by an older corecast (empty, or without metadata and runs)
-        is recognised and replaced."""
+        is recognised and replaced. `machine`: the Machine's description (`Machine.to_dict()`)."""
         p = Path(path)
         if p.parent and not p.parent.exists():
             raise UserError(f"{p}: directory {p.parent} does not exist")
@@ -184,7 +191,7 @@ class Campaign:
                 con.executescript(SCHEMA)
                 con.execute("BEGIN")
                 for k, v in {"format": FORMAT, "version": VERSION, "corecast_version": __version__,
-                             "command": list(command), "config": dict(config), "machine": machine.to_dict(),
+                             "command": list(command), "config": dict(config), "machine": dict(machine),
                              "topology": dict(topology or {}), "created_at": now, "updated_at": now}.items():
                     con.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (k, json.dumps(v)))
                 con.execute("COMMIT")
@@ -271,11 +278,13 @@ class Campaign:
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
 
-    def columns(self) -> dict[str, ColumnInfo]:
+    def columns(self) -> dict[str, dict[str, Any]]:
+        """The column descriptions in the order the columns appeared: name -> kind, unit,
+        source, status, description."""
         out = {}
         for name, kind, unit, source, status, desc in self._con.execute(
                 "SELECT name, kind, unit, source, status, description FROM columns ORDER BY position"):
-            out[name] = ColumnInfo(name=name, kind=kind, unit=unit, source=source, status=status, description=desc)
+            out[name] = dict(kind=kind, unit=unit, source=source, status=status, description=desc)
         return out
 
     def runs(self) -> list[dict[str, Any]]:
@@ -302,7 +311,7 @@ class Campaign:
         return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]
 
     # ------------------------------------------------------------ writing
-    def record_run(self, run: RunRecord, columns: Iterable[ColumnInfo] = ()) -> None:
+    def record_run(self, run: RunRecord, columns: Iterable[ColumnDescription] = ()) -> None:
         """Store one finished run (and the descriptions of any new columns) atomically."""
         try:
             with self._tx() as con:
@@ -322,11 +331,7 @@ class Campaign:
         except sqlite3.Error as err:
             raise UserError(f"{self.path}: cannot record run {run.slot} ({err})") from None
 
-    def set_columns(self, columns: Iterable[ColumnInfo]) -> None:
-        with self._tx() as con:
-            self._upsert_columns(con, columns)
-
-    def _upsert_columns(self, con: sqlite3.Connection, columns: Iterable[ColumnInfo]) -> None:
+    def _upsert_columns(self, con: sqlite3.Connection, columns: Iterable[ColumnDescription]) -> None:
         for c in columns:
             row = con.execute("SELECT position FROM columns WHERE name = ?", (c.name,)).fetchone()
             if row is None:
@@ -341,10 +346,6 @@ class Campaign:
     def add_notice(self, text: str) -> None:
         with self._tx() as con:
             con.execute("INSERT INTO notices(at, text) VALUES (?, ?)", (time.time(), text))
-
-    def update_meta(self, key: str, value: Any) -> None:
-        with self._tx() as con:
-            con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
 
 def half_created(p: Path) -> bool:
@@ -388,69 +389,3 @@ def _check_magic(p: Path) -> None:
         head = fh.read(16)
     if head != b"SQLite format 3\x00":
         raise UserError(f"{p}: not a campaign file (not SQLite)")
-
-
-def load_dataset(path: str | Path) -> Dataset:
-    """The campaign as a Dataset: measured runs in plan order, warm-ups left out."""
-    p = Path(path)
-    camp = Campaign.open(p, write=False)
-    try:
-        meta = camp.meta()
-        cols = camp.columns()
-        runs = [r for r in camp.runs() if not r["warmup"]]
-        notices = camp.notices()
-    except sqlite3.DatabaseError as err:
-        raise UserError(f"{p}: not a readable campaign file ({err})") from None
-    finally:
-        camp.close()
-    if not runs:
-        raise UserError(f"{p}: the campaign has no finished runs yet")
-    names = [n for n in cols if n != "exit_status"]
-    metrics: dict[str, list[float]] = {n: [] for n in names}
-    exit_status: list[float] = []
-    failed = []
-    for r in runs:
-        ok = r["status"] == OK
-        for n in names:
-            v = r["values"].get(n) if ok else None
-            metrics[n].append(np.nan if v is None else float(v))
-        exit_status.append(np.nan if r["exit_status"] is None else float(r["exit_status"]))
-        if not ok:
-            failed.append({"cores": r["cores"], "repetition": r["repetition"], "status": r["status"],
-                           "exit_status": r["exit_status"], "message": r["message"],
-                           "stderr_tail": (r["stderr_tail"] or "")[-500:]})
-    metrics["exit_status"] = exit_status
-    columns = {n: cols[n] for n in names}
-    columns["exit_status"] = ColumnInfo(name="exit_status", kind="other", unit="", source="measured: wait4 status",
-                                        status="ok", description="exit code (128 + signal when killed); "
-                                        "runs with a non-zero status have no metric values")
-    # Column status says how many runs gave a number.
-    ok_runs = sum(1 for r in runs if r["status"] == OK)
-    for n in names:
-        c = columns[n]
-        got = int(np.isfinite(np.asarray(metrics[n], dtype=float)).sum())
-        if c.status == "ok" and got == 0:
-            c.status = "unavailable"
-        c.description = (c.description + "; " if c.description else "") + f"{got} of {ok_runs} successful runs"
-    config = meta.get("config") or {}
-    planned = config.get("planned_runs")
-    measured_planned = config.get("measured_runs")
-    notes: dict[str, Any] = {
-        "campaign": {"file": str(p), "runs": len(runs), "successful": ok_runs, "failed": len(runs) - ok_runs,
-                     "planned": measured_planned, "complete": measured_planned is not None and len(runs) >= measured_planned,
-                     "order": config.get("order"), "reps": config.get("reps"), "warmup": config.get("warmup"),
-                     "shim": config.get("shim")},
-    }
-    if planned is None:
-        notes["campaign"].pop("planned")
-    if failed:
-        notes["failed_runs"] = failed
-    if notices:
-        notes["notices"] = notices
-    argv = meta.get("command") or []
-    import shlex
-    ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
-                 repetition=[r["repetition"] for r in runs], columns=columns,
-                 machine=Machine.from_dict(meta.get("machine")), command=shlex.join(argv) if argv else None,
-                 corecast_version=meta.get("corecast_version"), notes=notes, path=str(p))
-    return ds

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from .. import dataset as ds_mod
+from ..model import corpus as C
 from ..model import evaluate as E
+from ..model import scorecard
 from ..model import predictors
 from ..errors import UserError
 from ..report import prediction as R
 from ..report import terminal
+from ..target import parse_spec
 from ._args import level
 from .predict import options
 
@@ -25,12 +29,16 @@ With --corpus DIR instead of a file: every series of a corpus of real scaling cu
 of sources, each a folder of cores,throughput CSVs with a source.toml; data/corpus is bundled)
 is fitted on its first --train-frac of core counts and predicted beyond; per source, the
 median over its series of each method's median absolute % error and the coverage of its band;
-overall, the median over the sources (each source weighs the same).
+overall, the median over the sources (each source weighs the same). auto's priors are the
+shipped ones, or with --leave-one-source-out learned from the other sources only; with
+--target-machine source every method is given each series' machine and placement; Extra-P is
+scored beside them where it is installed.
 
 examples:
   corecast evaluate run.csv --train-max-cores 8
   corecast evaluate data/usl/raytracer.csv --train-max-cores 20 --json
-  corecast evaluate --corpus data/corpus --train-frac 0.25"""
+  corecast evaluate --corpus data/corpus --train-frac 0.25
+  corecast evaluate --corpus data/corpus --leave-one-source-out --target-machine source"""
 
 
 def add_arguments(p) -> None:
@@ -52,6 +60,14 @@ def add_arguments(p) -> None:
     p.add_argument("--kernels", default=None, metavar="NAMES", help="kernels ('paper' for ESTIMA's six)")
     p.add_argument("--checkpoints", type=int, default=None, metavar="C", help="checkpoints for kernel selection")
     p.add_argument("--refit", action="store_true", help="refit selected kernels on all training points")
+    p.add_argument("--target-machine", metavar="SPEC",
+                   help="the machine the data were measured on, as predict reads it: every method is fitted "
+                        "on effective cores and predicts the held-out threads' (SMT, oversubscription, NUMA "
+                        "crossing); with --corpus, 'source' takes each source's machine from its source.toml")
+    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
+                   help="with --target-machine SPEC: how the threads were laid out (default compact)")
+    p.add_argument("--leave-one-source-out", action="store_true",
+                   help="with --corpus: auto's priors learned from the other sources only, source by source")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
 
 
@@ -62,11 +78,19 @@ def run(args) -> int:
         raise UserError("give a Dataset file (with --train-max-cores K) or --corpus DIR")
     if args.train_max_cores is None:
         raise UserError("--train-max-cores K is needed with a file (fit on cores <= K, predict the rest)")
+    if args.leave_one_source_out:
+        raise UserError("--leave-one-source-out goes with --corpus DIR")
     data = ds_mod.load(args.file)
     opts = options(args, data)
     size = opts.pop("size")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, **opts)
+    machine = None
+    if args.target_machine:
+        if args.target_machine == "source":
+            raise UserError("--target-machine source goes with --corpus DIR; give a machine for a file")
+        machine = (parse_spec(args.target_machine), args.placement)
+    ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
+                    **opts)
     ev.label = str(args.file)
     if args.json:
         print(json.dumps(R.evaluation_doc(ev), indent=2, allow_nan=False))
@@ -80,11 +104,16 @@ def run(args) -> int:
 
 
 def _corpus(args) -> int:
-    from ..model import corpus as C
     if args.file:
         raise UserError("give either a file or --corpus, not both")
+    if args.target_machine not in (None, "source"):
+        raise UserError("with --corpus, --target-machine takes 'source' (each source's machine from its "
+                        "source.toml); a corpus has no one machine")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    ev = C.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac, level=args.level)
+    say = None if args.json else (lambda msg: terminal.console(sys.stderr).print(f"[dim]{msg}…[/]"))
+    ev = scorecard.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac,
+                                   level=args.level, target=args.target_machine == "source",
+                                   leave_one_source_out=args.leave_one_source_out, progress=say)
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
     else:

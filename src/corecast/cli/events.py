@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from ..collect.catalogue import catalogue
-from ..collect.events import BACKEND_STALLS, backend_stall_events, parse_cpu, resolve
-from ..collect.events import pfm
+from ..collect.events import backend_stall_events, parse_cpu, pfm, resolve
 from ..errors import UserError
+from ..report import events as R
 
 COMMAND = "events"
 HELP = "list this machine's PMUs and events with their status; translate an event spec"
@@ -35,17 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _translate(args) -> int:
-    out = []
-    for spec in args.translate:
-        for e in resolve(spec, args.cpu):
-            out.append(e)
+    out = [e for spec in args.translate for e in resolve(spec, args.cpu)]
     if args.format == "json":
         print(json.dumps([e.to_dict() for e in out], indent=1))
     else:
-        for e in out:
-            print(e.translate())
-            if e.description:
-                print(f"    {e.description}")
+        R.render_translation(out)
     return 0
 
 
@@ -56,13 +49,9 @@ def _libpfm(args) -> int:
     except LookupError as err:
         raise UserError(str(err)) from None
     if args.format == "json":
-        print(json.dumps([{"name": n, "description": d, "attrs": [{"name": a, "description": ad} for a, ad in at]}
-                          for n, d, at in evs], indent=1))
-        return 0
-    for n, d, attrs in evs:
-        print(f"{n}: {d}")
-        for a, ad in attrs:
-            print(f"    :{a}  {ad}")
+        print(json.dumps(R.libpfm_doc(evs), indent=1))
+    else:
+        R.render_libpfm(evs)
     return 0
 
 
@@ -73,31 +62,11 @@ def run(args: argparse.Namespace) -> int:
         return _libpfm(args)
     if args.cpu:
         cpu = parse_cpu(args.cpu)
-        stalls = backend_stall_events(cpu)
-        print(f"CPU: {cpu.describe()}")
-        if not stalls:
-            print(f"backend stalls: {stalls.reason}")
-        for e in stalls:
-            print(f"  {e.translate()}\n      {e.description}")
+        R.render_stalls(cpu, backend_stall_events(cpu))
         return 0
     data = catalogue()
     if args.format == "json":
         print(json.dumps(data, indent=1))
-        return 0
-    print(f"CPU: {data['cpu']}")
-    print(f"perf_event_paranoid: {data['perf_event_paranoid']}")
-    print(f"PMUs: {', '.join(data['pmus']) or 'none'}")
-    print(f"tracepoints: {data['tracefs'] or 'tracefs not mounted'}")
-    print(f"libpfm4: {data['libpfm']}")
-    print("[Events]")
-    for e in data["events"]:
-        print(f"  {e['name']:<30} {e['status']:<14} {e['description']}")
-        if e["status"] != "ok" and e["message"]:
-            print(f"  {'':<30} {'':<14} ({e['message']})")
-    if not data["backend_stalls"].endswith(" events"):
-        print(f"  {BACKEND_STALLS:<30} {'-':<14} {data['backend_stalls']}")
-    print("[Software sources]")
-    for k, v in data["sources"].items():
-        print(f"  {k:<30} {'ok' if v == 'ok' else 'unavailable':<14} {'' if v == 'ok' else v}")
-    sys.stdout.flush()
+    else:
+        R.render_catalogue(data)
     return 0

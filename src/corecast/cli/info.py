@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import json
-import re
 
 from .. import dataset as ds_mod
-from rich.markup import escape
-
 from ..report import documents as D
+from ..report import info as R
 from ..report import terminal
 
 COMMAND = "info"
@@ -19,74 +17,11 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object")
 
 
-summary = D.dataset_summary
-
-
 def run(args) -> int:
     data = ds_mod.load(args.file)
-    s = summary(data)
+    s = D.dataset_summary(data)
     if args.json:
         print(json.dumps(s, indent=2))
-        return 0
-    con = terminal.console()
-    runs = ", ".join(f"{c['cores']}×{c['runs']}" for c in s["cores"])
-    con.print(f"[bold]{escape(s['file'])}[/bold]: {s['rows']} runs at {len(s['cores'])} core counts ({runs})")
-    con.print(f"machine: {escape(data.machine.describe())}")
-    if data.command:
-        con.print(f"command: {escape(str(data.command))}")
-    if data.corecast_version:
-        con.print(f"recorded by corecast {data.corecast_version}")
-    con.print()
-    con.print(terminal.make_table(
-        "Columns", ["column", "kind", "unit", "status", "values", "missing", "min", "max"],
-        [[c["name"], c["kind"], c["unit"] or "-", c["status"], c["values"], c["missing"], c["min"], c["max"]]
-         for c in s["columns"]],
-        justify=["left", "left", "left", "left", "right", "right", "right", "right"]))
-    con.print()
-    con.print("[bold]Sources[/bold]")
-    for names, source in source_groups(s["columns"]):
-        con.print(f"  {escape(', '.join(names))}: {escape(source)}")
-    for line in note_lines(data.notes or {}):
-        con.print(line)
+    else:
+        R.render_terminal(s, data, terminal.console())
     return 0
-
-
-def source_groups(columns: list[dict]) -> list[tuple[list[str], str]]:
-    """Columns with the same source, one line each: sources that differ only by naming their
-    own column (as the perf software events do) are written once, "(the column)" in its place."""
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for c in columns:
-        src = c["source"] or "not recorded"
-        key = re.sub(rf"(?<![\w]){re.escape(c['name'])}(?![\w])", "(the column)", src)
-        groups.setdefault(key, []).append((c["name"], src))
-    out = []
-    for key, members in groups.items():
-        if len(members) > 1:
-            out.append(([n for n, _ in members], key))
-        else:
-            out.append(([members[0][0]], members[0][1]))
-    return out
-
-
-def note_lines(notes: dict) -> list[str]:
-    """The notes as lines of text: a table of values as `key: value` pairs, a list one item a
-    line -- never a Python dict or list printed raw."""
-    out = []
-    for k, v in notes.items():
-        if isinstance(v, dict):
-            out.append(f"[bold]{escape(k)}[/bold]: " + ", ".join(f"{escape(kk)} {escape(_plain(vv))}"
-                                                                for kk, vv in v.items()))
-        elif isinstance(v, (list, tuple)):
-            out.append(f"[bold]{escape(k)}[/bold]:")
-            out.extend(f"  - {escape(_plain(item))}" for item in v)
-        else:
-            out.append(f"[bold]{escape(k)}[/bold]: {escape(_plain(v))}")
-    return out
-
-
-def _plain(v) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, (dict, list, tuple)):
-        return json.dumps(v, default=str)
-    return str(v)

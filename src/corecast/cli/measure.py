@@ -7,6 +7,13 @@ import json
 import shlex
 import sys
 
+from ..collect import campaign as api
+from ..collect.runner import Interrupted, Reporter
+from ..dataset import read_campaign
+from ..errors import UserError
+from ..report.campaign import RichReporter, render_summary, summary_console
+from ..report.documents import campaign_summary
+
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
 DESCRIPTION = """\
@@ -59,14 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from ..collect import runner as api
-    from ..collect.runner import Interrupted, RichReporter, Reporter, render_summary
-    from ..errors import UserError
-    from ..report.documents import campaign_summary
-    from ..store import load_dataset
-
     command = list(args.program or [])
     if command and command[0] == "--":
         command = command[1:]
@@ -91,15 +90,12 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         setup.close()
-    ds = load_dataset(args.output)
+    ds = read_campaign(args.output)
     failed = [r for r in records if r.status != "ok"]
     if args.json:
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
     else:
-        console = Console(highlight=False)
-        if not console.is_terminal:
-            console = Console(highlight=False, width=200)
-        render_summary(ds, console)
+        render_summary(ds, summary_console())
         if failed:
             print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
                   f"(see `corecast export {args.output}`)")

@@ -12,6 +12,7 @@ from ..report import html as H
 from ..report import plots
 from ..report import prediction as R
 from ..report import terminal
+from ..target import parse_spec
 from ._args import core_list, level
 
 COMMAND = "predict"
@@ -75,6 +76,11 @@ def add_arguments(p) -> None:
     p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
                    help="how threads are laid out on the target (default compact: a socket's cores, "
                         "then its SMT siblings, then the next socket)")
+    p.add_argument("--measured-machine", metavar="SPEC",
+                   help="the machine the data were measured on, in the same forms as --target-machine, where "
+                        "the file does not record it (a plain CSV; a campaign records its machine)")
+    p.add_argument("--measured-placement", choices=("compact", "spread", "smt-last"), default=None,
+                   help="how the measured threads were laid out (default: the campaign's --order, else compact)")
     p.add_argument("--smt-yield", type=float, default=None, metavar="Y",
                    help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
                         "learned from the corpus)")
@@ -104,14 +110,16 @@ def run(args) -> int:
     if args.plot or args.report:
         # The plot shows the other applicable methods too; what `auto` fitted is not fitted again.
         others = [m for m in methods.applicable(data, opts.get("categories")) if m != args.method]
-    if args.smt_yield is not None and not args.target_machine:
-        raise UserError("--smt-yield is for --target-machine")
-    target = None
+    for opt, val in (("--smt-yield", args.smt_yield), ("--measured-machine", args.measured_machine),
+                     ("--measured-placement", args.measured_placement)):
+        if val is not None and not args.target_machine:
+            raise UserError(f"{opt} is for --target-machine")
+    target = measured = None
     if args.target_machine:
-        from ..target import parse_spec
         target = (parse_spec(args.target_machine), args.placement, args.smt_yield)
+        measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
     doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
-                              target=target)
+                              target=target, measured=measured)
     fmt = args.format or ("json" if args.json else "table")
     if fmt in ("csv", "records"):
         sys.stdout.write(D.table_text(D.predict_rows(doc), fmt))

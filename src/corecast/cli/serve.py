@@ -36,5 +36,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..serve import run as serve
+    from ..serve import run as serve     # aiohttp loads when serving, not for `corecast -h`
     return serve(args.files, args.listen, allow_commands=args.allow_commands)

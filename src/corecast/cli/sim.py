@@ -1,4 +1,8 @@
-"""`corecast sim`: trace-driven cache, TLB, branch and issue simulation."""
+"""`corecast sim`: trace-driven cache, TLB, branch and issue simulation.
+
+Each action imports the part of corecast.sim it runs, for start-up time: numpy, rich and the
+native simulator load only for the actions that need them (`sim machines` needs none).
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..report.plots import check_plot_path, save
+from ..report.sim import render_machine, render_machines, render_result
+from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser
 
 COMMAND = "sim"
@@ -177,7 +184,6 @@ def _parse_stack(text: str | None) -> tuple[int, int] | None:
 
 def _simulate(args: argparse.Namespace) -> int:
     from ..sim.engine import SimOptions, simulate
-    from ..sim.machine import load_machine
     from ..sim.trace import load
 
     if not args.machine:
@@ -205,92 +211,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(res.to_json())
     else:
-        _render(res, machine)
+        render_result(res, machine)
     return 0
-
-
-def _fmt(x: Any, digits: int = 2) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:,.{digits}f}"
-    return f"{x:,}"
-
-
-def _render(res: Any, machine: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-    d = res.to_dict()
-    con.print(f"[bold]{machine.summary()}[/bold]")
-    tr = d["trace"]
-    line = (f"trace {tr.get('path') or '-'}: {d['instructions']:,} instructions on "
-            f"{d['cores']} core{'s' if d['cores'] > 1 else ''}")
-    if d["cores"] > 1:
-        line += f" (split by {d['split']})"
-    if d["warmup_instructions"]:
-        line += f", after {d['warmup_instructions']:,} warm-up instructions"
-    con.print(line)
-    if d["transactions"]:
-        con.print(f"transactions: {d['transactions']:,}, instructions per transaction "
-                  f"{_fmt(d['instructions_per_transaction'], 1)}")
-    acc = d["accesses"]
-    con.print(f"accesses: {acc['load']:,} loads, {acc['store']:,} stores, {acc['modify']:,} "
-              f"read-modify-writes, {acc['split_loads'] + acc['split_stores']:,} straddle a line")
-
-    t = Table(title="caches (MPKI: misses per 1,000 instructions)", title_justify="left")
-    for col in ("cache", "accesses", "misses", "MPKI", "load MPKI", "store MPKI",
-                "fetch MPKI", "miss ratio", "writebacks"):
-        t.add_column(col, justify="left" if col == "cache" else "right")
-    if d["cores"] > 1:
-        t.add_column("coherence misses", justify="right")
-    for c in d["caches"]:
-        row = [f"{c['name']} ({c['instances']}x)" if c["instances"] > 1 else c["name"],
-               _fmt(sum(c["accesses"].values())), _fmt(c["misses_total"]), _fmt(c["mpki"]),
-               _fmt(c["load_mpki"]), _fmt(c["store_mpki"]), _fmt(c["fetch_mpki"]),
-               _fmt(c["miss_ratio"], 4), _fmt(c["writebacks"])]
-        if d["cores"] > 1:
-            row.append(_fmt(c["coherence_misses"]))
-        t.add_row(*row)
-    con.print(t)
-    if d["tlbs"]:
-        t = Table(title="TLBs", title_justify="left")
-        for col in ("TLB", "entries", "accesses", "misses", "MPKI", "miss ratio"):
-            t.add_column(col, justify="left" if col == "TLB" else "right")
-        for x in d["tlbs"]:
-            t.add_row(x["name"], _fmt(x["entries"]), _fmt(x["accesses"]), _fmt(x["misses"]),
-                      _fmt(x["mpki"]), _fmt(x["miss_ratio"], 4))
-        con.print(t)
-    b = d["branch"]
-    if b:
-        con.print(f"branches: {b['branches']:,} ({b['conditional']:,} conditional), "
-                  f"{b['predictor']} mispredicts {b['mispredicts']:,} = {_fmt(b['mpki'])} MPKI, "
-                  f"accuracy {_fmt(b['accuracy'] * 100 if b['accuracy'] is not None else None, 2)}%")
-    if d["cores"] > 1:
-        c = d["coherence"]
-        con.print(f"coherence: {c['invalidations']:,} invalidations, {c['coherence_misses']:,} "
-                  f"coherence misses, {c['upgrades']:,} upgrades, {c['interventions']:,} "
-                  "interventions (a modified copy supplied the data)")
-    iss = d["issue"]
-    if iss:
-        con.print(f"issue model: {iss['uops']:,} uops, {iss['cycles']:,} cycles, baseline CPI "
-                  f"[bold]{_fmt(iss['baseline_cpi'], 3)}[/bold] (scheduler {iss['scheduler_size']}, "
-                  f"width {iss['issue_width']})")
-        if iss.get("note"):
-            con.print(f"  note: {iss['note']}")
-    ev = d["events_per_kilo_instruction"]
-    if ev:
-        t = Table(title="events per 1,000 instructions (for the CPI stack)", title_justify="left")
-        t.add_column("event")
-        t.add_column("per 1K instr", justify="right")
-        t.add_column("penalty (cycles)", justify="right")
-        for k, v in ev.items():
-            pen = machine.penalties.get(k)
-            t.add_row(k, _fmt(v, 3), _fmt(pen, 1) if pen is not None else "not given")
-        con.print(t)
-    for k, why in d["unavailable"].items():
-        con.print(f"[yellow]{k}: unavailable: {why}[/yellow]")
 
 
 def _capture(args: argparse.Namespace) -> int:
@@ -328,7 +250,7 @@ def _mrc(args: argparse.Namespace) -> int:
     from ..sim.trace import load
 
     sizes = None if args.sizes.strip().lower() == "auto" else [
-        _size(s) for s in args.sizes.split(",") if s.strip()]
+        parse_size(s, "--sizes") for s in args.sizes.split(",") if s.strip()]
     assoc = None
     if args.assoc.strip().lower() != "full":
         try:
@@ -336,7 +258,6 @@ def _mrc(args: argparse.Namespace) -> int:
         except ValueError:
             raise UserError(f"--assoc {args.assoc}: give full or a number of ways") from None
     if args.plot:
-        from ..report.plots import check_plot_path
         check_plot_path(args.plot)
     tr = load(args.trace)
     res = mrc.analyse(tr.chunks(1 << 20), sizes=sizes, line=args.line, accesses=args.accesses,
@@ -346,21 +267,12 @@ def _mrc(args: argparse.Namespace) -> int:
     else:
         R.render_terminal(res, console())
     if args.plot:
-        from ..report.plots import save
         save(R.figure(res, f"miss-rate curve: {Path(args.trace).name}"), args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.output:
         R.to_dataset(res, str(args.trace)).save(args.output)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
-
-
-def _size(text: str) -> int:
-    from ..sim.machine import _Reader
-    v: Any = text.strip()
-    if v.isdigit():
-        v = int(v)
-    return _Reader({"size": v}, "--sizes", "").size("size")
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -388,7 +300,6 @@ def _convert(args: argparse.Namespace) -> int:
 
 def _gen(args: argparse.Namespace) -> int:
     from ..sim import synth
-    from ..sim.machine import _Reader
     from ..sim.trace import Trace, write_trace
 
     if args.n < 1:
@@ -399,7 +310,7 @@ def _gen(args: argparse.Namespace) -> int:
         raise UserError(f"--write-fraction {args.write_fraction:g}: between 0 and 1")
     if args.width < 1:
         raise UserError(f"--width {args.width}: at least 1")
-    ws = _Reader({"working_set": args.working_set}, "--working-set", "").size("working_set")
+    ws = parse_size(args.working_set, "--working-set", "working_set")
     if args.kind == "stream":
         recs = synth.stream(args.n, stride=args.stride)
     elif args.kind == "random":
@@ -428,38 +339,17 @@ def _gen(args: argparse.Namespace) -> int:
 
 
 def _machines(args: argparse.Namespace) -> int:
-    from ..sim.machine import bundled, load_machine
-
     if not args.name:
         rows = [load_machine(n) for n in bundled()]
         if args.json:
             print(json.dumps([{"name": m.name, "description": m.description} for m in rows],
                              indent=2))
         else:
-            for m in rows:
-                print(f"{m.name:16s} {m.description}")
+            render_machines(rows)
         return 0
     m = load_machine(args.name)
     if args.json:
         print(json.dumps(m.to_dict(), indent=2))
-        return 0
-    print(m.summary())
-    if m.description:
-        print(m.description)
-    print(f"cores: {m.cores}; pipeline: fetch depth {m.pipeline.fetch_depth}, scheduler "
-          f"{m.pipeline.scheduler_size}, drain IPC {m.pipeline.drain_ipc}, issue width "
-          f"{m.pipeline.issue_width}, units {m.pipeline.units}")
-    for c in sorted(m.caches, key=lambda c: (c.level, c.kind)):
-        share = "private" if c.shared == 1 else ("shared by all cores" if c.shared == 0
-                                                  else f"shared by {c.shared} cores")
-        print(f"  {c.name}: {c.size // 1024} KiB, {c.ways}-way, {c.sets} sets, "
-              f"{c.line_size} B lines, {c.replacement}, {c.policy}, "
-              f"{'write-allocate' if c.write_allocate else 'no write-allocate'}, {share}")
-    for t in m.tlbs:
-        print(f"  {t.name}: {t.entries} entries, {t.ways}-way, {t.page_size // 1024} KiB pages")
-    if m.branch:
-        print(f"  branch: {m.branch.kind}, {m.branch.history_bits} history bits, "
-              f"{m.branch.table_size} counters")
-    for k, v in m.penalties.items():
-        print(f"  penalty {k}: {v:g} cycles ({m.penalty_sources.get(k, 'given')})")
+    else:
+        render_machine(m)
     return 0

@@ -7,10 +7,10 @@ import json
 import math
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..model.throughput import analyse
+from ..report.throughput import render
 
 COMMAND = "throughput"
 HELP = "CPI stack and predicted throughput on N cores from event rates (the memcached method)"
@@ -187,193 +187,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-# ============================================================================ inputs
-def _read_inputs(args: argparse.Namespace):
-    from ..model import cpi
-    if args.mpki:
-        return cpi.load_mpki(args.mpki), "mpki", args.mpki
-    path = Path(args.sim)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: not valid JSON (expected `corecast sim --json` output): "
-                        f"{err.msg}") from None
-    return cpi.inputs_from_sim(doc, str(path), baseline_cpi=args.baseline_cpi), "sim", args.sim
-
-
-def _default_cores(machine: Any) -> list[int]:
-    """1, 2, 4, ... up to the machine's core count (and the count itself)."""
-    n = int(getattr(machine, "cores", 1) or 1)
-    out = [1 << i for i in range(n.bit_length()) if (1 << i) <= n]
-    return sorted(set(out + [n]))
-
-
-def build(args: argparse.Namespace) -> dict[str, Any]:
-    """Everything the command prints, as plain data."""
-    from ..model import cpi
-    inputs, kind, path = _read_inputs(args)
-    if args.baseline_cpi is not None and kind == "mpki":
-        inputs.baseline_cpi = args.baseline_cpi
-    notes: list[str] = []
-    machine = None
-    if args.machine:
-        from ..sim.machine import load_machine
-        machine = load_machine(args.machine)
-        if inputs.machine and inputs.machine != machine.name:
-            notes.append(f"the events were simulated on '{inputs.machine}' but the penalties and "
-                         f"frequency are '{machine.name}''s")
-    elif inputs.machine:
-        from ..sim.machine import load_machine
-        ref = inputs.machine_path if inputs.machine_path and Path(inputs.machine_path).exists() else inputs.machine
-        machine = load_machine(ref)
-    elif args.frequency is None:
-        raise UserError("give --machine (frequency and penalties) or at least --frequency")
-    frequency = args.frequency if args.frequency is not None else machine.frequency_hz
-    penalties: dict[str, float] = {}
-    sources: dict[str, str] = {}
-    if machine is not None:
-        for k, v in machine.penalties.items():
-            penalties[k] = float(v)
-            how = machine.penalty_sources.get(k, "given")
-            sources[k] = f"machine {machine.name}" + ("" if how == "given" else f" ({how})")
-    for k, v in inputs.penalties.items():
-        penalties[k], sources[k] = v, f"input {Path(path).name}"
-    for k, v in args.penalty:
-        penalties[k], sources[k] = v, "--penalty"
-    stack = cpi.cpi_stack(inputs.baseline_cpi, inputs.events, penalties, labels=inputs.labels,
-                          penalty_sources=sources)
-    instructions = args.instructions if args.instructions is not None else inputs.instructions
-    if instructions is None:
-        raise UserError(f"instructions per transaction unknown: give --instructions (the input {path} "
-                        "does not say)")
-    lock = args.lock_fraction if args.lock_fraction is not None else (inputs.lock_fraction or 0.0)
-    cores = args.cores or _default_cores(machine)
-    ests = cpi.estimate_cores(stack.cpi, instructions, frequency, cores, lock, args.lock_model)
-    rows = cpi.throughput_at_cores(ests, target=args.target, percentile=args.percentile,
-                                   clients=args.clients, think_time=args.think_time,
-                                   measured=args.measured)
-    notes = list(inputs.notes) + notes
-    for c in stack.components:
-        if "formula" in c.penalty_source:
-            notes.append(f"{c.name} penalty {c.penalty_cycles:g} cycles from the {c.penalty_source}")
-    if args.measured:
-        extra = sorted(set(args.measured) - set(cores))
-        if extra:
-            notes.append(f"measured values at {', '.join(map(str, extra))} core(s) are not among --cores")
-    return {
-        "machine": None if machine is None else {"name": machine.name, "path": machine.path},
-        "frequency_hz": frequency,
-        "input": {"kind": kind, "path": str(path)},
-        "instructions": instructions,
-        "lock_fraction": lock,
-        "lock_model": args.lock_model,
-        "stack": {**stack.to_dict(), "rows": stack.rows()},
-        "target": {"seconds": args.target,
-                   "statistic": "mean" if args.percentile is None else f"p{100 * args.percentile:g}"},
-        "closed_loop": None if args.clients is None else {"clients": args.clients,
-                                                          "think_time_s": args.think_time},
-        "cores": [r.to_dict() for r in rows],
-        "notes": notes + [n for r in rows for n in r.notes],
-    }
-
-
-# ============================================================================ rendering
-def _fmt_num(v: float | None, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "—"
-    return f"{v:,.{digits}g}" if abs(v) < 1e5 else f"{v:,.0f}"
-
-
-def _fmt_time(t: float | None) -> str:
-    if t is None or not math.isfinite(t):
-        return "—"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if t >= scale:
-            return f"{t / scale:.4g} {unit}"
-    return f"{t / 1e-9:.4g} ns"
-
-
-def _rps(v: float | None) -> str:
-    return "—" if v is None or not math.isfinite(v) else f"{v:,.0f}"
-
-
-def render(out: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    probe = Console()
-    console = Console(highlight=False, soft_wrap=False,
-                      width=probe.width if probe.is_terminal else 200)
-    mach = out["machine"]["name"] if out["machine"] else "(no machine)"
-    st = out["stack"]
-    console.print(f"CPI stack: {mach} at {out['frequency_hz'] / 1e9:.4g} GHz, "
-                  f"{out['input']['kind']} {out['input']['path']}")
-    t = Table()
-    t.add_column("component")
-    t.add_column("per 1K instructions", justify="right")
-    t.add_column("penalty (cycles)", justify="right")
-    t.add_column("cycles per 1K instructions", justify="right")
-    t.add_column("share", justify="right")
-    total = st["cycles_per_kilo"]
-    for r in st["rows"]:
-        is_total = r["name"] == "total"
-        t.add_row(r["component"] if not is_total else f"total (CPI {st['cpi']:.4g})",
-                  "—" if r["per_kilo"] is None else f"{r['per_kilo']:,.3f}",
-                  "—" if r["penalty_cycles"] is None else f"{r['penalty_cycles']:,.4g}",
-                  f"{r['cycles_per_kilo']:,.1f}",
-                  "" if is_total else f"{100 * r['cycles_per_kilo'] / total:.1f}%",
-                  end_section=r["name"] == st["rows"][-2]["name"])
-    console.print(t)
-
-    tgt = out["target"]
-    title = (f"Throughput: {out['instructions']:,.0f} instructions per transaction, lock fraction "
-             f"{out['lock_fraction']:g} ({out['lock_model']}), target {tgt['statistic']} response "
-             f"<= {_fmt_time(tgt['seconds'])}")
-    console.print()
-    console.print(title, width=min(console.width, 100))
-    t = Table()
-    for name in ("cores", "lock", "CPI", "time/txn", "saturation", "M/M/1", "M/M/c"):
-        t.add_column(name, justify="right", no_wrap=True)
-    closed = out["closed_loop"]
-    if closed:
-        t.add_column(f"closed N={closed['clients']}", justify="right", no_wrap=True)
-        t.add_column("closed resp.", justify="right", no_wrap=True)
-    has_meas = any(r["measured"] is not None for r in out["cores"])
-    if has_meas:
-        t.add_column("measured", justify="right", no_wrap=True)
-        t.add_column("error", justify="right", no_wrap=True)
-    for r in out["cores"]:
-        row = [str(r["cores"]), f"{100 * r['lock_penalty']:.0f}%", _fmt_num(r["cpi"]),
-               _fmt_time(r["transaction_time_s"]), _rps(r["capacity"]),
-               _rps(r["mm1"]["arrival_rate"]) if r["mm1"] else "—",
-               _rps(r["mmc"]["arrival_rate"]) if r["mmc"] else "—"]
-        if closed:
-            c = r["closed"]
-            row += [_rps(c["throughput"]) if c else "—", _fmt_time(c["response_time_s"]) if c else "—"]
-        if has_meas:
-            row += [_rps(r["measured"]), "—" if r["error"] is None else f"{100 * r['error']:+.1f}%"]
-        t.add_row(*row)
-    console.print(t)
-    legend = ("throughput in requests/s. lock: penalty lock fraction x (c - 1); saturation: every core "
-              "busy; M/M/1: one queue per core, M/M/c: one shared queue, each at the largest load "
-              "meeting the target")
-    if closed:
-        legend += (f"; closed: {closed['clients']} closed-loop clients, think time "
-                   f"{_fmt_time(closed['think_time_s']) if closed['think_time_s'] else '0'} "
-                   "(machine-repairman model, exact)")
-    if has_meas:
-        legend += "; error: (saturation - measured) / measured"
-    console.print(legend + ".", width=min(console.width, 100))
-    for n in out["notes"]:
-        console.print(f"note: {n}")
-
-
 def run(args: argparse.Namespace) -> int:
-    out = build(args)
+    out = analyse(mpki=args.mpki, sim=args.sim, machine=args.machine, frequency=args.frequency,
+                  baseline_cpi=args.baseline_cpi, instructions=args.instructions,
+                  lock_fraction=args.lock_fraction, lock_model=args.lock_model, cores=args.cores,
+                  penalties=args.penalty, target=args.target, percentile=args.percentile,
+                  clients=args.clients, think_time=args.think_time, measured=args.measured)
     if args.json:
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=_json_default)
         sys.stdout.write("\n")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import sources
+from .events import MNEMONICS, backend_stall_events, host_cpu, pfm, resolve, sysfs_pmus, tracefs_dir
+from .perf import paranoid, probe
+
 
 def catalogue() -> dict[str, Any]:
     """The CPU, the perf PMUs, every mnemonic and backend-stall event with its status here (ok /
     not supported / denied / invalid, with the reason), the software sources. Events are
     probed: opening each one tells whether it counts on this machine."""
-    from . import sources
-    from .events import MNEMONICS, backend_stall_events, host_cpu, resolve, sysfs_pmus, tracefs_dir
-    from .events import pfm
-    from .perf import paranoid, probe
 
     cpu = host_cpu()
     mn = [e for name in MNEMONICS for e in resolve(name)]

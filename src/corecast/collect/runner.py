@@ -20,10 +20,16 @@ Each run:
   categories and run-queue delay, PSI totals, and perf counters where the perf layer is there;
 - is committed to the campaign file as soon as it finishes, whatever its outcome: a failing
   run is stored with its status, exit status and the tail of its stderr, and reported.
+
+Setting a campaign up (its checks, its file) is `corecast.collect.campaign`; the counters it
+opens on every run are `corecast.collect.counters`.
+
+Size: about 640 lines, one subject: a run from its launch to its record. `Runner._execute` is
+one sequence (launch, pin, open the counters, wait with a timeout, kill the group, collect
+every source) that reads best in one piece.
 """
 from __future__ import annotations
 
-import errno as _errno
 import os
 import re
 import select
@@ -33,13 +39,15 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..dataset import ColumnInfo
 from ..errors import UserError
+from ..native import native_path
 from ..store import OK, Campaign, RunRecord
 from . import plugins as plug
 from . import shim as shimmod
+from . import sources
 from .topology import format_cpulist
 
 TAIL_LINES = 20
@@ -122,7 +130,6 @@ def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
     if found:
         return found
     if name.startswith("corecast-"):
-        from ..native import native_path
         try:
             p = native_path(name)
         except UserError:
@@ -140,7 +147,6 @@ PSI_COLUMNS = {"psi_cpu_some_s": ("cpu", "some"), "psi_memory_some_s": ("memory"
 def psi_totals() -> tuple[dict[str, float | None], str | None]:
     """PSI stall-time totals (seconds) for the columns in PSI_COLUMNS (None where unavailable),
     and why PSI is unavailable, if it is (corecast.collect.sources reads them)."""
-    from . import sources
     got = sources.psi()
     if not got:
         return {c: None for c in PSI_COLUMNS}, getattr(got, "reason", "PSI unavailable")
@@ -154,7 +160,6 @@ def psi_totals() -> tuple[dict[str, float | None], str | None]:
 
 def read_task_schedstats(pid: int) -> dict[int, tuple[int, int]]:
     """{tid: (run ns, run-queue delay ns)} of every live thread of `pid`."""
-    from . import sources
     return {tid: (s.run_ns, s.wait_ns) for tid, s in sources.process_schedstat(pid).items()}
 
 
@@ -172,62 +177,14 @@ class CounterPlan(Protocol):
 
 # ====================================================================== progress reporting
 class Reporter:
-    """What the runner tells the person watching. The default says nothing."""
+    """What the runner tells the person watching. The default says nothing; the progress bar
+    is `corecast.report.campaign.RichReporter`."""
 
     def start(self, total: int, done: int) -> None: ...
     def run_started(self, slot: Slot, index: int) -> None: ...
     def run_finished(self, record: RunRecord) -> None: ...
     def notice(self, text: str) -> None: ...
     def stop(self) -> None: ...
-
-
-class RichReporter(Reporter):
-    """A progress bar with ETA on stderr; a line for every run that fails and every notice."""
-
-    def __init__(self, console: Any = None):
-        from rich.console import Console
-        self.console = console or Console(stderr=True, highlight=False)
-        self.progress = None
-        self.task = None
-
-    def start(self, total: int, done: int) -> None:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
-                                 TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
-                                 transient=False)
-        self.progress.start()
-        self.task = self.progress.add_task("measuring", total=total, completed=done)
-
-    def run_started(self, slot: Slot, index: int) -> None:
-        if self.progress is not None:
-            kind = "warm-up" if slot.warmup else f"rep {slot.repetition + 1}"
-            self.progress.update(self.task, description=f"{slot.cores} core{'s' if slot.cores != 1 else ''}, {kind}")
-
-    def run_finished(self, record: RunRecord) -> None:
-        if record.status != OK:
-            tail = (record.stderr_tail or "").strip().splitlines()[-3:]
-            msg = f"[yellow]run {record.slot} ({record.cores} cores, {'warm-up' if record.warmup else f'rep {record.repetition + 1}'}): " \
-                  f"{record.status}: {record.message}[/]"
-            self.console.print(msg)
-            for line in tail:
-                self.console.print(f"    [dim]{_escape(line[:200])}[/]")
-        if self.progress is not None:
-            self.progress.advance(self.task)
-
-    def notice(self, text: str) -> None:
-        self.console.print(f"[cyan]note:[/] {_escape(text)}")
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-
-
-def _escape(s: str) -> str:
-    from rich.markup import escape
-    return escape(s)
 
 
 # ====================================================================== the runner
@@ -304,7 +261,6 @@ class Runner:
             rx = DEFAULT_THROUGHPUT
         self.throughput_rx = plug.compile_number_regex(rx, "--throughput") if rx else None
         self.throughput_label = rx
-        from ..native import native_path
         self.launcher = str(native_path("corecast-launch"))
         if config.shim:
             shimmod.check_available()
@@ -317,16 +273,6 @@ class Runner:
     # ------------------------------------------------------------ the campaign
     def slots(self) -> list[Slot]:
         return plan(self.cfg.cores, self.cfg.reps, self.cfg.warmup)
-
-    def check_program(self) -> None:
-        """Refuse a campaign whose program does not exist, before anything runs."""
-        s = self.slots()[0]
-        sub = placeholders(s.cores, self.cfg.threads_per_core, s.repetition)
-        argv0 = plug.substitute(self.cfg.command[0], sub)
-        env = self._env(sub, None)
-        if find_program(argv0, env, self.cfg.cwd) is None:
-            where = "" if "/" in argv0 else " (not in PATH)"
-            raise UserError(f"program '{argv0}' not found{where}")
 
     def run(self) -> list[RunRecord]:
         slots = self.slots()
@@ -692,308 +638,3 @@ class _LineReader:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt()
-
-
-# ====================================================================== summary
-def summary_rows(ds: Any) -> list[dict[str, Any]]:
-    """Per core count: runs, failures, median time and throughput, speedup, peak RSS, stalls."""
-    import numpy as np
-    rows = []
-    cores = ds.distinct_cores
-    exit_st = ds.metrics.get("exit_status")
-    tput_name = "throughput" if "throughput" in ds.metrics and np.isfinite(ds.metrics["throughput"]).any() else None
-    stalls = ds.stall_names
-    for c in cores:
-        m = ds.cores == c
-        n = int(m.sum())
-        failed = int(np.sum(m & np.isfinite(exit_st) & (exit_st != 0))) if exit_st is not None else 0
-        row: dict[str, Any] = {"cores": int(c), "runs": n, "failed": failed}
-        for name in ("time_s", "rss_bytes"):
-            if name in ds.metrics:
-                v = ds.metrics[name][m]
-                v = v[np.isfinite(v)]
-                row[name] = (float(np.median(v)), float(v.min()), float(v.max())) if len(v) else None
-        if tput_name:
-            v = ds.metrics[tput_name][m]
-            v = v[np.isfinite(v)]
-            row["throughput"] = float(np.median(v)) if len(v) else None
-        st = {}
-        for s in stalls:
-            v = ds.metrics[s][m]
-            v = v[np.isfinite(v)]
-            if len(v):
-                st[s] = float(np.median(v))
-        row["stalls"] = st
-        rows.append(row)
-
-    # Speedup: throughput (or 1/time) relative to the smallest core count, scaled so that the
-    # smallest count's speedup is its core count (1 core -> 1.0).
-    def rate(r: dict[str, Any]) -> float | None:
-        if tput_name:
-            return r.get("throughput")
-        return 1.0 / r["time_s"][0] if r.get("time_s") and r["time_s"][0] > 0 else None
-    first = next((r for r in rows if rate(r)), None)
-    for r in rows:
-        x = rate(r)
-        r["speedup"] = x / rate(first) * first["cores"] if (x and first) else None
-    return rows
-
-
-def render_summary(ds: Any, console: Any) -> None:
-    """Two tables: time/throughput/memory per core count, then the stall categories."""
-    from rich.table import Table
-
-    rows = summary_rows(ds)
-    t = Table(title=f"{ds.path}: {ds.command or ''}", title_justify="left")
-    t.add_column("cores", justify="right")
-    t.add_column("runs ok", justify="right")
-    t.add_column("time_s", justify="right")
-    t.add_column("min-max", justify="right")
-    has_x = any(r.get("throughput") is not None for r in rows)
-    if has_x:
-        t.add_column("throughput", justify="right")
-    t.add_column("speedup", justify="right")
-    t.add_column("peak RSS", justify="right")
-    for r in rows:
-        runs = f"{r['runs'] - r['failed']}/{r['runs']}"
-        if r["failed"]:
-            runs = f"[red]{runs}[/]"
-        ts = r.get("time_s")
-        cells = [str(r["cores"]), runs, f"{ts[0]:.4g}" if ts else "-", f"{ts[1]:.3g}-{ts[2]:.3g}" if ts else "-"]
-        if has_x:
-            cells.append(f"{r['throughput']:.5g}" if r.get("throughput") is not None else "-")
-        cells.append(f"{r['speedup']:.2f}" if r.get("speedup") else "-")
-        rss = r.get("rss_bytes")
-        cells.append(f"{rss[0] / 2**20:.1f} MiB" if rss else "-")
-        t.add_row(*cells)
-    console.print(t)
-    names = [n for n in ds.stall_names if any(r["stalls"].get(n, 0) > 0 for r in rows)]
-    if names:
-        st = Table(title="stall categories: median cycles per run, summed over threads", title_justify="left")
-        st.add_column("cores", justify="right")
-        for n in names:
-            st.add_column(n.removesuffix("_cycles"), justify="right")
-        for r in rows:
-            st.add_row(str(r["cores"]), *[f"{r['stalls'][n]:.3g}" if n in r["stalls"] else "-" for n in names])
-        console.print(st)
-
-
-# ====================================================================== setting a campaign up
-def parse_env(items: Sequence[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items or []:
-        name, eq, value = it.partition("=")
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise UserError(f"--env: '{it}' is not NAME=VALUE")
-        out[name] = value
-    return out
-
-
-class Prepared:
-    """A campaign ready to run: its file is open (and locked) and its plan is known."""
-
-    def __init__(self, runner: Runner, campaign: Campaign):
-        self.runner = runner
-        self.campaign = campaign
-
-    def run(self) -> list[RunRecord]:
-        return self.runner.run()
-
-    def recorded(self) -> int:
-        return len(self.campaign.done_slots())
-
-    def close(self) -> None:
-        self.campaign.close()
-
-
-SOFTWARE_EVENTS = "task_clock,context_switches,cpu_migrations,page_faults"
-TRACEPOINTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "syscalls:sys_enter_futex")
-SOFTWARE_COLUMNS = {"task_clock": ("task_clock_ns", "cpu", "ns"), "context_switches": ("context_switches", "counter", "count"),
-                    "cpu_migrations": ("cpu_migrations", "counter", "count"), "page_faults": ("page_faults", "counter", "count")}
-
-
-class PerfCounterPlan:
-    """Counters opened on every run through corecast's perf layer (corecast.collect.perf):
-    software events always, scheduler and futex tracepoints when tracefs has them, the CPU
-    family's backend-stall events when the PMU allows, and the user's --events."""
-
-    def __init__(self, extra: str | None, notice: Callable[[str, str], None]):
-        from . import events
-        self.notice = notice
-        self.specs: list[Any] = []
-        self.columns: dict[str, tuple[str, str, str | None, str]] = {}   # event -> (column, kind, unit, origin)
-        for sp in events.resolve(SOFTWARE_EVENTS):
-            col, kind, unit = SOFTWARE_COLUMNS[sp.name]
-            self._add(sp, col, kind, unit, "perf software event")
-        self.tracepoints_missing: list[str] = []
-        for tp in TRACEPOINTS:
-            try:
-                (sp,) = events.resolve(tp)
-            except UserError as err:
-                self.tracepoints_missing.append(f"{tp} ({err})")
-                continue
-            self._add(sp, "tp_" + tp.split(":", 1)[1], "counter", "count", "perf tracepoint")
-        stalls = events.backend_stall_events()
-        self.stall_reason = getattr(stalls, "reason", None) if not list(stalls) else None
-        for sp in stalls:
-            self._add(sp, sp.name, "stall", "cycles", "perf backend-stall event")
-        if extra:
-            for sp in events.resolve(extra):
-                self._add(sp, sp.ident, "counter", sp.unit, f"perf event ({sp.origin})")
-        self._said: set[str] = set()
-
-    def _add(self, sp: Any, col: str, kind: str, unit: str | None, origin: str) -> None:
-        if sp.name in self.columns or any(c[0] == col for c in self.columns.values()):
-            return
-        self.specs.append(sp)
-        self.columns[sp.name] = (col, kind, unit, origin)
-
-    def announce(self) -> None:
-        if self.tracepoints_missing:
-            self.notice("tracepoints", "tracepoints not available, not counted: " + "; ".join(self.tracepoints_missing))
-        if self.stall_reason:
-            self.notice("stall-catalog", f"no backend-stall catalog for this CPU ({self.stall_reason}); "
-                        "software stall sources only")
-
-    def open(self, pid: int) -> "PerfSession":
-        from . import perf
-        cs = perf.open_counters(self.specs, pid=pid, inherit=True, enable_on_exec=True)
-        return PerfSession(self, cs)
-
-
-class PerfSession:
-    def __init__(self, plan: PerfCounterPlan, cs: Any):
-        self.plan = plan
-        self.cs = cs
-
-    def read(self) -> tuple[dict[str, float | None], list[ColumnInfo], dict[str, Any]]:
-        vals: dict[str, float | None] = {}
-        cols: list[ColumnInfo] = []
-        det: dict[str, Any] = {}
-        unsupported_stalls = []
-        for v in self.cs.read():
-            col, kind, unit, origin = self.plan.columns[v.name]
-            sp = v.spec
-            enc = f" [{sp.encoding}]" if sp is not None and getattr(sp, "encoding", None) else ""
-            vals[col] = v.value
-            status = v.status if v.status != "ok" or v.value is not None else "unavailable"
-            desc = (sp.description if sp is not None else None) or None
-            if v.status != "ok" and v.message:
-                desc = f"{desc + '; ' if desc else ''}{v.status}: {v.message}"
-            cols.append(ColumnInfo(name=col, kind=kind, unit=unit, source=f"measured: {origin} {v.name}{enc}, "
-                                   "inherited by every thread and child, counting from exec",
-                                   status=status, description=desc))
-            det[col] = {"event": v.name, "status": v.status, "message": v.message, "raw": v.raw,
-                        "enabled_ns": v.enabled_ns, "running_ns": v.running_ns, "scaled": v.scaled}
-            if kind == "stall" and v.status != "ok":
-                unsupported_stalls.append((v.status, v.message))
-            elif v.status != "ok":
-                self.plan.notice(f"event-{v.name}", f"perf event {v.name}: {v.status}: {v.message}; not counted")
-        if unsupported_stalls:
-            st, msg = unsupported_stalls[0]
-            self.plan.notice("pmu", f"backend-stall events {st} ({msg}): {len(unsupported_stalls)} event(s) "
-                             "recorded as unavailable; carrying on with software stall sources")
-        return vals, cols, det
-
-    def close(self) -> None:
-        self.cs.close()
-
-
-def _counter_plan(events: str | None, notice: Callable[[str, str], None]) -> CounterPlan | None:
-    try:
-        from . import perf  # noqa: F401
-    except ImportError as err:
-        if events:
-            raise UserError(f"--events: perf counters are not available here ({err})") from None
-        return None
-    return PerfCounterPlan(events, notice)
-
-
-def _validate(cfg: CampaignConfig) -> None:
-    plug.load_plugins(cfg.plugins)
-    if cfg.throughput is not None:
-        plug.compile_number_regex(cfg.throughput, "--throughput")
-    if cfg.timeout is not None and not cfg.timeout > 0:
-        raise UserError("--timeout must be a positive number of seconds")
-    if cfg.threads_per_core < 1:
-        raise UserError("--threads-per-core must be at least 1")
-    if cfg.shim:
-        shimmod.check_available()
-    s = plan(cfg.cores, cfg.reps, cfg.warmup)[0]
-    sub = placeholders(s.cores, cfg.threads_per_core, s.repetition)
-    argv0 = plug.substitute(cfg.command[0], sub)
-    env = dict(os.environ)
-    env.update({k: plug.substitute(v, sub) for k, v in cfg.env.items()})
-    if find_program(argv0, env, cfg.cwd) is None:
-        where = "" if "/" in argv0 else " (not in PATH, nor a bundled corecast workload)"
-        raise UserError(f"program '{argv0}' not found{where}")
-
-
-def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = None,
-            cores: str | None = None, reps: int | None = None, warmup: int | None = None,
-            timeout: float | None = None, order: str | None = None, events: str | None = None,
-            throughput: str | None = None, plugin: Sequence[str] | None = None,
-            env: Sequence[str] | None = None, threads_per_core: int | None = None,
-            no_shim: bool | None = None, cwd: str | None = None) -> Prepared:
-    """Check everything, create the campaign file, and return the runner for it."""
-    from .topology import machine_info, order_cpus, parse_core_counts, read_topology
-    reporter = reporter or Reporter()
-    if not command:
-        raise UserError("no command to measure")
-    topo = read_topology()
-    cpu_order = order_cpus(topo, order or "socket")
-    counts = parse_core_counts(cores or "pow2", len(cpu_order))
-    cfg = CampaignConfig(command=list(command), cores=counts, reps=3 if reps is None else reps,
-                         warmup=1 if warmup is None else warmup, timeout=timeout, order=order or "socket",
-                         cpu_order=cpu_order, env=parse_env(env), throughput=throughput,
-                         plugins=[str(Path(p).resolve()) for p in plugin or []], shim=not no_shim,
-                         events=events, threads_per_core=1 if threads_per_core is None else threads_per_core,
-                         cwd=str(Path(cwd or os.getcwd()).resolve()))
-    plan(cfg.cores, cfg.reps, cfg.warmup)
-    _validate(cfg)
-    pending: list[tuple[str, str]] = []
-    counters = _counter_plan(events, lambda key, text: pending.append((key, text)))
-    machine = machine_info(topo)
-    camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine,
-                           topology=topo.to_dict())
-    try:
-        runner = Runner(cfg, camp, reporter=reporter, counters=counters, nominal_hz=machine.nominal_freq_hz)
-        runner.attach_notices(counters, pending)
-    except BaseException:
-        camp.close()
-        raise
-    return Prepared(runner, camp)
-
-
-def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
-    """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
-    from .topology import machine_info, read_topology
-    reporter = reporter or Reporter()
-    camp = Campaign.open(output)
-    try:
-        meta = camp.meta()
-        cfg = CampaignConfig.from_dict(meta.get("config") or {})
-        if not cfg.command:
-            raise UserError(f"{output}: the campaign records no command")
-        if command and list(command) != cfg.command:
-            raise UserError(f"{output}: the campaign measures `{' '.join(cfg.command)}`, not `{' '.join(command)}` "
-                            "(drop the command to resume, or start a new campaign)")
-        usable = set(read_topology().cpus)
-        missing = [c for c in cfg.cpu_order[:max(cfg.cores)] if c not in usable]
-        if missing:
-            raise UserError(f"{output}: the campaign runs on CPU {missing[0]}, which is not usable here")
-        _validate(cfg)
-        machine = machine_info()
-        old = meta.get("machine") or {}
-        if old.get("hostname") not in (None, machine.hostname) or old.get("cpu_model") not in (None, machine.cpu_model):
-            reporter.notice(f"resuming on a different machine ({machine.hostname}, {machine.cpu_model}) than the "
-                            f"campaign started on ({old.get('hostname')}, {old.get('cpu_model')})")
-        pending: list[tuple[str, str]] = []
-        counters = _counter_plan(cfg.events, lambda key, text: pending.append((key, text)))
-        runner = Runner(cfg, camp, reporter=reporter, counters=counters,
-                        nominal_hz=old.get("nominal_freq_hz") or machine.nominal_freq_hz)
-        runner.attach_notices(counters, pending)
-    except BaseException:
-        camp.close()
-        raise
-    return Prepared(runner, camp)

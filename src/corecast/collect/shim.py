@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import UserError
+from ..native import native_path
 
 ENV_REPORT = "CORECAST_SHIM_REPORT"
 LIBRARY = "libcorecast_shim.so"
@@ -38,7 +39,6 @@ LOCK_PRIMS = ("mutex_lock", "mutex_timedlock", "spin_lock", "rwlock_rdlock", "rw
 BARRIER_PRIMS = ("barrier_wait",)
 COND_PRIMS = ("cond_wait", "cond_timedwait", "sem_wait", "sem_timedwait")
 TRY_PRIMS = ("mutex_trylock", "spin_trylock", "rwlock_tryrdlock", "rwlock_trywrlock", "sem_trywait")
-ALL_PRIMS = LOCK_PRIMS + BARRIER_PRIMS + COND_PRIMS + TRY_PRIMS
 
 CATEGORIES = {
     "lock_wait_cycles": LOCK_PRIMS,
@@ -56,7 +56,6 @@ CATEGORY_HELP = {
 
 
 def library_path() -> Path:
-    from ..native import native_path
     return native_path(LIBRARY)
 
 

@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 from ..collect import sources
 from ..collect.events import backend_stall_events, host_cpu, resolve
 from ..collect.events.cpu import CpuId, parse_cpu
-from ..collect.events.spec import SYSFS_PMUS, EventSpec
+from ..collect.events.kernel import SYSFS_PMUS
+from ..collect.events.spec import EventSpec
 from ..collect.topology import parse_cpulist
 from ..errors import UserError
 from . import layout as L

@@ -1,5 +1,6 @@
 """`auto`: validate every applicable method on the measured points, then predict with the stall
-method or a weighted combination, with a band calibrated on the validation errors.
+method, the method the corpus trusts, or a combination of the members that validated well, with
+a band calibrated on the validation errors and the corpus.
 
 Validation is rolling-origin (`corecast.model.calibration`): a method's score is the root mean
 square of its log errors at the last few origins.
@@ -7,29 +8,34 @@ square of its log errors at the last few origins.
 Members: the methods that apply (`estima` with stall categories, `timex`, `usl`) and the scaling
 laws `amdahl`, `power`, `pmnf`: the registry of `corecast.model.methods`, in its order.
 
-Choice:
-- with stall categories, the stall method is used, unless it validates clearly worse than the
-  best other member (score above three times theirs and above 10%): stalls reveal a slowdown
-  before the time shows it, which validation inside the measured range cannot see;
-- otherwise a combination of all members: the weighted geometric mean of their predicted times,
-  with weights from the validation scores (inverse mean squared error) shrunk halfway toward
-  equal weights. Selecting one method on a handful of validation errors is noisy; combining
-  with shrunk weights is the standard remedy (Bates and Granger; the "forecast combination
-  puzzle": estimated optimal weights rarely beat equal ones).
+Choice (the numbers are priors learned from a corpus of real many-core curves by
+`corecast.model.corpus.learn_priors`, `corecast.model.priors`):
+- with stall categories, the stall method is used when its categories *explain the measured
+  time* (`stalls_explain`: the growth of the stalls accounts for a material share of the
+  core-time lost to imperfect scaling, and moves with it across the measured counts) and it does
+  not validate clearly worse than the best other member (score above three times theirs and
+  above 10%); otherwise it is shown, with the reason it was not used;
+- otherwise the corpus' **default** (the method, or the blend of two members, that extrapolated
+  best on held-out real curves) unless another member validates more than `switch_ratio` times
+  better than the default method;
+  then a combination of the members within `NO_WEIGHT_RATIO` of the best validation error,
+  weighted by inverse mean squared error (a member that validated several times worse than the
+  best gets no weight).
 
-Band, calibrated on the validation errors of the prediction itself (the combination's errors at
-the rolling origins, each at its log distance of extrapolation d = ln(target / origin)):
+Band, calibrated on the validation errors of the prediction itself (each at its log distance of
+extrapolation d = ln(target / origin)) pooled with the corpus' error growth:
 
-    h(n) = t(k−1) · sqrt(s² + g² d(n)² + spread(n)²),   low, high = prediction · e^(∓h)
+    h(n) = t · sqrt(s² + g² d(n)² + spread(n)²),   low, high = prediction · e^(∓h)
 
-s: the noise of the data (relative residual of the USL fitted to all points); g: how fast the
-error grows with the distance, g² = mean((e_i² − s²)⁺ / d_i²) over the k validation errors; d(n)
-= ln(n / largest measured count); spread(n): the weighted standard deviation of the members' log
-predictions at n (they disagree where the data do not decide). Coverage is measured
-(`corecast.model.evaluate`, bench/predict_vs_extrap.py, tests/test_auto_calibration.py).
+s: the noise of the data (relative residual of the USL fitted to all points); g² = (k g_own² +
+w g₀²) / (k + w): the series' own error growth (g_own² = mean((e_i² − s²)⁺ / d_i²) over its k
+validation errors) pooled with the corpus' g₀ as w pseudo-errors; d(n) = ln(n / largest
+measured count); spread(n): the weighted standard deviation of the members' log predictions at
+n. Coverage is measured (`corecast evaluate`, `--corpus`, tests/test_auto_calibration.py).
 
-With two core counts there is nothing to validate: `fit_dataset` returns the two-point
-predictor (`corecast.model.twopoint`).
+With two core counts there is nothing to validate: the two-point predictor
+(`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share, and the
+corpus' error growth for its band when the data are a plain throughput or time series.
 """
 from __future__ import annotations
 
@@ -38,22 +44,32 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
 from . import methods, twopoint
 from .base import Fitted, Prediction
 from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate, noise_of, validate
+from .priors import Priors
+from .priors import load as load_priors
 from .series import convert, input_metric, single_size, time_series
 
 #: Stall method kept unless its validation score exceeds this factor of the best other's ...
 ESTIMA_TOLERANCE = 3.0
 #: ... and this absolute error (RMS of log errors).
 ESTIMA_FLOOR = 0.10
-#: Combination weights: this share from the validation scores (inverse mean squared error), the
-#: rest equal. 0.5 is the textbook halfway shrinkage; tests/test_auto_calibration.py and
-#: bench/predict_vs_extrap.py report what it gives (and a leave-one-dataset-out check of it).
-SHRINK = 0.5
+#: A member whose validation error is more than this factor of the best member's gets no weight.
+NO_WEIGHT_RATIO = 2.0
+#: A switch ratio this large means never: the default is not displaced by validation.
+NEVER_SWITCH = 1e6
+#: The stall categories explain the time when their growth accounts for at least this share of
+#: the core-time lost to imperfect scaling at the largest count ...
+STALL_SHARE_MIN = 0.25
+#: ... and moves with it across the measured counts (correlation at least this) -- judged once the
+#: loss is material: more than this share of the core-time at the largest count.
+STALL_CORRELATION_MIN = 0.5
+STALL_LOSS_MATERIAL = 0.10
 
 
 @dataclass
@@ -66,6 +82,8 @@ class AutoFit(Fitted):
     top: float
     reason: str
     noise: float = 0.0
+    prior_growth: float | None = None     # the corpus' error growth g₀ (None: the series' own only)
+    prior_weight: float = 0.0             # ... counted as this many validation errors
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
 
@@ -89,8 +107,9 @@ class AutoFit(Fitted):
         return out
 
     def calibration(self) -> Calibration | None:
-        """The band's parameters, from the combined prediction's validation errors."""
-        return calibrate(self.combined_validation(), self.noise)
+        """The band's parameters, from the combined prediction's validation errors pooled with
+        the corpus' error growth."""
+        return calibrate(self.combined_validation(), self.noise, self.prior_growth, self.prior_weight)
 
     def _member_predictions(self, cores: np.ndarray, level: float) -> tuple[dict[str, Prediction], list[str]]:
         preds: dict[str, Prediction] = {}
@@ -171,7 +190,7 @@ class AutoFit(Fitted):
                        "band": None if cal is None else {
                            "noise": cal.noise, "error_growth_per_log_distance": cal.growth,
                            "calibration_points": cal.points,
-                           "formula": "t(k-1) * sqrt(noise^2 + (growth * ln(n / n_max))^2 + spread^2)"},
+                           "formula": "t * sqrt(noise^2 + (growth * ln(n / n_max))^2 + spread^2)", "prior_growth": self.prior_growth, "prior_weight": self.prior_weight},
                        "reason": self.reason}
         return out
 
@@ -190,28 +209,45 @@ class AutoFit(Fitted):
                              self.noise)
 
 
-def fit_dataset(ds: Dataset, size: float | None = None, **kw: Any) -> Fitted:
+def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = None, **kw: Any) -> Fitted:
     """Validate the applicable methods and member laws, choose or combine, and return the fitted
     `auto` predictor (the two-point predictor with two core counts). `kw`: the options of the
-    single methods (`methods.OPTIONS`), each passed to the methods that declare it."""
+    single methods (`methods.OPTIONS`), each passed to the methods that declare it. `priors`:
+    what the corpus taught (default: the shipped `priors.toml`)."""
     methods.check_options(kw)
+    pri = priors or load_priors()
     ds1, warns = single_size(ds, size)
     metric = input_metric(ds1)
     ts = time_series(ds1)
     if len(ts.cores) == 2:
-        # Nothing to validate or combine: the bracket of the two-parameter laws.
-        return twopoint.fit_dataset(ds, size=size, **methods.options_for(twopoint.fit_dataset, kw))
+        # Nothing to validate or combine: the two-point predictor, with the corpus' coherency share.
+        tp = twopoint.fit_dataset(ds, size=size, coherency_share=pri.coherency_share,
+                                  **methods.options_for(twopoint.fit_dataset, kw))
+        if tp.uses_stalls:
+            return tp
+        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
     cand = methods.applicable(ds1, kw.get("categories")) + list(methods.MEMBERS)
     fits: dict[str, Fitted] = {}
     errors: dict[str, str] = {}
-    for meth in cand:
-        try:
-            fits[meth] = methods.fit(meth, ds1, **kw)
-        except UserError as err:
-            errors[meth] = str(err)
+    # When the priors never let another member displace the default (switch_ratio infinite),
+    # only the default, its partner and the stall method can carry weight: the others are not
+    # fitted or validated (unless the default cannot be fitted).
+    never = pri.switch_ratio >= NEVER_SWITCH
+    first = [m for m in cand if m in ("estima", pri.default, pri.partner)] if never else cand
+    for group in (first, [m for m in cand if m not in first]):
+        for meth in group:
+            try:
+                fits[meth] = methods.fit(meth, ds1, **kw)
+            except UserError as err:
+                errors[meth] = str(err)
+        if pri.default in fits:
+            break
+    if never and pri.default in fits:
+        warns.append(f"{', '.join(m for m in cand if m not in fits and m not in errors)} not fitted: on the corpus "
+                     "no validation made another member worth displacing the default")
     if not fits:
         raise UserError(f"{ds.label}: no method could fit the data: " + "; ".join(errors.values()))
     val = validate(ds1, list(fits), **kw)
@@ -220,39 +256,173 @@ def fit_dataset(ds: Dataset, size: float | None = None, **kw: Any) -> Fitted:
         e = [v.log_error for v in val if v.method == meth]
         scores[meth] = float(np.sqrt(np.mean(np.square(e)))) if e else math.inf
     finite = {k: v for k, v in scores.items() if math.isfinite(v)}
+    estima_note = ""
+    if "estima" in fits:
+        explains, why = stalls_explain(ds1, kw.get("categories"))
+        if not explains:
+            estima_note = f"the stall method is shown but not used: {why}"
+            warns.append(estima_note)
     if not finite:
-        # Too few points to validate: prefer the stall method, else the USL.
-        pick = "estima" if "estima" in fits else ("usl" if "usl" in fits else next(iter(fits)))
-        weights = {pick: 1.0}
-        reason = f"too few points to validate; used {pick}"
-    elif "estima" in fits and math.isfinite(scores.get("estima", math.inf)):
+        # Too few points to validate: the stall method if its stalls explain the time, else the
+        # corpus' default.
+        if "estima" in fits and not estima_note:
+            weights = {"estima": 1.0}
+        elif pri.default in fits:
+            weights = ({pri.default: pri.default_weight, pri.partner: 1.0 - pri.default_weight}
+                       if pri.partner in fits and pri.default_weight < 1.0 else {pri.default: 1.0})
+        else:
+            weights = {"usl" if "usl" in fits else next(iter(fits)): 1.0}
+        reason = (f"too few points to validate; used {' + '.join(weights)}" +
+                  (f" ({estima_note})" if estima_note else ""))
+    elif "estima" in finite and not estima_note:
         others = {k: v for k, v in finite.items() if k != "estima"}
         best_other = min(others.values()) if others else math.inf
         if others and scores["estima"] > ESTIMA_TOLERANCE * best_other and scores["estima"] > ESTIMA_FLOOR:
-            weights, reason = _combine(others)
+            weights, reason = choose(others, pri)
             reason = (f"the stall method validated clearly worse ({100 * scores['estima']:.1f}% against "
                       f"{100 * best_other:.1f}%); " + reason)
         else:
             weights = {"estima": 1.0}
-            reason = (f"stall categories present; the stall method validated at {100 * scores['estima']:.1f}% "
-                      "RMS error" + (f" (best other {100 * best_other:.1f}%)" if others else ""))
+            reason = (f"stall categories explain the time; the stall method validated at "
+                      f"{100 * scores['estima']:.1f}% RMS error" +
+                      (f" (best other {100 * best_other:.1f}%)" if others else ""))
     else:
-        weights, reason = _combine(finite)
+        weights, reason = choose({k: v for k, v in finite.items() if k != "estima" or not estima_note}, pri)
+        if estima_note:
+            reason = estima_note + "; " + reason
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
-                   top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1), warnings=warns)
+                   top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
+                   prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns)
 
 
-def _combine(scores: dict[str, float], shrink: float | None = None) -> tuple[dict[str, float], str]:
-    """Weights = shrink · (1/score², normalised) + (1 − shrink) · equal (shrink: SHRINK)."""
-    lam = SHRINK if shrink is None else shrink
-    inv = {k: 1.0 / max(v, 1e-3) ** 2 for k, v in scores.items()}
+def choose(scores: dict[str, float], pri: Priors) -> tuple[dict[str, float], str]:
+    """Weights from validation scores (finite RMS log errors): the corpus' default method unless
+    another validates more than `switch_ratio` times better; then the members within
+    NO_WEIGHT_RATIO of the best, weighted by inverse mean squared error."""
+    best_k = min(scores, key=lambda k: scores[k])
+    best = max(scores[best_k], 1e-3)
+    d = pri.default
+    if d in scores and scores[d] <= pri.switch_ratio * best:
+        what = f"{d}, the method that extrapolated best on held-out real curves"
+        w = {d: 1.0}
+        if pri.partner and pri.partner in scores and pri.default_weight < 1.0:
+            w = {d: pri.default_weight, pri.partner: 1.0 - pri.default_weight}
+            what = (f"{d} blended with {pri.partner} ({pri.default_weight:g} : {1 - pri.default_weight:g} in log "
+                    "space), the blend that extrapolated best on held-out real curves")
+        rule = ("on the corpus no validation made another member worth displacing it"
+                if pri.switch_ratio >= NEVER_SWITCH else
+                f"another must validate {pri.switch_ratio:g}x better to displace it")
+        return w, (f"{what} ({pri.origin}); {d} validated at {100 * scores[d]:.1f}% RMS error (best {best_k} "
+                   f"{100 * scores[best_k]:.1f}%; {rule})")
+    keep = {k: v for k, v in scores.items() if v <= NO_WEIGHT_RATIO * best}
+    inv = {k: 1.0 / max(v, 1e-3) ** 2 for k, v in keep.items()}
     tot = sum(inv.values())
-    eq = 1.0 / len(scores)
-    w = {k: lam * inv[k] / tot + (1.0 - lam) * eq for k in scores}
-    w = dict(sorted(w.items(), key=lambda kv: -kv[1]))
+    w = dict(sorted(((k, v / tot) for k, v in inv.items()), key=lambda kv: -kv[1]))
+    dropped = sorted(set(scores) - set(keep))
+    why = (f"{d} validated at {100 * scores[d]:.1f}%, more than {pri.switch_ratio:g}x the best; " if d in scores
+           else f"{d} could not be validated; ")
     if len(w) == 1:
         k = next(iter(w))
-        return w, f"{k} validated at {100 * scores[k]:.1f}% RMS error (the only method that could)"
-    return w, ("combined " + ", ".join(f"{k} ({100 * scores[k]:.1f}%)" for k in w) +
-               " (RMS validation errors); weights from the errors, shrunk halfway to equal")
+        return w, why + f"{k} validated at {100 * scores[k]:.1f}% RMS error" + (
+            f" (no weight for {', '.join(dropped)}: more than {NO_WEIGHT_RATIO:g}x worse)" if dropped else "")
+    return w, (why + "combined " + ", ".join(f"{k} ({100 * scores[k]:.1f}%)" for k in w) +
+               " (RMS validation errors), weights by inverse squared error" +
+               (f"; no weight for {', '.join(dropped)} (more than {NO_WEIGHT_RATIO:g}x worse)" if dropped else ""))
+
+
+def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Do the stall categories explain the measured time? (explains, why not).
+
+    What the stall method extrapolates is the core-time lost to imperfect scaling: n·T(n) −
+    n₁·T(n₁) over the smallest count n₁ (0 for a perfect speed-up). The stalls explain it when
+    their growth, S(n) − S(n₁) (total stalled cycles over the categories, over the clock), moves
+    with it across the measured counts (Pearson correlation at least STALL_CORRELATION_MIN) and,
+    where the clock is known, accounts for at least STALL_SHARE_MIN of it at the largest count.
+    Without the clock the share cannot be judged and only the correlation is checked. While the
+    loss is not material (STALL_LOSS_MATERIAL of the core-time) nothing contradicts the stalls."""
+    names = list(categories) if categories else ds.stall_names
+    ts = time_series(ds)
+    if ts.metric != "time_s":
+        return False, ("the data give throughput, not the time of a fixed amount of work, so stalled "
+                       "time cannot be compared with it")
+    clock = ds.machine.nominal_freq_hz
+    total = np.zeros(len(ts.cores))
+    used = 0
+    for nm in names:
+        ag = ds.aggregate(nm)
+        vals = dict(zip(ag.cores.tolist(), ag.value.tolist()))
+        if not all(c in vals for c in ts.cores.tolist()):
+            continue
+        unit = ds.columns[nm].unit
+        v = np.array([vals[c] for c in ts.cores.tolist()])
+        if unit == "s":
+            v = v * (clock or 1.0)
+        elif unit != "cycles":
+            continue
+        total += v
+        used += 1
+    if not used:
+        return False, "no stall category in cycles or seconds measured at every core count"
+    lost = ts.cores * ts.time - ts.cores[0] * ts.time[0]          # core-seconds lost to imperfect scaling
+    grown = total - total[0]                                     # stalled cycles grown since n₁
+    if lost[-1] <= STALL_LOSS_MATERIAL * ts.cores[-1] * ts.time[-1]:
+        # Scaling still (nearly) perfect: nothing the stalls could fail to explain -- the stall
+        # method's use is to see a slowdown before the time shows it.
+        return True, ""
+    if clock:
+        share = float(grown[-1] / clock / lost[-1])
+        if share < STALL_SHARE_MIN:
+            return False, (f"the growth of the stalls accounts for {100 * share:.1f}% of the core-time lost to "
+                           f"imperfect scaling at {ts.cores[-1]:g} cores (under {100 * STALL_SHARE_MIN:g}%): "
+                           "something the stall columns do not show limits the scaling")
+    if np.ptp(grown) <= 0:
+        return False, "the stalls do not grow with the cores while the time lost to imperfect scaling does"
+    r = float(np.corrcoef(lost, grown)[0, 1])
+    if not math.isfinite(r) or r < STALL_CORRELATION_MIN:
+        return False, (f"the core-time lost to imperfect scaling does not move with the stalls across the "
+                       f"measured counts (correlation {r:.2f} < {STALL_CORRELATION_MIN:g}): something the "
+                       "stall columns do not show limits the scaling")
+    return True, ""
+
+
+@dataclass
+class PriorBand(Fitted):
+    """A prediction from two core counts with the band the corpus' error growth gives:
+    h(n) = z · g₀ · ln(n / largest measured count) (nothing to estimate noise from)."""
+
+    fitted: Fitted
+    top: float
+    growth: float
+    method: str = "auto"
+
+    @property
+    def warnings(self) -> list[str]:       # type: ignore[override]
+        return self.fitted.warnings
+
+    def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
+        cores = np.asarray(cores, dtype=float)
+        p = self.fitted.predict(cores, level)
+        t = convert(p, "time_s")
+        d = np.log(np.maximum(cores, self.top) / self.top)
+        h = float(stats.norm.ppf((1 + level) / 2)) * self.growth * d
+        lo, hi = t.value * np.exp(-h), t.value * np.exp(h)
+        warns = [w for w in p.warnings if w != twopoint.BAND_NOTE]
+        warns.append("two core counts: the band is the corpus' error growth for extrapolation this far "
+                     f"(g0 = {self.growth:.3f} per unit of log distance), not estimated from these points")
+        params = dict(p.params)
+        params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth}
+        q = Prediction(cores=cores, value=t.value, metric="time_s", low=lo, high=hi, level=level,
+                       method=p.method, model=p.model, params=params, warnings=warns)
+        return convert(q, p.metric)
+
+    def models(self, horizon: float = 0.0) -> dict[str, Any]:
+        return self.fitted.models(horizon)
+
+    def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Any]:
+        return self.fitted.bottlenecks(cores)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("fitted", "top", "growth"):
+            raise AttributeError(name)
+        return getattr(self.fitted, name)

@@ -66,16 +66,24 @@ class Calibration:
         return z * np.sqrt(self.noise ** 2 + (self.growth * d) ** 2 + spread ** 2)
 
 
-def calibrate(points: Sequence[tuple[float, float]], noise: float) -> Calibration | None:
+def calibrate(points: Sequence[tuple[float, float]], noise: float, prior_growth: float | None = None,
+              prior_weight: float = 0.0) -> Calibration | None:
     """Band parameters from rolling-origin (log distance, log error) pairs and the data's noise:
-    g² = mean((e² − s²)⁺ / d²)."""
+    g² = mean((e² − s²)⁺ / d²); with a prior growth g₀ counted as `prior_weight` pseudo-errors,
+    g² = (k g² + w g₀²) / (k + w) and the t quantile's degrees of freedom k − 1 + w."""
     pts = [(d, e) for d, e in points if d > 0 and math.isfinite(e)]
-    if not pts:
+    w = prior_weight if prior_growth is not None else 0.0
+    if not pts and w <= 0:
         return None
-    d = np.array([p[0] for p in pts])
-    e = np.array([p[1] for p in pts])
-    g = float(np.sqrt(np.mean(np.maximum(e * e - noise * noise, 0.0) / (d * d))))
-    return Calibration(noise=noise, growth=g, points=len(pts), dof=len(pts) - 1)
+    k = len(pts)
+    g2 = 0.0
+    if pts:
+        d = np.array([p[0] for p in pts])
+        e = np.array([p[1] for p in pts])
+        g2 = float(np.mean(np.maximum(e * e - noise * noise, 0.0) / (d * d)))
+    if w > 0:
+        g2 = (k * g2 + w * float(prior_growth) ** 2) / (k + w)
+    return Calibration(noise=noise, growth=math.sqrt(g2), points=k, dof=max(int(round(k - 1 + w)), 1))
 
 
 @dataclass

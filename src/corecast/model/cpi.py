@@ -21,9 +21,10 @@ Queueing models (`corecast.model.queueing`) turn the per-core service time into 
 a response-time target (M/M/1 per core, M/M/c shared queue) or under a closed-loop load
 generator (the machine-repairman model, which exact MVA reproduces).
 
-This module takes plain values (penalty tables, frequencies, event rates): it never reads a
-machine description or a simulator result itself -- `corecast.cli.throughput` does that and
-passes the numbers in. `load_mpki` reads the small `--mpki` input format (TOML, JSON or CSV).
+This module takes plain values (penalty tables, frequencies, event rates) and never reads a
+machine description: `corecast.model.throughput` puts a machine's penalties together with
+the inputs. It reads the inputs: `load_mpki` the small `--mpki` format (TOML, JSON or CSV),
+`load_sim` a `corecast sim --json` result (through `corecast.sim.result`).
 """
 from __future__ import annotations
 
@@ -39,13 +40,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import UserError
+from ..sim.result import check_document, read_document
 from . import queueing
 from .base import Prediction
 
 __all__ = [
     "PENALTY_NAMES", "COMPONENT_LABELS", "LOCK_MODELS", "CPIComponent", "CPIStack", "cpi_stack",
     "transaction_time", "lock_penalty", "CoreEstimate", "estimate_cores", "CoreThroughput",
-    "throughput_at_cores", "CPIModel", "CPIInputs", "load_mpki", "parse_mpki", "inputs_from_sim",
+    "throughput_at_cores", "CPIModel", "CPIInputs", "load_mpki", "parse_mpki", "inputs_from_sim", "load_sim",
 ]
 
 #: Penalty names a machine description gives (cycles), in the order a stack prints them.
@@ -499,9 +501,6 @@ def load_mpki(path: str | Path) -> CPIInputs:
 
 
 # ============================================================================ `corecast sim --json`
-SIM_FORMAT = "corecast-sim-result"
-
-
 def inputs_from_sim(doc: Mapping[str, Any], where: str = "sim result",
                     baseline_cpi: float | None = None) -> CPIInputs:
     """The CPI inputs in a `corecast sim --json` result (docs/sim.md): its
@@ -510,11 +509,7 @@ def inputs_from_sim(doc: Mapping[str, Any], where: str = "sim result",
     `baseline_cpi` fills in (or overrides) the issue model's CPI, which a trace without
     register dependencies cannot give.
     """
-    if not isinstance(doc, Mapping) or doc.get("format") != SIM_FORMAT:
-        raise UserError(f"{where}: not a `corecast sim --json` result (no \"format\": \"{SIM_FORMAT}\")")
-    version = doc.get("version")
-    if not isinstance(version, int) or version > 1:
-        raise UserError(f"{where}: sim result version {version!r} is not supported (this corecast reads 1)")
+    check_document(doc, where)
     unavailable = doc.get("unavailable") or {}
     if not isinstance(unavailable, Mapping):
         unavailable = {}
@@ -544,3 +539,8 @@ def inputs_from_sim(doc: Mapping[str, Any], where: str = "sim result",
     mach = doc.get("machine") if isinstance(doc.get("machine"), Mapping) else {}
     return CPIInputs(baseline_cpi=base, events=events, instructions=instructions, source=where,
                      notes=notes, machine=mach.get("name"), machine_path=mach.get("path"))
+
+
+def load_sim(path: str | Path, baseline_cpi: float | None = None) -> CPIInputs:
+    """Read a `corecast sim --json` file's CPI inputs (see `inputs_from_sim`)."""
+    return inputs_from_sim(read_document(path), str(path), baseline_cpi=baseline_cpi)

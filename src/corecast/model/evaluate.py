@@ -17,10 +17,12 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
+from ..target import MachineSpec
 from . import predictors
 from .base import Fitted, Prediction
 from .methods import applicable
 from .series import convert, input_metric, single_size
+from .topo import fit_for_target
 
 
 @dataclass
@@ -158,9 +160,12 @@ def evaluate_fitted(ds: Dataset, train_max_cores: float, name: str, fitted: Fitt
 
 
 def evaluate(ds: Dataset, train_max_cores: float, methods: Sequence[str] | None = None,
-             level: float = 0.8, size: float | None = None, **kw: Any) -> Evaluation:
+             level: float = 0.8, size: float | None = None, machine: tuple[MachineSpec, str] | None = None,
+             **kw: Any) -> Evaluation:
     """Fit every method on cores ≤ K (bands calibrated, nothing fitted twice:
-    `predictors.fit_many`), predict the rest, and score each."""
+    `predictors.fit_many`), predict the rest, and score each. `machine`: (the machine the data
+    were measured on, the placement): every method is fitted on effective cores there and asked
+    about the held-out threads' (`topo.fit_for_target`)."""
     ds1, _ = single_size(ds, size)
     metric = input_metric(ds1)
     ag = ds1.aggregate(metric)
@@ -178,7 +183,17 @@ def evaluate(ds: Dataset, train_max_cores: float, methods: Sequence[str] | None 
     for m in methods:
         if m not in predictors.METHODS:
             raise UserError(f"unknown method '{m}' (choose from {', '.join(predictors.METHODS)})")
-    fitted = predictors.fit_many(methods, train_ds, calibrate=True, **kw)
+    if machine is None:
+        fitted = predictors.fit_many(methods, train_ds, calibrate=True, **kw)
+    else:
+        spec, order = machine
+        fitted = {}
+        for m in methods:
+            try:
+                fitted[m] = fit_for_target(lambda d, m=m: predictors.fit(m, d, calibrate=True, **kw), train_ds,
+                                           spec, order, measured=spec, measured_order=order)
+            except (UserError, ValueError, np.linalg.LinAlgError) as err:
+                fitted[m] = err
     out = []
     for m in methods:
         f = fitted[m]

@@ -1,122 +1,346 @@
 """Predicting for the machine the program will run on (`predict --target-machine`).
 
-Any fitted method predicts along one axis: more cores like the ones measured. On a target
-machine a thread count is also a *position* (`corecast.target.placement`): how many physical
-cores the threads occupy, whether some share a core with an SMT sibling, how many sockets they
-span, and whether there are more threads than logical CPUs. `OnTarget` turns that position into
-the number of effective cores the fitted method is asked about:
+Any fitted method predicts along one axis: more cores like the ones measured. On a machine a
+thread count is also a *position* (`corecast.target.placement`): how many physical cores the
+threads occupy, whether some share a core with an SMT sibling, how many NUMA nodes or sockets
+they span, and whether there are more threads than logical CPUs. A `Layout` (a machine and a
+placement order) turns thread counts into
 
-    effective(N) = cores used + yield x (threads that run - cores used)
+    effective(N) = cores used + smt_yield x (threads that run - cores used)
 
-- threads beyond the target's logical CPUs cannot run at the same time (oversubscription): they
-  add nothing, so N is capped at the CPU count (and a warning says so);
-- a thread on a core's second hardware thread adds `yield` of a core; the yield is a prior
-  learned from the corpus (`priors.toml`, scripts/learn_priors.py: the median over the series
-  measured on an SMT machine of the gain of the SMT doubling over the gain of the last doubling
-  of physical cores), unless the user gives one (`--smt-yield`);
-- crossing sockets is not modelled beyond what the measurements show: when the threads span more
-  sockets than were measured, a warning says that the prediction carries the measured scaling
-  across the boundary unchanged (no cross-socket cost from calibration yet).
+- threads beyond the logical CPUs cannot run at the same time (oversubscription): they add
+  nothing, so N is capped at the CPU count;
+- a thread on a core's second hardware thread adds `smt_yield` of a core (a prior learned from
+  the corpus, `corecast.model.priors`, unless the user gives one);
+
+and into the share of thread pairs that sit on different NUMA nodes (`crossing`).
+
+`fit_for_target` fits a method on the *measured* thread counts turned into effective cores on
+the measured machine (when it is known: a campaign records it, `--measured-machine` gives it
+for a plain CSV; otherwise each measured thread is taken as a core of one node), and `OnTarget`
+asks it about the effective cores of the *target's* thread counts. Where the target's threads
+cross more NUMA nodes than the measured ones did, the USL's overheads (fitted on the same
+points) grow by `1 + cross_domain x (extra crossing share)`: a cost per cross-node pair that is
+a prior learned from the corpus, or, with a calibration run of the target (`corecast
+calibrate`), scaled by its measured cross-node over same-node cache-line latency. The band
+widens by the same term taken at zero and at twice its value.
+
+A memory-bound program meets the target's **bandwidth ceiling**: where the data carry the
+program's memory traffic (`memory_bytes` per run with `time_s`, or `memory_bandwidth_bytes_s`
+with `throughput`) and the target's bandwidth is known (`bandwidth=` / the description's
+`memory_bandwidth_gbs_per_socket`, or a calibration run's memory profile), the throughput is
+capped at the bandwidth of the sockets the threads use over the bytes per unit of work (a
+roofline).
 
 Every prediction says which of these were used (`params["target"]`).
 """
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Sequence
 
 import numpy as np
 
+from ..dataset import Dataset
 from ..errors import UserError
 from ..target import MachineSpec, Position, placement
+from . import usl
 from .base import Fitted, Prediction
+from .priors import Priors
+from .priors import load as load_priors
+from .series import convert
 
-
-def smt_prior() -> tuple[float, str]:
-    """The SMT yield learned from the corpus, and where it came from."""
-    d = tomllib.loads((resources.files("corecast.model") / "priors.toml").read_text(encoding="utf-8"))
-    s = d["smt"]
-    return float(s["yield"]), (f"prior: median of {s['series']} series measured with SMT in "
-                               f"{', '.join(s['sources'])} (data/corpus; quartiles "
-                               f"{s['quartiles'][0]:.2f}-{s['quartiles'][1]:.2f})")
+#: Latency ratio (cross-node / same-node cache-line transfer) the corpus' cross-domain prior
+#: stands for: its machines are 4-socket Xeon E7 and Opteron servers, whose published
+#: core-to-core transfers across sockets take about twice as long as within one.
+REFERENCE_LATENCY_RATIO = 2.0
 
 
 @dataclass
-class OnTarget(Fitted):
-    """A fitted method asked about the effective cores of each thread count on a target."""
+class Layout:
+    """A machine and how threads are placed on it."""
 
-    base: Fitted
-    target: MachineSpec
+    spec: MachineSpec
     order: str = "compact"
-    smt_yield: float | None = None          # None: the corpus prior
-    measured_sockets: int | None = None
-    method: str = ""
-    warnings: list[str] = field(default_factory=list)
-    smt_source: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.method:
-            self.method = self.base.method
-        if self.smt_yield is None:
-            self.smt_yield, self.smt_source = smt_prior()
-        else:
-            if not (0.0 <= self.smt_yield <= 1.0) or not math.isfinite(self.smt_yield):
-                raise UserError(f"--smt-yield {self.smt_yield}: between 0 and 1")
-            self.smt_source = "given (--smt-yield)"
+    smt_yield: float = 0.5
 
     def positions(self, cores: Sequence[float] | np.ndarray) -> list[Position]:
         out = []
         for c in np.asarray(cores, dtype=float):
             if c < 1 or c != int(c):
-                raise UserError(f"--cores {c:g}: a target machine runs whole threads (1 or more)")
-            out.append(placement(self.target, int(c), self.order))
+                raise UserError(f"{c:g} threads: a machine runs whole threads (1 or more)")
+            out.append(placement(self.spec, int(c), self.order))
         return out
 
     def effective(self, cores: Sequence[float] | np.ndarray) -> np.ndarray:
-        pos = self.positions(cores)
-        return np.array([p.cores_used + self.smt_yield * (p.runnable - p.cores_used) for p in pos], dtype=float)
+        return np.array([p.cores_used + self.smt_yield * (p.runnable - p.cores_used)
+                         for p in self.positions(cores)], dtype=float)
+
+    def crossing(self, cores: Sequence[float] | np.ndarray) -> np.ndarray:
+        return np.array([p.cross_fraction for p in self.positions(cores)], dtype=float)
+
+
+def on_layout(ds: Dataset, layout: Layout | None) -> Dataset:
+    """The dataset with each row's thread count replaced by its effective cores on `layout`
+    (unchanged without one)."""
+    if layout is None:
+        return ds
+    eff = layout.effective(ds.cores)
+    out = ds.select(np.ones(len(ds), dtype=bool))
+    out.cores = eff
+    return out
+
+
+def check_yield(smt_yield: float | None) -> None:
+    if smt_yield is not None and not (math.isfinite(smt_yield) and 0.0 <= smt_yield <= 1.0):
+        raise UserError(f"--smt-yield {smt_yield}: between 0 and 1")
+
+
+def cross_domain_cost(target: MachineSpec, priors: Priors) -> tuple[float, str]:
+    """The cross-node cost for `target`: the prior, scaled by the target's calibrated latency
+    ratio when `corecast calibrate` measured one."""
+    cal = (target.calibration or {}).get("core_to_core_ns") or {}
+    same, cross = cal.get("same_socket"), cal.get("cross_socket")
+    if isinstance(same, (int, float)) and isinstance(cross, (int, float)) and same > 0 and cross > 0:
+        ratio = cross / same
+        k = priors.cross_domain * max(ratio - 1.0, 0.0) / (REFERENCE_LATENCY_RATIO - 1.0)
+        return k, (f"calibration: cross-socket {cross:.0f} ns / same-socket {same:.0f} ns = {ratio:.2f}, "
+                   f"against {REFERENCE_LATENCY_RATIO:g} for the corpus prior {priors.cross_domain:.2f}")
+    return priors.cross_domain, f"prior learned from the corpus ({priors.origin})"
+
+
+@dataclass
+class OnTarget(Fitted):
+    """A method fitted on effective cores, asked about the effective cores of the target's
+    thread counts, with the cross-node cost the measurements could not show."""
+
+    base: Fitted
+    target: Layout
+    measured_crossing: float = 0.0              # crossing share at the largest measured count
+    usl_overheads: tuple[float, float] = (0.0, 0.0)   # (α, β) of the USL on the effective points
+    cross_cost: float = 0.0
+    cross_source: str = ""
+    smt_source: str = ""
+    measured_sockets: int | None = None
+    measured_desc: str = ""
+    bytes_per_work: float | None = None        # memory traffic per unit of throughput's work
+    bytes_source: str = ""
+    method: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.method:
+            self.method = self.base.method
+
+    # kept for callers that ask the layout's questions of the fit
+    def positions(self, cores: Sequence[float] | np.ndarray) -> list[Position]:
+        return self.target.positions(cores)
+
+    def effective(self, cores: Sequence[float] | np.ndarray) -> np.ndarray:
+        return self.target.effective(cores)
+
+    def _factor(self, eff: np.ndarray, cross: np.ndarray, cost: float) -> np.ndarray:
+        """Throughput with the extra cross-node overhead over throughput without it."""
+        a, b = self.usl_overheads
+        over = a * (eff - 1.0) + b * eff * (eff - 1.0)
+        extra = cost * np.maximum(cross - self.measured_crossing, 0.0)
+        return (1.0 + over) / (1.0 + over * (1.0 + extra))
 
     def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
         cores = np.asarray(cores, dtype=float)
-        pos = self.positions(cores)
-        eff = self.effective(cores)
-        p = self.base.predict(eff, level)
+        pos = self.target.positions(cores)
+        eff = self.target.effective(cores)
+        cross = np.array([q.cross_fraction for q in pos])
+        p0 = self.base.predict(eff, level)
+        p = convert(p0, "throughput")
+        f = self._factor(eff, cross, self.cross_cost)
+        value = p.value * f
+        low = high = None
+        if p.low is not None and p.high is not None:
+            low = p.low * self._factor(eff, cross, 2.0 * self.cross_cost)
+            high = p.high * self._factor(eff, cross, 0.0)
         warns = list(p.warnings) + list(self.warnings)
+        ceiling = self.ceiling(pos)
+        if ceiling is not None:
+            bound = value > ceiling
+            value = np.minimum(value, ceiling)
+            if low is not None and high is not None:
+                low, high = np.minimum(low, ceiling), np.minimum(high, ceiling)
+            if np.any(bound):
+                i = int(np.argmax(bound))
+                warns.append(f"from {int(cores[i])} threads the target's memory bandwidth caps the throughput "
+                             f"({self.bytes_per_work:.4g} bytes per unit of work, {self.bytes_source}; "
+                             f"{self.bandwidth_source()})")
         over = [int(c) for c, q in zip(cores, pos) if q.oversubscribed]
+        spec = self.target.spec
         if over:
-            warns.append(f"{', '.join(map(str, over))} threads: more than the target's {self.target.cpus} logical "
+            warns.append(f"{', '.join(map(str, over))} threads: more than the target's {spec.cpus} logical "
                          "CPUs; the threads beyond them wait and add nothing (predicted as at "
-                         f"{self.target.cpus})")
+                         f"{spec.cpus})")
         smt = [int(c) for c, q in zip(cores, pos) if q.smt_shared]
         if smt:
-            warns.append(f"SMT siblings share cores from {smt[0]} threads on: each adds {self.smt_yield:.2f} of a core "
-                         f"({self.smt_source})")
+            warns.append(f"SMT siblings share cores from {smt[0]} threads on: each adds {self.target.smt_yield:.2f} "
+                         f"of a core ({self.smt_source})")
+        if np.any(f < 1.0 - 1e-9):
+            i = int(np.argmax(f < 1.0 - 1e-9))
+            warns.append(f"from {int(cores[i])} threads the target's threads cross more NUMA nodes than the "
+                         f"measured ones: the overheads grow by a cross-node cost of {self.cross_cost:.2f} "
+                         f"({self.cross_source}); the band spans that cost from 0 to twice it")
         wide = max(q.sockets_used for q in pos)
-        if self.measured_sockets is not None and wide > self.measured_sockets:
-            warns.append(f"the threads span {wide} sockets, the measurements {self.measured_sockets}: no cross-socket "
-                         "cost is modelled (the measured scaling is carried across the boundary)")
+        if self.measured_sockets is not None and wide > self.measured_sockets and self.cross_cost == 0:
+            warns.append(f"the threads span {wide} sockets, the measurements {self.measured_sockets}: no "
+                         "cross-socket cost is modelled (the measured scaling is carried across the boundary)")
         params = dict(p.params)
-        params["target"] = {"machine": self.target.to_dict(), "placement": self.order,
-                            "smt_yield": self.smt_yield, "smt_yield_source": self.smt_source,
+        params["target"] = {"machine": spec.to_dict(), "placement": self.target.order,
+                            "measured_machine": self.measured_desc or None,
+                            "smt_yield": self.target.smt_yield, "smt_yield_source": self.smt_source,
+                            "cross_domain_cost": self.cross_cost, "cross_domain_source": self.cross_source,
                             "effective_cores": [float(e) for e in eff],
                             "positions": [{"sockets_used": q.sockets_used, "smt_shared": q.smt_shared,
-                                           "oversubscribed": q.oversubscribed, "cores_used": q.cores_used}
+                                           "oversubscribed": q.oversubscribed, "cores_used": q.cores_used,
+                                           "cross_fraction": round(q.cross_fraction, 4)}
                                           for q in pos]}
-        return Prediction(cores=cores, value=p.value, metric=p.metric, low=p.low, high=p.high, level=p.level,
-                          method=p.method, model=p.model + f" on {self.target.name or 'the target'}",
-                          params=params, warnings=list(dict.fromkeys(warns)))
+        out = Prediction(cores=cores, value=value, metric="throughput", low=low, high=high, level=p.level,
+                         method=p.method, model=p.model + f" on {spec.name or 'the target'}",
+                         params=params, warnings=list(dict.fromkeys(warns)))
+        return convert(out, p0.metric)
+
+    def bandwidth(self, pos: Sequence[Position]) -> np.ndarray | None:
+        """Memory bandwidth (bytes/s) the threads can draw on the target: each socket's peak for
+        the sockets they use. (A calibration's per-core chase bandwidth is not used as a cap:
+        it is the bandwidth of dependent random misses, which a streaming program's prefetched
+        accesses exceed.)"""
+        spec = self.target.spec
+        peak = spec.memory_bandwidth_gbs_per_socket
+        mem = (spec.calibration or {}).get("memory") or {}
+        if not peak and isinstance(mem.get("peak_bandwidth_bytes_s_per_socket"), (int, float)):
+            peak = mem["peak_bandwidth_bytes_s_per_socket"] / 1e9
+        if not peak:
+            return None
+        return np.array([peak * 1e9 * sum(1 for k in q.per_socket if k) for q in pos], dtype=float)
+
+    def bandwidth_source(self) -> str:
+        spec = self.target.spec
+        if spec.memory_bandwidth_gbs_per_socket:
+            return f"{spec.memory_bandwidth_gbs_per_socket:g} GB/s per socket from the machine description"
+        return "the peak bandwidth per socket of the target's calibration run"
+
+    def ceiling(self, pos: Sequence[Position]) -> np.ndarray | None:
+        """The throughput the target's memory bandwidth allows (None: unknown)."""
+        if not self.bytes_per_work:
+            return None
+        bw = self.bandwidth(pos)
+        return None if bw is None else bw / self.bytes_per_work
 
     def models(self, horizon: float) -> dict[str, Any]:
-        return self.base.models(float(self.effective([max(1.0, math.floor(horizon))])[0]))
+        return self.base.models(float(self.target.effective([max(1.0, math.floor(horizon))])[0]))
 
     def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Any]:
-        return self.base.bottlenecks(self.effective(cores))
+        return self.base.bottlenecks(self.target.effective(cores))
 
     def __getattr__(self, name: str) -> Any:
         # what a report asks of the method (auto's choice and reason, estima's solve) is the base's
         if name.startswith("__") or name in ("base",):
             raise AttributeError(name)
         return getattr(self.base, name)
+
+
+def overheads(fitted: Any, eds: Dataset) -> tuple[float, float]:
+    """The USL's (α, β) for the cross-node cost: the fitted method's own USL where it has one
+    (auto's member, the two-point USL), else the USL fitted to the (effective) points."""
+    inner = getattr(fitted, "fitted", None) or getattr(fitted, "base", None)
+    fits = getattr(fitted, "fits", None)
+    if isinstance(fits, dict) and "usl" in fits and hasattr(getattr(fits["usl"], "fit", None), "alpha"):
+        return float(fits["usl"].fit.alpha), float(fits["usl"].fit.beta)
+    own = getattr(fitted, "fit", None)
+    if hasattr(own, "alpha") and hasattr(own, "beta"):
+        return float(own.alpha), float(own.beta)
+    two = getattr(fitted, "_usl", None)
+    if callable(two) and two() is not None:
+        a, b, _, _ = two()
+        return float(a), float(b)
+    if inner is not None and inner is not fitted:
+        return overheads(inner, eds)
+    try:
+        N, X, _ = eds.throughput()
+        ok = np.isfinite(X) & (X > 0)
+        if len(np.unique(N[ok])) < 3:
+            return 0.0, 0.0
+        u = usl.fit(N[ok], X[ok])
+        return float(u.alpha), float(u.beta)
+    except (ValueError, np.linalg.LinAlgError, UserError):
+        return 0.0, 0.0
+
+
+def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "compact",
+                   measured: MachineSpec | None = None, measured_order: str = "compact",
+                   smt_yield: float | None = None, priors: Priors | None = None) -> OnTarget:
+    """Fit (`fit(dataset) -> Fitted`) on the measured thread counts as effective cores of the
+    measured machine, and return it asked about the target's (see the module doc)."""
+    check_yield(smt_yield)
+    pri = priors or load_priors()
+    y = pri.smt_yield if smt_yield is None else smt_yield
+    smt_source = pri.smt_source() if smt_yield is None else "given (--smt-yield)"
+    m_layout = Layout(measured, measured_order, y) if measured is not None else None
+    eds = on_layout(ds, m_layout)
+    base = fit(eds)
+    top = float(np.max(ds.cores))
+    m_cross = float(m_layout.crossing([top])[0]) if m_layout is not None else 0.0
+    ab = overheads(base, eds)
+    cost, cost_source = cross_domain_cost(target, pri)
+    traffic = bytes_per_work(ds)
+    warns = []
+    if traffic is None and (target.memory_bandwidth_gbs_per_socket or (target.calibration or {}).get("memory")):
+        warns.append("the target's memory bandwidth is known but the data carry no memory traffic "
+                     "(memory_bytes per run with time_s, or memory_bandwidth_bytes_s with throughput): no "
+                     "bandwidth ceiling")
+    if measured is None:
+        warns.append("the measured machine is not known (a plain CSV: give --measured-machine): each "
+                     "measured thread is taken as a core of one NUMA node")
+    return OnTarget(base, Layout(target, order, y), measured_crossing=m_cross, usl_overheads=ab,
+                    cross_cost=cost, cross_source=cost_source, smt_source=smt_source,
+                    measured_sockets=measured.sockets if measured is not None else None,
+                    measured_desc=measured.describe() if measured is not None else "",
+                    bytes_per_work=traffic[0] if traffic else None, bytes_source=traffic[1] if traffic else "",
+                    warnings=warns)
+
+
+def bytes_per_work(ds: Dataset) -> tuple[float, str] | None:
+    """Memory traffic per unit of the work the throughput counts: bytes per run (memory_bytes
+    with time_s: the throughput is runs per second), or bandwidth over throughput
+    (memory_bandwidth_bytes_s with throughput); the median over the rows that have both."""
+    m = ds.metrics
+    if "memory_bytes" in m and "time_s" in m:
+        v = m["memory_bytes"][np.isfinite(m["memory_bytes"]) & np.isfinite(m["time_s"])]
+        if len(v) and np.median(v) > 0:
+            return float(np.median(v)), "memory_bytes per run, measured"
+    if "memory_bandwidth_bytes_s" in m and "throughput" in m:
+        bw, x = m["memory_bandwidth_bytes_s"], m["throughput"]
+        ok = np.isfinite(bw) & np.isfinite(x) & (x > 0) & (bw > 0)
+        if ok.any():
+            return float(np.median(bw[ok] / x[ok])), "memory_bandwidth_bytes_s over throughput, measured"
+    return None
+
+
+def measured_machine(ds: Dataset, given: MachineSpec | None = None,
+                     given_order: str | None = None) -> tuple[MachineSpec | None, str]:
+    """The machine the dataset was measured on and the placement used there: `given` (from
+    --measured-machine) first, else the campaign's own record (sockets, cores, threads per core;
+    `measure --order`), else (None, "compact")."""
+    notes = (ds.notes or {}).get("campaign") or {}
+    order = given_order or str(notes.get("order") or "compact")
+    order = {"socket": "compact"}.get(order, order)
+    if order not in ("compact", "spread", "smt-last"):
+        order = "compact"            # an explicit CPU list: taken in the order given, like compact
+    if given is not None:
+        return given, order
+    m = ds.machine
+    if m.sockets and m.cores and m.cores % m.sockets == 0:
+        tpc = m.threads_per_core or (m.logical_cpus // m.cores if m.logical_cpus and m.logical_cpus % m.cores == 0
+                                     else 1)
+        return MachineSpec(sockets=int(m.sockets), cores_per_socket=int(m.cores // m.sockets),
+                           threads_per_core=int(tpc or 1), numa_nodes=m.numa_nodes or None,
+                           ghz=(m.nominal_freq_hz / 1e9) if m.nominal_freq_hz else None,
+                           name=m.cpu_model or "the measured machine", source="the campaign's machine record"), order
+    return None, order

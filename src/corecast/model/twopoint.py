@@ -9,7 +9,12 @@ that is what this predictor returns: a central prediction and a band that *brack
 Time (or 1/throughput) alone:
     Amdahl   T(n) = a + b/n            serial part a ≥ 0, parallel part b ≥ 0: saturates
     power    T(n) = c · n^p            keeps scaling at the measured rate
-The central prediction is their geometric mean; the band spans both.
+    USL      1/T(n) = γn / (1 + α(n−1) + βn(n−1)) through both points, with the share of its
+             overhead that is coherency (β) taken from a prior (`coherency_share`, learned from
+             the corpus by `corecast.model.corpus.learn_priors`): given one, it is the central
+             prediction (the law that, on real many-core curves, extrapolates two points best)
+Without a prior the central prediction is the geometric mean of the first two; the band spans
+all of them.
 
 Stall categories in cycles, the machine's clock known, and time in seconds (a campaign from
 `corecast measure`): the stall method's anchored step 2,
@@ -36,6 +41,7 @@ import numpy as np
 from ..dataset import Dataset
 from ..errors import UserError
 from .base import Fitted, Prediction
+from . import usl
 from .estima import Bottleneck
 from .series import Prepared, TimeSeries, prepare, to_prediction
 
@@ -115,6 +121,7 @@ class TwoPointFit(Fitted):
     work: float | None                     # W in core-seconds (stall path) or None
     freq_ratio: float = 1.0
     size_ratio: float = 1.0
+    coherency_share: float | None = None   # the prior for the USL through both points
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
 
@@ -134,7 +141,17 @@ class TwoPointFit(Fitted):
             out["linear b/n"] = t1 * n1 / n
         p = math.log(t2 / t1) / math.log(n2 / n1)
         out[f"power c·n^{p:.2f}"] = t1 * (n / n1) ** p
+        u = self._usl()
+        if u is not None:
+            a, b, g, q = u
+            out[f"USL α={a:.3g} β={b:.3g} (coherency share {q:.2f})"] = (1.0 + a * (n - 1.0) + b * n * (n - 1.0)) / (g * n)
         return out
+
+    def _usl(self) -> tuple[float, float, float, float] | None:
+        if self.coherency_share is None:
+            return None
+        (n1, n2), (t1, t2) = self.series.cores, self.series.time
+        return usl.through_two(float(n1), 1.0 / float(t1), float(n2), 1.0 / float(t2), self.coherency_share)
 
     def _stall_time(self, n: np.ndarray, pick: int) -> np.ndarray:
         """Predicted time from the stall laws; pick 0: central, 1: low, 2: high."""
@@ -154,7 +171,8 @@ class TwoPointFit(Fitted):
         else:
             laws = self._time_laws(n)
             L = np.log(np.stack(list(laws.values())))
-            t = np.exp(L.mean(axis=0)) * self.freq_ratio * self.size_ratio
+            mid = L[-1] if self._usl() is not None else L[:2].mean(axis=0)
+            t = np.exp(mid) * self.freq_ratio * self.size_ratio
             lo = np.exp(L.min(axis=0)) * self.freq_ratio * self.size_ratio
             hi = np.exp(L.max(axis=0)) * self.freq_ratio * self.size_ratio
             model = "two-point laws: " + " | ".join(laws)
@@ -163,7 +181,11 @@ class TwoPointFit(Fitted):
                                   "chosen": ["two-point"],
                                   "reason": ("only two core counts measured: nothing to validate; "
                                              + ("the stall categories' laws turned into time"
-                                                if self.uses_stalls else "Amdahl's law and the power law"))}
+                                                if self.uses_stalls else
+                                                "the USL through both points with the corpus prior for "
+                                                "its coherency share, bracketed by Amdahl's law and the "
+                                                "power law" if self._usl() is not None else
+                                                "Amdahl's law and the power law"))}
         if self.uses_stalls:
             params.update(work_core_s=self.work, clock_hz=self.clock_hz)
         if self.freq_ratio != 1.0:
@@ -185,7 +207,8 @@ class TwoPointFit(Fitted):
                                 "points": 2}
         else:
             laws = self._time_laws(np.array([1.0]))
-            out[self.series.source] = {"kernel": " | ".join(laws), "formula": "geometric mean, band = bracket",
+            central = "the USL law" if self._usl() is not None else "geometric mean of the first two"
+            out[self.series.source] = {"kernel": " | ".join(laws), "formula": f"{central}, band = bracket",
                                        "points": 2}
         return out
 
@@ -232,7 +255,7 @@ def _two_points(prep: Prepared, what: str) -> None:
 
 
 def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-                categories: Sequence[str] | None = None) -> TwoPointFit:
+                categories: Sequence[str] | None = None, coherency_share: float | None = None) -> TwoPointFit:
     """The two-point predictor (see the module's docstring)."""
     prep = prepare(ds, "the two-point predictor", size, freq_ratio, size_ratio, check=_two_points)
     ds1, ts = prep.data, prep.series
@@ -270,4 +293,4 @@ def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
                "the data give throughput, not the time of a fixed amount of work")
         warns.append(f"stall categories not turned into time: {why}; time laws used")
     return TwoPointFit(ts, stalls if work is not None else [], clock, work, freq_ratio, size_ratio,
-                       warnings=warns)
+                       coherency_share=coherency_share, warnings=warns)

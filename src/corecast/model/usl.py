@@ -391,6 +391,31 @@ def fit(N: Sequence[float] | np.ndarray, X: Sequence[float] | np.ndarray, amdahl
                   amdahl=amdahl, method="amdahl" if amdahl else "usl")
 
 
+def through_two(n1: float, x1: float, n2: float, x2: float, share: float) -> tuple[float, float, float, float] | None:
+    """The USL through two points (n1 < n2) when a prior fixes the one number they cannot: the
+    share `share` of the overhead at n2 that is coherency, β n2 (n2 − 1) / (α (n2 − 1) + β n2 (n2 − 1)).
+    Returns (α, β, γ, the share used). Throughput at or above linear between the points gives
+    α = β = 0 through the larger point. Where the points fall too fast for that share (a
+    decline only coherency can make), the share is raised to 1; where even pure coherency cannot
+    fall that fast, None."""
+    if not (0 < n1 < n2 and x1 > 0 and x2 > 0 and 0.0 <= share <= 1.0):
+        raise ValueError("through_two needs 0 < n1 < n2, positive throughputs and a share in [0, 1]")
+    r, s = x2 / x1, n2 / n1
+    if r >= s:
+        return 0.0, 0.0, x2 / n2, share
+    ua = (n1 - 1.0) / (n2 - 1.0)
+    ub = n1 * (n1 - 1.0) / (n2 * (n2 - 1.0))
+    for q in (share, 1.0):
+        den = r - s * ((1.0 - q) * ua + q * ub)
+        if den > 0:
+            T = (s - r) / den
+            a = (1.0 - q) * T / (n2 - 1.0)
+            b = q * T / (n2 * (n2 - 1.0))
+            g = x2 * (1.0 + a * (n2 - 1.0) + b * n2 * (n2 - 1.0)) / n2
+            return a, b, g, q
+    return None
+
+
 # ============================================================================ analysis
 @dataclass
 class PointCheck:

@@ -5,6 +5,9 @@ line and `corecast serve` show the same numbers: `corecast predict --json`, `usl
 Each function takes a loaded Dataset (`corecast.dataset.load`) and the command's options as
 plain values, and returns a dict ready for `json.dumps(..., allow_nan=False)` (and, where the
 command needs it for a plot, the fitted object beside it).
+
+Each function imports the models (and the campaign summary) it calls, for start-up time: the
+predicting methods load scipy and take about a second to import, which `info` never needs.
 """
 from __future__ import annotations
 
@@ -60,24 +63,33 @@ def fit_options(data: Dataset, *, kernels: str | None = None, checkpoints: int |
 
 def predict_doc(data: Dataset, label: str, method: str, cores: Sequence[float], level: float,
                 opts: dict[str, Any], others: Sequence[str] = (),
-                target: tuple[Any, str, float | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                target: tuple[Any, str, float | None] | None = None,
+                measured: tuple[Any, str | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """`corecast predict --json`: (the document, the fits by method name: `method`'s, and those
     of `others` fitted beside it for a plot, an exception in place of one that could not be).
-    `target`: (MachineSpec, placement, SMT yield or None) to predict for another machine."""
+    `target`: (MachineSpec, placement, SMT yield or None) to predict for another machine;
+    `measured`: (MachineSpec or None, placement or None) of the machine measured, where the data
+    do not record it (--measured-machine)."""
     from ..model import predictors
+    from ..model import topo
     from . import prediction as R
 
     if method not in predictors.METHODS:
         raise UserError(f"unknown method '{method}' (choose from {', '.join(predictors.METHODS)})")
     names = [method] + [m for m in others if m != method]
-    fits = predictors.fit_many(names, data, calibrate=True, **opts)
-    fitted = fits[method]
-    if isinstance(fitted, Exception):
-        raise fitted
-    if target is not None:
-        from ..model.topo import OnTarget
+    if target is None:
+        fits = predictors.fit_many(names, data, calibrate=True, **opts)
+        fitted = fits[method]
+        if isinstance(fitted, Exception):
+            raise fitted
+    else:
+        # The method fitted once, on the effective cores of the measured machine; the plot's
+        # curves are that fit's and the others' along the measured axis.
         spec, placement, smt_yield = target
-        fitted = OnTarget(fitted, spec, placement, smt_yield, measured_sockets=data.machine.sockets or None)
+        m_spec, m_order = topo.measured_machine(data, *(measured or (None, None)))
+        fitted = topo.fit_for_target(lambda d: predictors.fit(method, d, calibrate=True, **opts), data, spec,
+                                     placement, measured=m_spec, measured_order=m_order, smt_yield=smt_yield)
+        fits = {method: fitted.base, **predictors.fit_many(names[1:], data, calibrate=True, **opts)}
     doc = R.prediction_doc(label, method, fitted, cores, level, work=predictors.work_per_run(data))
     return doc, fits
 
@@ -115,7 +127,7 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
 
 def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:
     """`corecast measure --json`: the campaign's summary per core count."""
-    from ..collect.runner import summary_rows
+    from .campaign import summary_rows
 
     return {"campaign": path, "command": data.command, "runs": len(data),
             "failed": len([f for f in data.notes.get("failed_runs", [])]),

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..dataset import ColumnInfo, Dataset
+from ..sim.mrc import MrcResult, auto_sizes
+from .plots import pyplot
 from .terminal import fmt
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ..sim.mrc import MrcResult
 
 
 def fmt_bytes(n: float) -> str:
@@ -20,7 +19,7 @@ def fmt_bytes(n: float) -> str:
     return f"{n:g} B"
 
 
-def render_terminal(res: "MrcResult", con: Any) -> None:
+def render_terminal(res: MrcResult, con: Any) -> None:
     from rich.table import Table
     shared = res.curves[0]
     kind = "fully associative LRU" + (f"; {shared.set_associative['ways']}-way LRU beside it"
@@ -48,15 +47,12 @@ def render_terminal(res: "MrcResult", con: Any) -> None:
         con.print(f"[yellow]note: {res.sample_error}[/yellow]")
 
 
-def figure(res: "MrcResult", title: str) -> Any:
-    from .plots import pyplot
+def figure(res: MrcResult, title: str) -> Any:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for c in res.curves:
         h = c.histogram
         if h is not None:          # the whole curve, not only the sizes asked for
-            import numpy as np
-            from ..sim.mrc import auto_sizes
             fine = np.array(auto_sizes(h.line, h.footprint_bytes, h.rate), dtype=float)
             grid = np.unique(np.concatenate([fine, np.geomspace(fine[0], fine[-1], 200)]))
             line, = ax.plot(grid, h.miss_ratio(grid), label=c.scope)
@@ -79,7 +75,7 @@ def figure(res: "MrcResult", title: str) -> Any:
     return fig
 
 
-def to_dataset(res: "MrcResult", source: str) -> Dataset:
+def to_dataset(res: MrcResult, source: str) -> Dataset:
     """The curve as a Dataset: one row per cache size (`cache_bytes`), the shared miss ratio and
     misses, and one miss-ratio column per thread when per-thread curves were asked for."""
     shared = res.curves[0]

@@ -14,6 +14,7 @@ from ..model.evaluate import Evaluation
 from ..model.series import convert
 from . import html as H
 from . import terminal as T
+from .plots import pyplot
 
 METHOD_COLORS = {"auto": "#1b6ac9", "estima": "#c0392b", "timex": "#2f8f46", "usl": "#8e44ad"}
 
@@ -68,7 +69,10 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
     }
     if tgt:
         doc["target_machine"] = {**tgt["machine"], "placement": tgt["placement"], "smt_yield": tgt["smt_yield"],
-                                 "smt_yield_source": tgt["smt_yield_source"]}
+                                 "smt_yield_source": tgt["smt_yield_source"],
+                                 "measured_machine": tgt.get("measured_machine"),
+                                 "cross_domain_cost": tgt.get("cross_domain_cost"),
+                                 "cross_domain_source": tgt.get("cross_domain_source")}
     if method == "auto":
         doc["chosen"] = list(p.params.get("chosen", []))
         doc["reason"] = p.params.get("reason")
@@ -198,8 +202,6 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
            main: str | None = None) -> Any:
     """Measured points, each method's prediction with its band and a vertical line where the
     measurements end; below, every stall category's measured points and extrapolation."""
-    from .plots import pyplot
-
     plt = pyplot()
     cores = np.asarray(cores, dtype=float)
     measured = np.unique(ds.cores)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any, Iterable, Sequence
 

@@ -7,6 +7,9 @@ the address it listens on (so a web page elsewhere cannot reach it through DNS r
 an action that starts or stops something (POST) must carry the token written into the page (so
 another site cannot forge one). Starting a `stat` of a command from the page is allowed on a
 loopback address only, unless the server was started with --allow-commands.
+
+Each handler imports the collectors, models and documents it calls, for start-up time: the
+server answers its first page before numpy, scipy or the perf layer are loaded.
 """
 from __future__ import annotations
 

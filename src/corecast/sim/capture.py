@@ -33,9 +33,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
+from ..native import native_path
 from . import native as N
-from .trace import HEADER_RESERVE, LackeyParser, TraceWriter, read_trace
 from . import x86
+from .synth import pack_uop
+from .trace import HEADER_RESERVE, LackeyParser, TraceWriter, read_trace
 
 
 @dataclass
@@ -226,7 +228,6 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
                  progress: Callable[[int], None] | None = None,
                  env: dict[str, str] | None = None) -> CaptureInfo:
     """`capture` through QEMU user mode and corecast's TCG plugin (see the module doc)."""
-    from ..native import native_path
     qemu = qemu_path()
     if qemu is None:
         raise UserError("qemu-x86_64 is not installed (apt-get install qemu-user)")
@@ -441,7 +442,6 @@ def _add_markers(ann: x86.Annotation, marker_pcs: list[int]) -> x86.Annotation:
     if not extra:
         return x86.Annotation(ann.pcs, ann.lens, br, ann.uop_start, ann.uop_count, ann.uops,
                               ann.objects)
-    from .synth import pack_uop
     placeholder = pack_uop([], [], N.UNIT_ALU, first=False, placeholder=True)
     uops = np.concatenate([ann.uops, np.full(len(extra), placeholder, dtype=np.uint64)])
     return x86.Annotation(

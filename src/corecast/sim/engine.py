@@ -1,6 +1,6 @@
 """Run a trace through the native simulator and build the result.
 
-    from corecast.sim import simulate, load_machine
+    from corecast.sim.engine import simulate
     res = simulate("app.cctrace", "penryn-l5420", cores=2)
     res.events_per_kilo_instruction["l2_hit"]
 
@@ -140,8 +140,8 @@ class Simulator:
     def result(self, trace_meta: dict[str, Any] | None = None,
                trace_path: str | None = None) -> SimResult:
         st = self.finish()
-        return SimResult.from_stats(st, self.machine, self.cores, self.split, self.options,
-                                    trace_meta or {}, trace_path)
+        return build_result(st, self.machine, self.cores, self.split, self.options, trace_meta or {},
+                            trace_path)
 
     def close(self) -> None:
         h = getattr(self, "_h", None)
@@ -151,6 +151,167 @@ class Simulator:
 
     def __del__(self) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------------ the result
+CLASSES = ("fetch", "load", "store", "modify")
+EXPOSED = ("fetch", "load", "modify")
+
+
+def _per_k(n: float, instructions: int) -> float | None:
+    return None if instructions <= 0 else 1000.0 * n / instructions
+
+
+def build_result(st: N.Stats, machine: MachineDescription, cores: int, split: str, opts: SimOptions,
+                 trace_meta: dict[str, Any], trace_path: str | None) -> SimResult:
+    """The result of a run from the simulator's counts (docs/sim.md describes every field)."""
+    instr = int(st.instructions)
+    unavailable: dict[str, str] = {}
+    if instr == 0:
+        unavailable["instructions"] = ("the trace has no instruction-fetch records, so "
+                                       "nothing can be given per 1,000 instructions")
+    accesses = {c: int(st.access[i]) for i, c in enumerate(CLASSES)}
+    accesses["split_loads"] = int(st.split[1] + st.split[3])
+    accesses["split_stores"] = int(st.split[2])
+    served = {c: {("memory" if lv == 4 else f"L{lv}"): int(st.served[i][lv])
+                  for lv in range(1, 5) if st.served[i][lv]}
+              for i, c in enumerate(CLASSES)}
+
+    caches = []
+    for i, c in enumerate(machine.caches):
+        cs = st.cache[i]
+        acc = {k: int(cs.access[j]) for j, k in enumerate(CLASSES)}
+        mis = {k: int(cs.miss[j]) for j, k in enumerate(CLASSES)}
+        total_acc = sum(acc.values())
+        total_mis = sum(mis.values())
+        caches.append({
+            "name": c.name, "level": c.level, "kind": c.kind,
+            "instances": c.instances(cores), "size": c.size, "ways": c.ways,
+            "replacement": c.replacement, "policy": c.policy,
+            "accesses": acc, "misses": mis, "misses_total": total_mis,
+            "mpki": _per_k(total_mis, instr),
+            "exposed_mpki": _per_k(sum(mis[k] for k in EXPOSED), instr),
+            "fetch_mpki": _per_k(mis["fetch"], instr),
+            "load_mpki": _per_k(mis["load"] + mis["modify"], instr),
+            "store_mpki": _per_k(mis["store"], instr),
+            "miss_ratio": (total_mis / total_acc) if total_acc else None,
+            "writebacks": int(cs.writebacks), "fills": int(cs.fills),
+            "evictions": int(cs.evictions), "coherence_misses": int(cs.coh_misses),
+            "coherence_invalidations": int(cs.coh_invalidations),
+            "back_invalidations": int(cs.back_invalidations),
+        })
+
+    tlbs = []
+    tlb_specs = machine.tlbs if opts.tlb else []
+    for i, t in enumerate(tlb_specs):
+        ts = st.tlb[i]
+        acc = int(ts.access[0] + ts.access[1])
+        mis = int(ts.miss[0] + ts.miss[1])
+        tlbs.append({"name": t.name, "level": t.level, "kind": t.kind,
+                     "entries": t.entries, "ways": t.ways, "page_size": t.page_size,
+                     "accesses": acc, "misses": mis,
+                     "instruction_misses": int(ts.miss[0]), "data_misses": int(ts.miss[1]),
+                     "mpki": _per_k(mis, instr),
+                     "miss_ratio": (mis / acc) if acc else None})
+
+    branch = None
+    has_branches = int(st.branches) > 0
+    if machine.branch is None or not opts.branch:
+        unavailable["branch_mispredict"] = "the machine has no branch predictor"
+    elif not has_branches:
+        unavailable["branch_mispredict"] = (
+            "the trace has no branch records (lackey text alone has none; `corecast sim "
+            "capture` adds them by disassembling the program with objdump)")
+    else:
+        cond = int(st.cond_branches)
+        mp = int(st.mispredicts)
+        branch = {"predictor": machine.branch.kind,
+                  "history_bits": machine.branch.history_bits,
+                  "table_size": machine.branch.table_size,
+                  "branches": int(st.branches), "conditional": cond,
+                  "taken": int(st.taken), "mispredicts": mp, "mpki": _per_k(mp, instr),
+                  "accuracy": (1 - mp / cond) if cond else None}
+
+    coherence = {"invalidations": int(st.invalidations),
+                 "coherence_misses": int(st.coh_misses),
+                 "exposed_coherence_misses": int(st.coh_exposed),
+                 "upgrades": int(st.upgrades), "interventions": int(st.interventions),
+                 "memory_writebacks": int(st.mem_writebacks)}
+    if instr:
+        coherence["per_kilo_instruction"] = {
+            k: _per_k(coherence[k], instr)
+            for k in ("invalidations", "coherence_misses", "upgrades", "interventions")}
+
+    issue = None
+    if not opts.issue:
+        unavailable["baseline_cpi"] = "the issue model was switched off"
+    elif int(st.uops) == 0:
+        unavailable["baseline_cpi"] = (
+            "the trace has no uop records with register dependencies (`corecast sim "
+            "capture` adds them by disassembling the program with objdump)")
+    else:
+        ii = int(st.issue_instructions)
+        issue = {"uops": int(st.uops), "cycles": int(st.cycles),
+                 "instructions": ii,
+                 "placeholder_instructions": int(st.placeholder_instructions),
+                 "baseline_cpi": (int(st.cycles) / ii) if ii else None,
+                 "uops_per_instruction": (int(st.uops) / ii) if ii else None,
+                 "scheduler_size": machine.pipeline.scheduler_size,
+                 "issue_width": machine.pipeline.issue_width}
+        if ii and st.placeholder_instructions / ii > 0.05:
+            issue["note"] = (f"{st.placeholder_instructions / ii:.0%} of the instructions "
+                             "had no decoded uops and count as one independent ALU uop")
+
+    ev: dict[str, float] = {}
+    if instr:
+        served_exposed = [0] * 5
+        for i, c in enumerate(CLASSES):
+            if c in EXPOSED:
+                for lv in range(1, 5):
+                    served_exposed[lv] += int(st.served[i][lv])
+        levels = machine.levels
+        if levels >= 2:
+            ev["l2_hit"] = _per_k(served_exposed[2], instr) or 0.0
+        if levels >= 3:
+            ev["l3_hit"] = _per_k(served_exposed[3], instr) or 0.0
+        ev["dram"] = _per_k(served_exposed[4], instr) or 0.0
+        sides = {"instruction": 0, "data": 1}
+        specs = machine.tlbs if opts.tlb else []
+        for side, idx in sides.items():
+            kinds = (side, "unified")
+            if any(t.kind in kinds for t in specs):
+                key = "itlb_miss" if side == "instruction" else "dtlb_miss"
+                ev[key] = _per_k(int(st.tlb_walk[idx]), instr) or 0.0
+        if any(t.level == 2 for t in specs):
+            ev["stlb_hit"] = _per_k(int(st.stlb_hit[0] + st.stlb_hit[1]), instr) or 0.0
+        if branch is not None:
+            ev["branch_mispredict"] = branch["mpki"]
+        ev["misaligned_load"] = _per_k(accesses["split_loads"], instr) or 0.0
+        if cores > 1:
+            ev["coherence_miss"] = _per_k(int(st.coh_exposed), instr) or 0.0
+
+    markers = int(st.markers)
+    transactions = markers if markers else None
+    # complete transactions: from one marker to the next; with a single marker, from it
+    # to the end of the trace. Instructions before the first marker are not counted.
+    if markers >= 2:
+        ipt = (int(st.last_marker_instr) - int(st.first_marker_instr)) / (markers - 1)
+    elif markers == 1:
+        ipt = float(instr - int(st.first_marker_instr))
+    else:
+        ipt = None
+    per_core = [{"core": c, "instructions": int(st.core_instructions[c])}
+                for c in range(cores)]
+    tmeta = {"path": trace_path, "records": int(st.records),
+             "threads": trace_meta.get("threads"), "source": trace_meta.get("source")}
+    mdict = {"name": machine.name, "frequency_hz": machine.frequency_hz,
+             "path": machine.path, "penalties": dict(machine.penalties)}
+    return SimResult(machine=mdict, trace=tmeta, cores=cores, split=split,
+                     warmup_instructions=int(opts.warmup_instructions), instructions=instr,
+                     transactions=transactions, instructions_per_transaction=ipt,
+                     accesses=accesses, caches=caches, tlbs=tlbs, branch=branch,
+                     coherence=coherence, issue=issue, events_per_kilo_instruction=ev,
+                     unavailable=unavailable, per_core=per_core, served=served)
 
 
 def choose_split(split: str, trace: Trace, cores: int) -> str:

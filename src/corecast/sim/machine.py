@@ -62,7 +62,6 @@ PENALTY_KEYS = ("l2_hit", "l3_hit", "dram", "itlb_miss", "dtlb_miss", "stlb_hit"
                 "branch_mispredict", "misaligned_load", "coherence_miss")
 
 CACHE_KINDS = ("data", "instruction", "unified")
-REPLACEMENTS = ("lru", "fifo", "random", "plru")
 _REPLACEMENT_ALIASES = {"tree-plru": "plru", "pseudo-lru": "plru", "plru": "plru", "lru": "lru",
                         "fifo": "fifo", "random": "random", "rand": "random"}
 POLICIES = ("inclusive", "exclusive", "victim", "non-inclusive")
@@ -453,6 +452,14 @@ def _parse_branch(d: Any, where: str) -> BranchSpec:
 def _pow2(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 
+
+
+def parse_size(text: str | int, where: str, key: str = "size") -> int:
+    """A size a person typed ("32KiB", "6MiB", "4096") in bytes; a mistake names `where`."""
+    v: Any = text.strip() if isinstance(text, str) else text
+    if isinstance(v, str) and v.isdigit():
+        v = int(v)
+    return _Reader({key: v}, where, "").size(key)
 
 class _Reader:
     """Typed access to one TOML table with errors naming file and key."""

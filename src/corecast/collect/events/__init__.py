@@ -6,12 +6,12 @@
     backend_stall_events()                     # the running CPU's stall catalog
 
 See `spec` for the grammar, `catalogs` for the stall events and their sources, `pfm` for
-libpfm4, `cpu` for CPU identification.
+libpfm4, `cpu` for CPU identification, `kernel` for the kernel's PMUs and tracepoints.
 """
 from .catalogs import CATALOGS, SOURCES, StallEvent, raw_config
 from .cpu import CpuId, Uarch, UARCHS, host_cpu, parse_cpu, pfm_pmu_for
-from .spec import (BACKEND_STALLS, MNEMONICS, EventSpec, StallEventList, backend_stall_events,
-                   resolve, split_items, sysfs_pmus, tracefs_dir, tracepoint_id)
+from .kernel import sysfs_pmus, tracefs_dir, tracepoint_id
+from .spec import BACKEND_STALLS, MNEMONICS, EventSpec, StallEventList, backend_stall_events, resolve, split_items
 
 __all__ = ["CATALOGS", "SOURCES", "StallEvent", "raw_config", "CpuId", "Uarch", "UARCHS", "host_cpu",
            "parse_cpu", "pfm_pmu_for", "BACKEND_STALLS", "MNEMONICS", "EventSpec", "StallEventList",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UserError
+from . import pfm
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,6 @@ def parse_cpu(text: str) -> CpuId:
         vendor = "intel" if m.group(1).lower() == "genuineintel" else "amd"
         fam = int(m.group(2), 10) if vendor == "intel" or m.group(2).isdigit() else int(m.group(2), 16)
         return CpuId(vendor, fam, int(m.group(3), 16))
-    from . import pfm
     lib = pfm.load()
     if lib is not None and key in lib.pmu_names():
         return CpuId("unknown", 0, 0, forced_pmu=key)

@@ -20,15 +20,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ...errors import UserError
-from . import abi
+from . import abi, kernel, pfm
 from .catalogs import CATALOGS, SOURCES, load_mnemonics, raw_config
 from .cpu import CpuId, host_cpu, parse_cpu, pfm_pmu_for
 
-SYSFS_PMUS = Path("/sys/bus/event_source/devices")
-TRACEFS_DIRS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 DEFAULT_EBS_PERIOD = 1_000_000
 MAX_SPEC_LEN = 4096
 
@@ -412,7 +409,7 @@ def _resolve_item(item: str, spec: str, ctx: _Ctx) -> list[EventSpec]:
         raise UserError(f"event spec '{spec}': unknown modifier ':{rest}' on {base} (use :u, :k, :ebs=N)")
     tp = _TP_RE.fullmatch(item)
     if tp:
-        found = tracepoint_id(tp.group(1), tp.group(2))
+        found = kernel.tracepoint_id(tp.group(1), tp.group(2))
         if found is not None:
             return [EventSpec(name=item, type=abi.PERF_TYPE_TRACEPOINT, config=found, origin="tracepoint",
                               pmu="tracepoint", description=f"tracepoint {item}",
@@ -423,7 +420,7 @@ def _resolve_item(item: str, spec: str, ctx: _Ctx) -> list[EventSpec]:
             return [lib_ev]
     hint = ""
     if tp:
-        hint = (f"; no tracepoint {item} under {tracefs_dir() or 'tracefs (not mounted)'}")
+        hint = (f"; no tracepoint {item} under {kernel.tracefs_dir() or 'tracefs (not mounted)'}")
     raise UserError(f"event spec '{spec}': unknown event '{item}' (not a mnemonic, perf event, "
                     f"tracepoint or libpfm4 event{hint}; `corecast events` lists them)")
 
@@ -465,46 +462,6 @@ _X86_FORMAT_AMD = {"event": [("config", 0, 7), ("config", 32, 35)], "umask": [("
                    "edge": [("config", 18, 18)], "inv": [("config", 23, 23)], "cmask": [("config", 24, 31)]}
 
 
-def _read_format(pmu_dir: Path) -> dict[str, list[tuple[str, int, int]]]:
-    fmt: dict[str, list[tuple[str, int, int]]] = {}
-    fdir = pmu_dir / "format"
-    if not fdir.is_dir():
-        return fmt
-    for f in fdir.iterdir():
-        try:
-            text = f.read_text().strip()
-        except OSError:
-            continue
-        m = re.fullmatch(r"(config\d?):([\d,\-]+)", text)
-        if not m:
-            continue
-        ranges = []
-        for part in m.group(2).split(","):
-            lo, _, hi = part.partition("-")
-            ranges.append((m.group(1), int(lo), int(hi or lo)))
-        fmt[f.name] = ranges
-    return fmt
-
-
-def _place(value: int, ranges: list[tuple[str, int, int]], term: str, spec: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    width = sum(hi - lo + 1 for _, lo, hi in ranges)
-    if value >> width:
-        raise UserError(f"event spec '{spec}': {term}={value:#x} does not fit in its {width} bits")
-    for field_name, lo, hi in ranges:
-        n = hi - lo + 1
-        out[field_name] = out.get(field_name, 0) | (value & ((1 << n) - 1)) << lo
-        value >>= n
-    return out
-
-
-def sysfs_pmus() -> list[str]:
-    try:
-        return sorted(p.name for p in SYSFS_PMUS.iterdir())
-    except OSError:
-        return []
-
-
 def _perf_form(pmu: str, body: str, item: str, spec: str, ctx: _Ctx) -> EventSpec:
     terms: list[tuple[str, str | None]] = []
     for t in body.split(","):
@@ -529,13 +486,13 @@ def _perf_form(pmu: str, body: str, item: str, spec: str, ctx: _Ctx) -> EventSpe
         return EventSpec(name=item, type=_SW, config=cfg, origin="perf", pmu="software",
                          unit="ns" if name in ("task-clock", "cpu-clock") else "count",
                          description=f"software event {name}", encoding=f"config={cfg}")
-    pmu_dir = SYSFS_PMUS / pmu
+    pmu_dir = kernel.SYSFS_PMUS / pmu
     is_core = pmu in ("cpu", "cpu_core", "cpu_atom")
     if ctx.named and is_core:
         fmt = _X86_FORMAT_AMD if ctx.vendor == "amd" else _X86_FORMAT_INTEL
         ptype = abi.PERF_TYPE_RAW
     elif pmu_dir.is_dir():
-        fmt = _read_format(pmu_dir)
+        fmt = kernel.read_format(pmu_dir)
         try:
             ptype = int((pmu_dir / "type").read_text().strip())
         except (OSError, ValueError):
@@ -548,7 +505,7 @@ def _perf_form(pmu: str, body: str, item: str, spec: str, ctx: _Ctx) -> EventSpe
         ptype = abi.PERF_TYPE_RAW
     else:
         raise UserError(f"event spec '{spec}': no PMU '{pmu}' on this machine "
-                        f"(PMUs here: {', '.join(sysfs_pmus()) or 'none'})")
+                        f"(PMUs here: {', '.join(kernel.sysfs_pmus()) or 'none'})")
     cfg = {"config": 0, "config1": 0, "config2": 0}
     period = None
     name = None
@@ -567,7 +524,7 @@ def _perf_form(pmu: str, body: str, item: str, spec: str, ctx: _Ctx) -> EventSpe
             name = v
         elif k in fmt:
             val = 1 if v is None else _int(v, k, spec)
-            for fld, bits in _place(val, fmt[k], k, spec).items():
+            for fld, bits in kernel.place(val, fmt[k], k, spec).items():
                 cfg[fld] |= bits
             enc.append(f"{k}={val:#x}" if v is not None else k)
         else:
@@ -581,38 +538,9 @@ def _perf_form(pmu: str, body: str, item: str, spec: str, ctx: _Ctx) -> EventSpe
 
 
 # --------------------------------------------------------------------------------------------
-# tracepoints
-
-def tracefs_dir(mount: bool = True) -> Path | None:
-    """Where tracefs is; mounts it at /sys/kernel/tracing when it is not (as perf does), if we
-    may."""
-    for d in TRACEFS_DIRS:
-        if (d / "events").is_dir():
-            return d
-    if mount and os.geteuid() == 0 and TRACEFS_DIRS[0].is_dir():
-        import subprocess
-        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS_DIRS[0])],
-                       capture_output=True, check=False)
-        if (TRACEFS_DIRS[0] / "events").is_dir():
-            return TRACEFS_DIRS[0]
-    return None
-
-
-def tracepoint_id(system: str, event: str) -> int | None:
-    d = tracefs_dir()
-    if d is None:
-        return None
-    try:
-        return int((d / "events" / system / event / "id").read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-# --------------------------------------------------------------------------------------------
 # libpfm4
 
 def _libpfm(item: str, spec: str, ctx: _Ctx) -> EventSpec | None:
-    from . import pfm
     lib = pfm.load()
     if lib is None:
         return None

@@ -34,10 +34,6 @@ class CounterValue:
     def scaled(self) -> bool:
         return self.value is not None and self.running_ns < self.enabled_ns
 
-    @property
-    def fraction_running(self) -> float | None:
-        return self.running_ns / self.enabled_ns if self.enabled_ns else None
-
     def to_dict(self) -> dict:
         return {"name": self.name, "value": self.value, "raw": self.raw, "enabled_ns": self.enabled_ns,
                 "running_ns": self.running_ns, "status": self.status, "message": self.message,

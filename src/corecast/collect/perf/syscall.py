@@ -27,20 +27,6 @@ def paranoid() -> int | None:
         return None
 
 
-def _is_privileged() -> bool:
-    if os.geteuid() == 0:
-        return True
-    # CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in the effective set
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("CapEff:"):
-                caps = int(line.split()[1], 16)
-                return bool(caps >> 38 & 1 or caps >> 21 & 1)
-    except (OSError, ValueError):
-        pass
-    return False
-
-
 def denied_message(spec: EventSpec | None = None, cpu_wide: bool = False) -> str:
     p = paranoid()
     what = "system-wide (per-CPU) counting" if cpu_wide else (

@@ -1,7 +1,6 @@
-"""The monitor behind `corecast stat` (one subject, hence over 600 lines: the tick loop, thread
-tracking, round-robin sets, EBS and the end of a run share one state machine): interval and event-based sampling, per thread or per
-CPU, explicit round-robin multiplexing of event sets, coordinated virtual counters, derived
-metrics, and the PMCTrack-style table / CSV / JSON-lines writers.
+"""The monitor behind `corecast stat`: interval and event-based sampling, per thread or per CPU,
+explicit round-robin multiplexing of event sets, coordinated virtual counters and derived
+metrics; the rows go to the table / CSV / JSON-lines writers of `writers`.
 
     mon = Monitor(sets=[resolve("instr,cycles"), resolve("llc_misses")],
                   virtual=["runq_delay", "psi_cpu_some"], interval=0.1,
@@ -18,6 +17,9 @@ is picked up when the kernel reports its creation, and a thread's `exit` row is 
 own count of it from creation to exit, less what its earlier rows reported -- so every thread
 has its rows, however short its life, and they add up to the process's inherited totals. A
 backend without task records falls back to finding threads in /proc.
+
+Size: about 980 lines, one subject: the tick loop, thread tracking, round-robin sets, EBS and
+the end of a run share one state machine, whose transitions read best in one place.
 """
 from __future__ import annotations
 
@@ -44,7 +46,6 @@ from .virtual import VirtValue, VirtualSampler
 
 
 MIN_INTERVAL = 0.01
-SAMPLE_TYPES = ("tick", "ebs", "exit")
 BATCH_PERIOD = 0.1      # the longest the monitor takes ticks in C without returning to Python
 WAKES = ("auto", "records", "tick")
 TICK_WAKE_MAX = 0.02    # wake="auto": at intervals up to this, look for records at the ticks only

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ...native import native_path
 from ..events import abi
 from ..perf import CounterValue
 
@@ -71,7 +72,6 @@ def load() -> Any:
     if _lib is not None or _lib_error is not None:
         return _lib
     try:
-        from ...native import native_path
         lib = C.CDLL(str(native_path("libcorecast_ticks.so")))
         lib.cc_ticks.argtypes = [C.POINTER(_Ticks)]   # a _Ticks passed as is goes by reference
         lib.cc_ticks.restype = C.c_int32

@@ -237,10 +237,6 @@ class VirtualSampler:
             out[n] = VirtValue(n, float(cur) - prev, unit, "ok", "", scope)
         return out
 
-    def prime_thread(self, tid: int) -> None:
-        """Baseline a thread seen for the first time mid-run: its schedstat counts from its
-        creation, which is what we want, so nothing to do; kept for symmetry."""
-
     def close(self) -> None:
         if self._resctrl is not None:
             self._resctrl.remove()

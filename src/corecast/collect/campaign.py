@@ -1,0 +1,135 @@
+"""Setting a campaign up: `prepare` checks a new campaign's settings, creates its file and
+returns its runner; `resume` opens an interrupted one to run what it has not recorded yet,
+with its own settings. The runs themselves are `corecast.collect.runner`'s.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import UserError
+from ..store import Campaign, RunRecord
+from . import plugins as plug
+from . import shim as shimmod
+from .counters import counter_plan
+from .runner import CampaignConfig, Reporter, Runner, find_program, placeholders, plan
+from .topology import machine_info, order_cpus, parse_core_counts, read_topology
+
+
+def parse_env(items: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for it in items or []:
+        name, eq, value = it.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UserError(f"--env: '{it}' is not NAME=VALUE")
+        out[name] = value
+    return out
+
+
+class Prepared:
+    """A campaign ready to run: its file is open (and locked) and its plan is known."""
+
+    def __init__(self, runner: Runner, campaign: Campaign):
+        self.runner = runner
+        self.campaign = campaign
+
+    def run(self) -> list[RunRecord]:
+        return self.runner.run()
+
+    def recorded(self) -> int:
+        return len(self.campaign.done_slots())
+
+    def close(self) -> None:
+        self.campaign.close()
+
+
+def validate(cfg: CampaignConfig) -> None:
+    """Refuse, before anything runs, what would fail every run: plugins, the throughput regex,
+    options out of range, the shim missing, the program not found."""
+    plug.load_plugins(cfg.plugins)
+    if cfg.throughput is not None:
+        plug.compile_number_regex(cfg.throughput, "--throughput")
+    if cfg.timeout is not None and not cfg.timeout > 0:
+        raise UserError("--timeout must be a positive number of seconds")
+    if cfg.threads_per_core < 1:
+        raise UserError("--threads-per-core must be at least 1")
+    if cfg.shim:
+        shimmod.check_available()
+    s = plan(cfg.cores, cfg.reps, cfg.warmup)[0]
+    sub = placeholders(s.cores, cfg.threads_per_core, s.repetition)
+    argv0 = plug.substitute(cfg.command[0], sub)
+    env = dict(os.environ)
+    env.update({k: plug.substitute(v, sub) for k, v in cfg.env.items()})
+    if find_program(argv0, env, cfg.cwd) is None:
+        where = "" if "/" in argv0 else " (not in PATH, nor a bundled corecast workload)"
+        raise UserError(f"program '{argv0}' not found{where}")
+
+
+def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = None,
+            cores: str | None = None, reps: int | None = None, warmup: int | None = None,
+            timeout: float | None = None, order: str | None = None, events: str | None = None,
+            throughput: str | None = None, plugin: Sequence[str] | None = None,
+            env: Sequence[str] | None = None, threads_per_core: int | None = None,
+            no_shim: bool | None = None, cwd: str | None = None) -> Prepared:
+    """Check everything, create the campaign file, and return the runner for it."""
+    reporter = reporter or Reporter()
+    if not command:
+        raise UserError("no command to measure")
+    topo = read_topology()
+    cpu_order = order_cpus(topo, order or "socket")
+    counts = parse_core_counts(cores or "pow2", len(cpu_order))
+    cfg = CampaignConfig(command=list(command), cores=counts, reps=3 if reps is None else reps,
+                         warmup=1 if warmup is None else warmup, timeout=timeout, order=order or "socket",
+                         cpu_order=cpu_order, env=parse_env(env), throughput=throughput,
+                         plugins=[str(Path(p).resolve()) for p in plugin or []], shim=not no_shim,
+                         events=events, threads_per_core=1 if threads_per_core is None else threads_per_core,
+                         cwd=str(Path(cwd or os.getcwd()).resolve()))
+    plan(cfg.cores, cfg.reps, cfg.warmup)
+    validate(cfg)
+    pending: list[tuple[str, str]] = []
+    counters = counter_plan(events, lambda key, text: pending.append((key, text)))
+    machine = machine_info(topo)
+    camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine.to_dict(),
+                           topology=topo.to_dict())
+    try:
+        runner = Runner(cfg, camp, reporter=reporter, counters=counters, nominal_hz=machine.nominal_freq_hz)
+        runner.attach_notices(counters, pending)
+    except BaseException:
+        camp.close()
+        raise
+    return Prepared(runner, camp)
+
+
+def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
+    """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
+    reporter = reporter or Reporter()
+    camp = Campaign.open(output)
+    try:
+        meta = camp.meta()
+        cfg = CampaignConfig.from_dict(meta.get("config") or {})
+        if not cfg.command:
+            raise UserError(f"{output}: the campaign records no command")
+        if command and list(command) != cfg.command:
+            raise UserError(f"{output}: the campaign measures `{' '.join(cfg.command)}`, not `{' '.join(command)}` "
+                            "(drop the command to resume, or start a new campaign)")
+        usable = set(read_topology().cpus)
+        missing = [c for c in cfg.cpu_order[:max(cfg.cores)] if c not in usable]
+        if missing:
+            raise UserError(f"{output}: the campaign runs on CPU {missing[0]}, which is not usable here")
+        validate(cfg)
+        machine = machine_info()
+        old = meta.get("machine") or {}
+        if old.get("hostname") not in (None, machine.hostname) or old.get("cpu_model") not in (None, machine.cpu_model):
+            reporter.notice(f"resuming on a different machine ({machine.hostname}, {machine.cpu_model}) than the "
+                            f"campaign started on ({old.get('hostname')}, {old.get('cpu_model')})")
+        pending: list[tuple[str, str]] = []
+        counters = counter_plan(cfg.events, lambda key, text: pending.append((key, text)))
+        runner = Runner(cfg, camp, reporter=reporter, counters=counters,
+                        nominal_hz=old.get("nominal_freq_hz") or machine.nominal_freq_hz)
+        runner.attach_notices(counters, pending)
+    except BaseException:
+        camp.close()
+        raise
+    return Prepared(runner, camp)

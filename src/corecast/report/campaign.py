@@ -1,0 +1,156 @@
+"""What `corecast measure` shows: the progress of a campaign while it runs (a bar with ETA on
+stderr, a line for every failed run and every notice) and the summary of a campaign file per
+core count (the table, and the rows `measure --json` prints).
+
+rich is imported where it draws (for start-up time): `corecast measure -q --json` never loads it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..collect.runner import Reporter, Slot
+from ..dataset import Dataset
+from ..store import OK, RunRecord
+
+
+# ====================================================================== progress
+class RichReporter(Reporter):
+    """A progress bar with ETA on stderr; a line for every run that fails and every notice."""
+
+    def __init__(self, console: Any = None):
+        from rich.console import Console
+        self.console = console or Console(stderr=True, highlight=False)
+        self.progress = None
+        self.task = None
+
+    def start(self, total: int, done: int) -> None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
+                                 TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
+                                 transient=False)
+        self.progress.start()
+        self.task = self.progress.add_task("measuring", total=total, completed=done)
+
+    def run_started(self, slot: Slot, index: int) -> None:
+        if self.progress is not None:
+            kind = "warm-up" if slot.warmup else f"rep {slot.repetition + 1}"
+            self.progress.update(self.task, description=f"{slot.cores} core{'s' if slot.cores != 1 else ''}, {kind}")
+
+    def run_finished(self, record: RunRecord) -> None:
+        if record.status != OK:
+            tail = (record.stderr_tail or "").strip().splitlines()[-3:]
+            msg = f"[yellow]run {record.slot} ({record.cores} cores, {'warm-up' if record.warmup else f'rep {record.repetition + 1}'}): " \
+                  f"{record.status}: {record.message}[/]"
+            self.console.print(msg)
+            for line in tail:
+                self.console.print(f"    [dim]{_escape(line[:200])}[/]")
+        if self.progress is not None:
+            self.progress.advance(self.task)
+
+    def notice(self, text: str) -> None:
+        self.console.print(f"[cyan]note:[/] {_escape(text)}")
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _escape(s: str) -> str:
+    from rich.markup import escape
+    return escape(s)
+
+
+# ====================================================================== summary
+def summary_rows(ds: Dataset) -> list[dict[str, Any]]:
+    """Per core count: runs, failures, median time and throughput, speedup, peak RSS, stalls."""
+    rows = []
+    cores = ds.distinct_cores
+    exit_st = ds.metrics.get("exit_status")
+    tput_name = "throughput" if "throughput" in ds.metrics and np.isfinite(ds.metrics["throughput"]).any() else None
+    stalls = ds.stall_names
+    for c in cores:
+        m = ds.cores == c
+        n = int(m.sum())
+        failed = int(np.sum(m & np.isfinite(exit_st) & (exit_st != 0))) if exit_st is not None else 0
+        row: dict[str, Any] = {"cores": int(c), "runs": n, "failed": failed}
+        for name in ("time_s", "rss_bytes"):
+            if name in ds.metrics:
+                v = ds.metrics[name][m]
+                v = v[np.isfinite(v)]
+                row[name] = (float(np.median(v)), float(v.min()), float(v.max())) if len(v) else None
+        if tput_name:
+            v = ds.metrics[tput_name][m]
+            v = v[np.isfinite(v)]
+            row["throughput"] = float(np.median(v)) if len(v) else None
+        st = {}
+        for s in stalls:
+            v = ds.metrics[s][m]
+            v = v[np.isfinite(v)]
+            if len(v):
+                st[s] = float(np.median(v))
+        row["stalls"] = st
+        rows.append(row)
+
+    # Speedup: throughput (or 1/time) relative to the smallest core count, scaled so that the
+    # smallest count's speedup is its core count (1 core -> 1.0).
+    def rate(r: dict[str, Any]) -> float | None:
+        if tput_name:
+            return r.get("throughput")
+        return 1.0 / r["time_s"][0] if r.get("time_s") and r["time_s"][0] > 0 else None
+    first = next((r for r in rows if rate(r)), None)
+    for r in rows:
+        x = rate(r)
+        r["speedup"] = x / rate(first) * first["cores"] if (x and first) else None
+    return rows
+
+
+def summary_console() -> Any:
+    """The console the summary is printed on: the terminal's width, else 200 columns."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=200)
+
+
+def render_summary(ds: Dataset, console: Any) -> None:
+    """Two tables: time/throughput/memory per core count, then the stall categories."""
+    from rich.table import Table
+
+    rows = summary_rows(ds)
+    t = Table(title=f"{ds.path}: {ds.command or ''}", title_justify="left")
+    t.add_column("cores", justify="right")
+    t.add_column("runs ok", justify="right")
+    t.add_column("time_s", justify="right")
+    t.add_column("min-max", justify="right")
+    has_x = any(r.get("throughput") is not None for r in rows)
+    if has_x:
+        t.add_column("throughput", justify="right")
+    t.add_column("speedup", justify="right")
+    t.add_column("peak RSS", justify="right")
+    for r in rows:
+        runs = f"{r['runs'] - r['failed']}/{r['runs']}"
+        if r["failed"]:
+            runs = f"[red]{runs}[/]"
+        ts = r.get("time_s")
+        cells = [str(r["cores"]), runs, f"{ts[0]:.4g}" if ts else "-", f"{ts[1]:.3g}-{ts[2]:.3g}" if ts else "-"]
+        if has_x:
+            cells.append(f"{r['throughput']:.5g}" if r.get("throughput") is not None else "-")
+        cells.append(f"{r['speedup']:.2f}" if r.get("speedup") else "-")
+        rss = r.get("rss_bytes")
+        cells.append(f"{rss[0] / 2**20:.1f} MiB" if rss else "-")
+        t.add_row(*cells)
+    console.print(t)
+    names = [n for n in ds.stall_names if any(r["stalls"].get(n, 0) > 0 for r in rows)]
+    if names:
+        st = Table(title="stall categories: median cycles per run, summed over threads", title_justify="left")
+        st.add_column("cores", justify="right")
+        for n in names:
+            st.add_column(n.removesuffix("_cycles"), justify="right")
+        for r in rows:
+            st.add_row(str(r["cores"]), *[f"{r['stalls'][n]:.3g}" if n in r["stalls"] else "-" for n in names])
+        console.print(st)

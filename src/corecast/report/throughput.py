@@ -1,0 +1,99 @@
+"""The tables of `corecast throughput`: the CPI stack, then the throughput per core count
+(the document `corecast.model.throughput.analyse` returns).
+
+rich is imported when drawing (for start-up time: `throughput --json` never loads it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _fmt_num(v: float | None, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:,.{digits}g}" if abs(v) < 1e5 else f"{v:,.0f}"
+
+
+def _fmt_time(t: float | None) -> str:
+    if t is None or not math.isfinite(t):
+        return "—"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:.4g} {unit}"
+    return f"{t / 1e-9:.4g} ns"
+
+
+def _rps(v: float | None) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:,.0f}"
+
+
+def render(out: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    probe = Console()
+    console = Console(highlight=False, soft_wrap=False,
+                      width=probe.width if probe.is_terminal else 200)
+    mach = out["machine"]["name"] if out["machine"] else "(no machine)"
+    st = out["stack"]
+    console.print(f"CPI stack: {mach} at {out['frequency_hz'] / 1e9:.4g} GHz, "
+                  f"{out['input']['kind']} {out['input']['path']}")
+    t = Table()
+    t.add_column("component")
+    t.add_column("per 1K instructions", justify="right")
+    t.add_column("penalty (cycles)", justify="right")
+    t.add_column("cycles per 1K instructions", justify="right")
+    t.add_column("share", justify="right")
+    total = st["cycles_per_kilo"]
+    for r in st["rows"]:
+        is_total = r["name"] == "total"
+        t.add_row(r["component"] if not is_total else f"total (CPI {st['cpi']:.4g})",
+                  "—" if r["per_kilo"] is None else f"{r['per_kilo']:,.3f}",
+                  "—" if r["penalty_cycles"] is None else f"{r['penalty_cycles']:,.4g}",
+                  f"{r['cycles_per_kilo']:,.1f}",
+                  "" if is_total else f"{100 * r['cycles_per_kilo'] / total:.1f}%",
+                  end_section=r["name"] == st["rows"][-2]["name"])
+    console.print(t)
+
+    tgt = out["target"]
+    title = (f"Throughput: {out['instructions']:,.0f} instructions per transaction, lock fraction "
+             f"{out['lock_fraction']:g} ({out['lock_model']}), target {tgt['statistic']} response "
+             f"<= {_fmt_time(tgt['seconds'])}")
+    console.print()
+    console.print(title, width=min(console.width, 100))
+    t = Table()
+    for name in ("cores", "lock", "CPI", "time/txn", "saturation", "M/M/1", "M/M/c"):
+        t.add_column(name, justify="right", no_wrap=True)
+    closed = out["closed_loop"]
+    if closed:
+        t.add_column(f"closed N={closed['clients']}", justify="right", no_wrap=True)
+        t.add_column("closed resp.", justify="right", no_wrap=True)
+    has_meas = any(r["measured"] is not None for r in out["cores"])
+    if has_meas:
+        t.add_column("measured", justify="right", no_wrap=True)
+        t.add_column("error", justify="right", no_wrap=True)
+    for r in out["cores"]:
+        row = [str(r["cores"]), f"{100 * r['lock_penalty']:.0f}%", _fmt_num(r["cpi"]),
+               _fmt_time(r["transaction_time_s"]), _rps(r["capacity"]),
+               _rps(r["mm1"]["arrival_rate"]) if r["mm1"] else "—",
+               _rps(r["mmc"]["arrival_rate"]) if r["mmc"] else "—"]
+        if closed:
+            c = r["closed"]
+            row += [_rps(c["throughput"]) if c else "—", _fmt_time(c["response_time_s"]) if c else "—"]
+        if has_meas:
+            row += [_rps(r["measured"]), "—" if r["error"] is None else f"{100 * r['error']:+.1f}%"]
+        t.add_row(*row)
+    console.print(t)
+    legend = ("throughput in requests/s. lock: penalty lock fraction x (c - 1); saturation: every core "
+              "busy; M/M/1: one queue per core, M/M/c: one shared queue, each at the largest load "
+              "meeting the target")
+    if closed:
+        legend += (f"; closed: {closed['clients']} closed-loop clients, think time "
+                   f"{_fmt_time(closed['think_time_s']) if closed['think_time_s'] else '0'} "
+                   "(machine-repairman model, exact)")
+    if has_meas:
+        legend += "; error: (saturation - measured) / measured"
+    console.print(legend + ".", width=min(console.width, 100))
+    for n in out["notes"]:
+        console.print(f"note: {n}")

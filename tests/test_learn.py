@@ -1,0 +1,111 @@
+"""Priors learned from a corpus (corecast.model.learn) and the corpus scorecard with them
+(corecast.model.scorecard, `evaluate --corpus --leave-one-source-out --target-machine source`)."""
+from __future__ import annotations
+
+import math
+import tomllib
+
+import numpy as np
+import pytest
+
+from corecast.model import auto, learn, priors, scorecard, usl
+from corecast.model import corpus as C
+from corecast.model.priors import Priors
+
+from conftest import ROOT
+
+
+def _write_source(root, name, laws, machine="sockets=1,cores=64", placement="compact", n=None, noise=0.01, seed=0):
+    src = root / name
+    src.mkdir(parents=True)
+    (src / "source.toml").write_text(f'name = "{name}"\nmachine = "{machine}"\nplacement = "{placement}"\n')
+    rng = np.random.default_rng(seed)
+    n = np.arange(1, 33, dtype=float) if n is None else np.asarray(n, dtype=float)
+    for i, (a, b) in enumerate(laws):
+        x = usl.usl(n, a, b, 100.0) * rng.normal(1, noise, len(n))
+        (src / f"s{i}.csv").write_text("cores,throughput\n" + "".join(f"{c:g},{v:.8g}\n" for c, v in zip(n, x)))
+
+
+@pytest.fixture
+def amdahl_corpus(tmp_path):
+    """Three sources whose curves are Amdahl's law (no coherency): a USL fitted on the first
+    quarter sees a bend in the noise and predicts a decline; Amdahl extrapolates best."""
+    for k, name in enumerate(("a", "b", "c")):
+        _write_source(tmp_path, name, [(0.01 + 0.01 * i + 0.005 * k, 0.0) for i in range(4)], seed=k)
+    return C.load_corpus(tmp_path)
+
+
+def test_the_default_is_the_member_that_extrapolates_best(amdahl_corpus):
+    trials = learn.make_trials(amdahl_corpus, 0.25)
+    assert len(trials) == 12 and all(isinstance(t.fitted, auto.AutoFit) for t in trials)
+    pri = learn.learn(trials, (), amdahl_corpus, 0.25, origin="test")
+    member = {m: pri.scores[f"member {m}"] for m in learn.MEMBERS}
+    assert pri.default == min(member, key=member.get)
+    assert member["amdahl"] <= member["usl"]
+    assert pri.sources == ("a", "b", "c") and pri.series == 12 and pri.origin == "test"
+    # the band's growth is set so that 80% bands hold about 80% of the held-out points
+    assert learn.coverage(trials, pri) == pytest.approx(0.8, abs=0.05)
+    wider = learn.coverage(trials, Priors(**{**pri.__dict__, "band_growth": pri.band_growth + 1.0}))
+    assert wider > learn.coverage(trials, pri)
+
+
+def test_priors_round_trip_through_toml():
+    p = Priors(default="usl", partner="amdahl", default_weight=0.5, switch_ratio=3.0, coherency_share=0.2,
+               smt_yield=0.3, smt_quartiles=(0.1, 0.5), smt_series=7, cross_domain=0.25, band_growth=0.3, band_growth_two=0.4,
+               sources=("x", "y"), series=9, origin="o", scores={"member usl": 12.5})
+    back = priors.from_dict(tomllib.loads(p.to_toml()))
+    assert back == p and back.scores == {"member usl": 12.5}
+
+
+def test_shipped_priors_were_learned_from_the_bundled_corpus():
+    shipped = priors.load()
+    on_disk = {s.source for s in C.load_corpus(ROOT / "data" / "corpus")}
+    assert set(shipped.sources) == on_disk
+    assert shipped.series == len(C.load_corpus(ROOT / "data" / "corpus"))
+    assert shipped.default in learn.MEMBERS and 0 <= shipped.smt_yield <= 1 and shipped.band_growth > 0
+    assert shipped.scores and all(k.split()[0] in ("member", "blend", "switch_ratio", "coherency_share",
+                                                   "cross_domain", "band_weight") for k in shipped.scores)
+
+
+@pytest.mark.slow
+def test_shipped_priors_are_what_the_script_learns(tmp_path):
+    import subprocess
+    import sys
+    out = tmp_path / "priors.toml"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "learn_priors.py"), "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.read_text() == (ROOT / "src" / "corecast" / "model" / "priors.toml").read_text(), \
+        "run scripts/learn_priors.py: the corpus or the learning changed"
+
+
+def test_leave_one_source_out_learns_without_the_source(amdahl_corpus):
+    ev = scorecard.evaluate_corpus(amdahl_corpus, ["auto", "usl"], leave_one_source_out=True)
+    assert [s.source for s in ev.sources] == ["a", "b", "c"]
+    for s in ev.sources:
+        assert s.priors.origin == f"learned without {s.source}"
+        assert s.source not in s.priors.sources and len(s.priors.sources) == 2
+        assert math.isfinite(s.median_error["auto"]) and 0 <= s.coverage["auto"] <= 1
+    d = ev.to_dict()
+    assert d["leave_one_source_out"] is True and d["sources"][0]["priors"]["origin"] == "learned without a"
+
+
+def test_target_mode_uses_each_sources_machine(tmp_path):
+    # Measured on a 1-socket 8-core 2-way SMT machine with compact placement: threads 9..16 are
+    # SMT siblings; the curve is a USL of the effective cores with a yield of 0.3.
+    from corecast.model.topo import Layout
+    from corecast.target import parse_spec
+    m = parse_spec("sockets=1,cores=8,smt=2")
+    n = np.arange(1, 17, dtype=float)
+    src = tmp_path / "smt"
+    src.mkdir()
+    (src / "source.toml").write_text('name = "smt"\nmachine = "sockets=1,cores=8,smt=2"\nplacement = "compact"\n')
+    for i, a in enumerate((0.01, 0.03)):
+        eff = Layout(m, "compact", 0.3).effective(n)
+        x = usl.usl(eff, a, 0.0, 100.0)
+        (src / f"s{i}.csv").write_text("cores,throughput\n" + "".join(f"{c:g},{v:.10g}\n" for c, v in zip(n, x)))
+    series = C.load_corpus(tmp_path)
+    plain = scorecard.evaluate_corpus(series, ["usl"], train_frac=0.5)
+    on = scorecard.evaluate_corpus(series, ["usl"], train_frac=0.5, target=True, priors=Priors(smt_yield=0.3))
+    assert on.target and not plain.target
+    assert on.sources[0].median_error["usl"] < 0.1 < plain.sources[0].median_error["usl"]
