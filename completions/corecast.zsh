@@ -166,7 +166,7 @@ _shtab_corecast_meters_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--interval[sampling interval, 1ms to 1s (default 10ms)]:TIME:"
   "--window[window of each meter\'s average, minimum and maximum (default 100ms)]:TIME:"
-  "--meters[meters to keep\: names, groups (software, hardware, process) or all (default\: all\; \`corecast meters list\` names them)]:LIST:"
+  "--meters[meters to keep\: names, groups (software, hardware, probe, process) or all (default\: all\; \`corecast meters list\` names them)]:LIST:"
   "--triggers[trigger file (TOML, see docs\/meters.md)]:FILE:"
   "--blackboard[the blackboard\'s name\: \/dev\/shm\/corecast-NAME (default\: \$CORECAST_METERS or \'default\')]:NAME:"
   "--listen[serve \/metrics and \/meters.json (host 127.0.0.1 unless given)]:[HOST:]PORT:"
@@ -175,6 +175,9 @@ _shtab_corecast_meters_options=(
   "--pid[also watch this process and its threads]:pid:"
   "--max-threads[thread slots for --pid (default 64)]:N:"
   "--app-mode[file mode of the application area (default 0660\; 0666 lets any user publish)]:MODE:"
+  "--memory-profile[the idle memory latency for the memory-latency probe\: a \`corecast chase --profile\` or \`corecast calibrate\` file (default\: measured at start)]:FILE:"
+  "--probe-cpu[the CPU the probe\'s pointer chase runs on (default\: the last one)]:CPU:"
+  "--probe-period[time between the probe\'s 2 ms bursts (default 1s)]:TIME:"
 )
 
 # guard to ensure default positional specs are added only once per session

@@ -159,7 +159,7 @@ def test_unavailable_sources_say_why_and_have_no_value(tmp_path):
         snap = d.reader.snapshot()
         by = {(m.name, m.scope): (m, r) for m, r in snap.meters}
         for name, why in (("runq_delay", "CONFIG_SCHEDSTATS"), ("psi_cpu_some", "/proc/pressure"),
-                          ("cpi", "denied"), ("migrations", "denied"), ("mem_latency", "chase kernel")):
+                          ("cpi", "denied"), ("migrations", "denied")):
             m, r = by[(name, "node")]
             assert m.quality == "unavailable" and why in m.source, (name, m.source)
             assert r.current is None and r.avg is None and r.count == 0       # never a 0
@@ -457,3 +457,56 @@ def test_slow_sources_read_every_10_ms_rates_over_their_span(tmp_path):
         assert read(d, "cpu_busy", "core0").current == 1.0
     finally:
         d.close()
+
+
+# ============================================================================================
+# the memory-latency probe (chase's kernel, for real)
+
+def test_memory_latency_probe_over_the_profiles_idle_latency(tmp_path, monkeypatch):
+    from corecast.memprofile import MemoryProfile
+    prof = tmp_path / "memory.json"
+    MemoryProfile(idle_latency_ns=50.0).write(prof)
+    d, p, pmu = fake_daemon(tmp_path, meters="mem_latency,mem_probe_latency,mem_probe_cost",
+                            memory_profile=str(prof), probe_period_s=0.05)
+    try:
+        assert d.probe is not None and d.probe.cpu == 1
+        for _ in range(400):                               # the first burst (the buffer is built first)
+            if d.probe.latest() is not None:
+                break
+            threading.Event().wait(0.05)
+        r = d.probe.latest()
+        assert r is not None, d.probe.error
+        tick(d, pmu, 1.0)                                  # after it, Python hands the probe's values over
+        tick(d, pmu, 1.01)
+        lat, ratio, cost = (read(d, m).current for m in ("mem_probe_latency", "mem_latency", "mem_probe_cost"))
+        assert 1e-9 < lat < 1e-5                           # ns per dereference: a miss, not a hit or a stall
+        assert ratio == pytest.approx(lat / 50e-9, rel=1e-4)   # over the profile's idle latency
+        assert 0 < cost < 0.5
+        m = d.reader.meter("mem_latency")
+        assert m.quality == "derived" and f"profile {prof}" in m.source and "CPU 1" in m.source
+        assert d.reader.meter("mem_probe_cost").quality == "measured"
+    finally:
+        d.close()
+    assert d.probe is None                                 # stopped and let go at close
+
+
+def test_probe_unavailable_without_the_chase_kernel(tmp_path, monkeypatch):
+    from corecast.meters import probe
+    monkeypatch.setattr(probe, "unavailable", lambda: "the chase kernel is not built (no libcorecast_chase.so)")
+    d, p, pmu = fake_daemon(tmp_path, meters="mem_latency,cpu_busy")
+    try:
+        assert d.probe is None
+        m = d.reader.meter("mem_latency")
+        assert m.quality == "unavailable" and "chase kernel is not built" in m.source
+        tick(d, pmu, 1.0)
+        tick(d, pmu, 1.01)
+        assert read(d, "mem_latency").current is None
+    finally:
+        d.close()
+
+
+def test_bad_memory_profile_is_one_line(cli, tmp_path):
+    f = tmp_path / "m.json"
+    f.write_text('{"kind": "something else"}')
+    r = cli("meters", "--meters", "mem_latency", "--memory-profile", f, "--blackboard", board_name(), "--duration", "1")
+    assert r.code == 2 and "not a memory profile" in r.err and r.err.count("\n") == 1, r.err

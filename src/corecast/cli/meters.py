@@ -59,7 +59,7 @@ def add_arguments(p) -> None:
                    help="sampling interval, 1ms to 1s (default 10ms)")
     p.add_argument("--window", type=interval, default=0.1, metavar="TIME",
                    help="window of each meter's average, minimum and maximum (default 100ms)")
-    p.add_argument("--meters", metavar="LIST", help="meters to keep: names, groups (software, hardware, process) "
+    p.add_argument("--meters", metavar="LIST", help="meters to keep: names, groups (software, hardware, probe, process) "
                    "or all (default: all; `corecast meters list` names them)")
     p.add_argument("--triggers", metavar="FILE", help="trigger file (TOML, see docs/meters.md)")
     p.add_argument("--blackboard", default=None, metavar="NAME",
@@ -74,6 +74,12 @@ def add_arguments(p) -> None:
                    help="thread slots for --pid (default 64)")
     p.add_argument("--app-mode", type=_mode, default=0o660, metavar="MODE",
                    help="file mode of the application area (default 0660; 0666 lets any user publish)")
+    p.add_argument("--memory-profile", metavar="FILE", help="the idle memory latency for the memory-latency "
+                   "probe: a `corecast chase --profile` or `corecast calibrate` file (default: measured at start)")
+    p.add_argument("--probe-cpu", type=int, metavar="CPU", help="the CPU the probe's pointer chase runs on "
+                   "(default: the last one)")
+    p.add_argument("--probe-period", type=interval, default=1.0, metavar="TIME",
+                   help="time between the probe's 2 ms bursts (default 1s)")
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     s = sub.add_parser("show", help="print the live blackboard")
     s.add_argument("--blackboard", dest="show_board", default=None, metavar="NAME", help="which blackboard")
@@ -114,6 +120,7 @@ def run(args) -> int:
         return 0
     opts = D.Options(interval_s=args.interval, window_s=args.window, meters=args.meters, triggers=args.triggers,
                      blackboard=args.blackboard or D.B.default_name(), listen=args.listen, record=args.record,
-                     duration_s=args.duration, pid=args.pid, max_threads=args.max_threads, app_mode=args.app_mode)
+                     duration_s=args.duration, pid=args.pid, max_threads=args.max_threads, app_mode=args.app_mode,
+                     probe_cpu=args.probe_cpu, probe_period_s=args.probe_period, memory_profile=args.memory_profile)
     daemon = D.Daemon(opts, log=sys.stderr)
     return daemon.run()

@@ -83,7 +83,12 @@ DEFS: tuple[MeterDef, ...] = (
              "memory channel (read-queue occupancy per DRAM clock)", "corecast_memory_outstanding_reads",
              group="hardware"),
     MeterDef("mem_latency", "ratio", L.GAUGE, ("node",), "memory-latency probe: a pinned pointer chase's "
-             "latency over the idle latency", "corecast_memory_probe_latency_ratio", group="probe"),
+             "latency over the idle latency (1: an idle memory system)", "corecast_memory_probe_latency_ratio",
+             group="probe"),
+    MeterDef("mem_probe_latency", "s", L.GAUGE, ("node",), "memory-latency probe: the pinned pointer chase's "
+             "latency per dereference", "corecast_memory_probe_latency_seconds", group="probe"),
+    MeterDef("mem_probe_cost", "ratio", L.GAUGE, ("node",), "memory-latency probe: the fraction of one CPU its "
+             "bursts took", "corecast_memory_probe_cost_ratio", group="probe"),
     MeterDef("process_cpu", "s/s", L.RATE, ("process",), "CPU time of the watched process per second (cores "
              "used)", "corecast_process_cpu_ratio", "s", "corecast_process_cpu_seconds_total", group="process"),
     MeterDef("process_runq_delay", "s/s", L.RATE, ("process",), "run-queue delay of the watched process's "
@@ -97,12 +102,13 @@ DEFS: tuple[MeterDef, ...] = (
              "corecast_thread_runq_delay_ratio", "s", "corecast_thread_runq_delay_seconds_total", group="process"),
 )
 BY_NAME = {d.name: d for d in DEFS}
-DEFAULT_PROBE_REASON = "the chase kernel is not built (the memory-latency probe needs the pointer-chase " \
-                       "kernel of the chase issue)"
+#: the probe's inputs: values the daemon sets from its thread (GAUGE: scale x raw)
+PROBE_INPUTS = {"mem_latency": ("probe_ratio", 1e-6), "mem_probe_latency": ("probe_latency", 1e-12),
+                "mem_probe_cost": ("probe_cost", 1e-6)}
 
 
 def parse_meters(text: str | None, pid: int | None = None) -> list[MeterDef]:
-    """`--meters LIST|all` (names, or the groups software, hardware, process)."""
+    """`--meters LIST|all` (names, or the groups software, hardware, probe, process)."""
     if not text or text.strip() == "all":
         return [d for d in DEFS if d.group != "process" or pid is not None]
     out: list[MeterDef] = []
@@ -112,7 +118,7 @@ def parse_meters(text: str | None, pid: int | None = None) -> list[MeterDef]:
         picked = [d for d in DEFS if d.group == item] or ([BY_NAME[item]] if item in BY_NAME else [])
         if not picked:
             raise UserError(f"--meters: unknown meter '{item}' (known: {', '.join(BY_NAME)}; groups: software, "
-                            "hardware, process; or all)")
+                            "hardware, probe, process; or all)")
         for d in picked:
             if d.group == "process" and pid is None:
                 raise UserError(f"--meters: '{d.name}' needs --pid PID (a process to watch)")
@@ -172,7 +178,8 @@ class Env:
     status: Callable[[EventSpec], str | None] | None = None     # None: countable, else why not (the daemon
                                                                 # asks its backend)
     specs: dict[str, EventSpec] = field(default_factory=dict)         # every perf event planned, by name
-    probe_reason: str = DEFAULT_PROBE_REASON
+    probe_reason: str | None = None     # why the memory-latency probe cannot run (None: it can)
+    probe_source: str = "derived: a pinned pointer chase (chase's kernel) at a low duty cycle, over the idle latency"
     pmus: Path = SYSFS_PMUS
 
     def event(self, text: str) -> EventSpec | str:
@@ -385,8 +392,17 @@ def _memory(d: MeterDef, s: Scope, env: Env) -> Instance:
 def _hardware(d: MeterDef, scopes: list[Scope], env: Env) -> list[Instance]:
     if d.name in ("mem_bandwidth", "mem_concurrency"):
         return [_memory(d, s, env) for s in scopes]
-    if d.name == "mem_latency":
-        return [_unavailable(d, s, env.probe_reason) for s in scopes]
+    if d.group == "probe":
+        if env.probe_reason:
+            return [_unavailable(d, s, env.probe_reason) for s in scopes]
+        name, scale = PROBE_INPUTS[d.name]
+        quality, source = L.DERIVED, env.probe_source
+        if d.name != "mem_latency":
+            quality = L.MEASURED
+            source = "measured: " + source.split(": ", 1)[-1].split(" over ")[0] + (
+                ", its latency per dereference" if d.name == "mem_probe_latency"
+                else ", the daemon's CPU time during its bursts over the time elapsed")
+        return [Instance(d, s, quality, source, num=[Input(("external", name))], scale=scale) for s in scopes]
     r = _core_recipe(d, env)
     if isinstance(r, str):
         return [_unavailable(d, s, r) for s in scopes]

@@ -21,8 +21,10 @@ from typing import Any, Callable, TextIO
 from ..collect import sources, topology
 from ..collect.stat.backend import PerfBackend
 from ..errors import UserError
+from ..memprofile import read_profile
 from ..parsing import listen_address
 from . import board as B
+from . import probe as probe_mod
 from . import writer as W
 from . import layout as L
 from . import triggers as T
@@ -51,6 +53,9 @@ class Options:
     max_threads: int = 64
     app_slots: int = 64
     app_mode: int = 0o660
+    probe_cpu: int | None = None          # default: the node's last CPU
+    probe_period_s: float = 1.0
+    memory_profile: str | None = None     # the idle latency (corecast chase --profile, calibrate)
 
 
 def check(opts: Options) -> None:
@@ -112,6 +117,7 @@ class Daemon:
                 raise UserError(f"{where}: trigger '{d.name}': meter '{d.meter}' needs --pid PID")
             if m not in wanted:
                 wanted.append(m)
+        self.probe = self._probe(wanted)
         self.instances: list[Instance] = plan(self.tree, wanted, self.env)
         self.triggers = T.expand(defs, self.tree, where)
         self.rec_of = {(i.meter.name, i.scope.name): k for k, i in enumerate(self.instances)}
@@ -142,6 +148,29 @@ class Daemon:
             raise
 
     # ------------------------------------------------------------------ set-up
+    def _probe(self, wanted: list) -> probe_mod.Probe | None:
+        """The memory-latency probe when a probe meter is wanted and chase's kernel is here."""
+        o = self.opts
+        if not any(d.group == "probe" for d in wanted):
+            return None
+        why = probe_mod.unavailable()
+        if why:
+            self.env.probe_reason = why
+            return None
+        cpu = self.tree.cpus[-1] if o.probe_cpu is None else o.probe_cpu
+        if cpu not in self.tree.cpus:
+            raise UserError(f"--probe-cpu {cpu}: not an online CPU (CPUs: {self.tree.node.cpus_text})")
+        idle, where = None, ""
+        if o.memory_profile:
+            prof = read_profile(o.memory_profile)
+            idle = prof.idle_latency_ns or prof.dram_latency_ns
+            if not idle:
+                raise UserError(f"--memory-profile {o.memory_profile}: it has no idle (or DRAM) latency")
+            where = f"{'the' if prof.idle_latency_ns else 'the DRAM latency of the'} profile {o.memory_profile}"
+        p = probe_mod.Probe(cpu, o.probe_period_s, idle, where)
+        self.env.probe_source = p.source
+        return p
+
     def _layout(self) -> W.Layout:
         scopes = [W.scope_struct(s.name, s.kind, s.parent, s.cpus, s.cpus_text) for s in self.tree.scopes]
         meters = [W.meter_struct(i.meter.name, i.scope.name, i.scope.index, i.meter.unit, i.quality, i.meter.kind,
@@ -189,6 +218,8 @@ class Daemon:
             self.recorder = Recorder(o.record, self.reader.snapshot(), topology.machine_info(self.tree.topology),
                                      " ".join(["corecast", "meters"] + sys.argv[2:]), len(self.tree.cpus))
         self.python_fed = bool(self.handles) and any(fd is None for fd in fds.values())
+        if self.probe is not None and any(i.available and i.meter.group == "probe" for i in self.instances):
+            self.probe.start()
 
     def _open_perf(self) -> dict[tuple[str, int], int | None]:
         """Open every perf counter the instances read, per CPU; (event, cpu) -> its descriptor,
@@ -269,6 +300,8 @@ class Daemon:
                 self.say(f"allowed_workers@{s.name}: {ev.previous} -> {ev.state} ({int(ev.value)} trigger(s) high)")
         if self.opts.pid is not None:
             self._follow_threads()
+        if self.probe is not None:
+            self._probe_values()
         self.commands = [(n, p) for n, p in self.commands if not self._reaped(n, p)]
         if self._t0 is None:
             self._t0, self._next_row = now_s, now_s + self.opts.window_s
@@ -276,6 +309,18 @@ class Daemon:
             self.recorder.add(round(now_s - self._t0, 6), self.reader.snapshot())
             while self._next_row <= now_s + 1e-9:
                 self._next_row += self.opts.window_s
+
+    def _probe_values(self) -> None:
+        r = self.probe.latest()
+        if self.probe.error and "probe" not in self._said:
+            self._said.add("probe")
+            self.say(f"the memory-latency probe stopped: {self.probe.error}")
+        for name, value in (("probe_ratio", None if r is None or r.ratio is None else r.ratio * 1e6),
+                            ("probe_latency", None if r is None else r.latency_ns * 1e3),
+                            ("probe_cost", None if r is None else r.cost * 1e6)):
+            idx = self.engine.external.get(name)
+            if idx is not None:
+                self.engine.set_external(idx, round(value or 0), ok=value is not None and not self.probe.error)
 
     def _trigger_changed(self, ev) -> None:
         t = self.triggers[ev.index]
@@ -354,6 +399,9 @@ class Daemon:
 
     # ------------------------------------------------------------------ the end
     def close(self) -> None:
+        if getattr(self, "probe", None) is not None:
+            self.probe.stop()
+            self.probe = None
         if self.exporter is not None:
             self.exporter.stop()
             self.exporter = None
