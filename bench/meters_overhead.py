@@ -3,7 +3,8 @@ percentage of one core, against its peers measured in the same run: `perf stat -
 and Prometheus's node_exporter answering one scrape per second; and the floor, a C loop that
 only wakes every millisecond.
 
-The daemon runs with every meter this machine gives (the default) unless a line says otherwise.
+The daemon runs with every meter this machine gives (the default, the memory-latency probe at
+one 2 ms burst a second included) unless a line says otherwise.
 Each configuration runs for --seconds (default 20) after it has started; its CPU time is the sum
 of its threads' schedstat run time (ns) over that span, so start-up is left out. The
 configurations are interleaved and repeated (--reps, default 3); medians and the spread are
@@ -104,11 +105,14 @@ def measure(cmd: list[str], seconds: float, ready, scrape: str | None = None) ->
 
 
 def board_ready(name: str):
+    """The daemon ticks, and its memory-latency probe (when it has one) has built its buffer and
+    given a value: the steady state, start-up left out."""
     def ready() -> bool:
         try:
             from corecast.meters import Board
             with Board.open(name) as b:
-                return b.state == "running"
+                probe = [m for m in b.meters() if m.name == "mem_latency" and m.quality != "unavailable"]
+                return b.state == "running" and (not probe or b.read("mem_latency").current is not None)
         except Exception:
             return False
     return ready

@@ -186,6 +186,7 @@ _shtab_corecast_meters_defaults_added=0
 _shtab_corecast_meters_list_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--pid[with the meters of a watched process]:PID:"
+  "--meters[only these meters or groups]:LIST:"
 )
 
 # guard to ensure default positional specs are added only once per session

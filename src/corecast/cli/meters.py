@@ -86,6 +86,7 @@ def add_arguments(p) -> None:
     s.add_argument("--json", action="store_true", help="print /meters.json's document")
     s = sub.add_parser("list", help="the meters this machine gives, and why not the others")
     s.add_argument("--pid", dest="list_pid", type=_pid, metavar="PID", help="with the meters of a watched process")
+    s.add_argument("--meters", dest="list_meters", metavar="LIST", help="only these meters or groups")
     s = sub.add_parser("replay", help="print and plot a recording (--record) offline")
     s.add_argument("file", help="a recording (.csv or .json)")
     s.add_argument("--plot", metavar="FILE", help="plot the series (.png, .svg or .pdf)")
@@ -104,7 +105,7 @@ def run(args) -> int:
             R.show(snap, terminal.console())
         return 0
     if action == "list":
-        R.listing(D.meter_plan(args.meters, args.list_pid or args.pid), terminal.console())
+        R.listing(D.meter_plan(args.list_meters or args.meters, args.list_pid or args.pid), terminal.console())
         return 0
     if action == "replay":
         if args.plot:

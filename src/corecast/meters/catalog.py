@@ -399,7 +399,7 @@ def _hardware(d: MeterDef, scopes: list[Scope], env: Env) -> list[Instance]:
         quality, source = L.DERIVED, env.probe_source
         if d.name != "mem_latency":
             quality = L.MEASURED
-            source = "measured: " + source.split(": ", 1)[-1].split(" over ")[0] + (
+            source = "measured: " + source.split(": ", 1)[-1].split(" over ")[0].rstrip(",") + (
                 ", its latency per dereference" if d.name == "mem_probe_latency"
                 else ", the daemon's CPU time during its bursts over the time elapsed")
         return [Instance(d, s, quality, source, num=[Input(("external", name))], scale=scale) for s in scopes]
