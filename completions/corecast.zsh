@@ -17,6 +17,7 @@ _shtab_corecast_commands() {
     export:'Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it:'
     info:'show what a Dataset or campaign file holds: machine, columns and their sources, runs'
     measure:'Run a program at several core counts (pinned to exactly those cores, warm-ups first, then'
+    meters:'A foreground daemon that samples contention meters (CPU busy and steal, run-queue delay, PSI,'
     predict:'Extrapolate from the core counts measured to the ones asked for.'
     sched:'Scheduling on asymmetric multicores (big and small cores), after the PMCTrack case studies.'
     serve:'Serve a dashboard on this machine (loopback by default; read-only: it never writes a file):'
@@ -26,6 +27,15 @@ _shtab_corecast_commands() {
     usl:'Fit X(N) = γN / (1 + α(N−1) + βN(N−1)) to throughput measured at several core counts (or'
   )
   _describe 'corecast commands' _commands
+}
+
+_shtab_corecast_meters_commands() {
+  local _commands=(
+    list:'the meters this machine gives, and why not the others'
+    replay:'print and plot a recording (--record) offline'
+    show:'print the live blackboard'
+  )
+  _describe 'corecast meters commands' _commands
 }
 
 _shtab_corecast_options=(
@@ -152,6 +162,56 @@ _shtab_corecast_measure_options=(
 
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_measure_defaults_added=0
+
+_shtab_corecast_meters_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--interval[sampling interval, 1ms to 1s (default 10ms)]:TIME:"
+  "--window[window of each meter\'s average, minimum and maximum (default 100ms)]:TIME:"
+  "--meters[meters to keep\: names, groups (software, hardware, probe, process) or all (default\: all\; \`corecast meters list\` names them)]:LIST:"
+  "--triggers[trigger file (TOML, see docs\/meters.md)]:FILE:"
+  "--blackboard[the blackboard\'s name\: \/dev\/shm\/corecast-NAME (default\: \$CORECAST_METERS or \'default\')]:NAME:"
+  "--listen[serve \/metrics and \/meters.json (host 127.0.0.1 unless given)]:[HOST:]PORT:"
+  "--record[write the meter series as a Dataset (.csv or .json)]:FILE:"
+  "--duration[stop after this long (default\: until SIGINT\/SIGTERM)]:TIME:"
+  "--pid[also watch this process and its threads]:pid:"
+  "--max-threads[thread slots for --pid (default 64)]:N:"
+  "--app-mode[file mode of the application area (default 0660\; 0666 lets any user publish)]:MODE:"
+  "--memory-profile[the idle memory latency for the memory-latency probe\: a \`corecast chase --profile\` or \`corecast calibrate\` file (default\: measured at start)]:FILE:"
+  "--probe-cpu[the CPU the probe\'s pointer chase runs on (default\: the last one)]:CPU:"
+  "--probe-period[time between the probe\'s 2 ms bursts (default 1s)]:TIME:"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_defaults_added=0
+
+_shtab_corecast_meters_list_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--pid[with the meters of a watched process]:PID:"
+  "--meters[only these meters or groups]:LIST:"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_list_defaults_added=0
+
+_shtab_corecast_meters_replay_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--plot[plot the series (.png, .svg or .pdf)]:FILE:"
+  "--meters[only these meters]:LIST:"
+  "--scope[only these scopes (node, socket0, core1, ...)]:LIST:"
+  ":a recording (.csv or .json):"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_replay_defaults_added=0
+
+_shtab_corecast_meters_show_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--blackboard[which blackboard]:NAME:"
+  "--json[print \/meters.json\'s document]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_show_defaults_added=0
 
 _shtab_corecast_predict_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
@@ -306,6 +366,7 @@ _shtab_corecast() {
         export) _arguments -C -s $_shtab_corecast_export_options ;;
         info) _arguments -C -s $_shtab_corecast_info_options ;;
         measure) _arguments -C -s $_shtab_corecast_measure_options ;;
+        meters) _shtab_corecast_meters ;;
         predict) _arguments -C -s $_shtab_corecast_predict_options ;;
         sched) _arguments -C -s $_shtab_corecast_sched_options ;;
         serve) _arguments -C -s $_shtab_corecast_serve_options ;;
@@ -313,6 +374,31 @@ _shtab_corecast() {
         stat) _arguments -C -s $_shtab_corecast_stat_options ;;
         throughput) _arguments -C -s $_shtab_corecast_throughput_options ;;
         usl) _arguments -C -s $_shtab_corecast_usl_options ;;
+      esac
+  esac
+}
+
+_shtab_corecast_meters() {
+  local context state line curcontext="$curcontext" one_or_more='(*)' remainder='(-)*:' default='*::: :->meters'
+
+  # Add default positional/remainder specs only if none exist, and only once per session
+  if (( ! _shtab_corecast_meters_defaults_added )); then
+    if (( ${_shtab_corecast_meters_options[(I)${(q)one_or_more}*]} +          ${_shtab_corecast_meters_options[(I)${(q)remainder}*]} +          ${_shtab_corecast_meters_options[(I)${(q)default}]} == 0 )); then
+      _shtab_corecast_meters_options+=(': :_shtab_corecast_meters_commands' '*::: :->meters')
+    fi
+    _shtab_corecast_meters_defaults_added=1
+  fi
+  _arguments -C -s $_shtab_corecast_meters_options
+
+  case $state in
+    meters)
+      words=($line[1] "${words[@]}")
+      (( CURRENT += 1 ))
+      curcontext="${curcontext%:*:*}:_shtab_corecast_meters-$line[1]:"
+      case $line[1] in
+        list) _arguments -C -s $_shtab_corecast_meters_list_options ;;
+        replay) _arguments -C -s $_shtab_corecast_meters_replay_options ;;
+        show) _arguments -C -s $_shtab_corecast_meters_show_options ;;
       esac
   esac
 }

@@ -44,11 +44,13 @@ def native_path(name: str) -> Path:
     return p
 
 
-def include_dir() -> Path:
-    """The folder holding corecast_region.h (for programs that use the region API)."""
-    p = _lookup("include", "corecast_region.h")
+def include_dir(header: str = "corecast_region.h") -> Path:
+    """The folder holding a header corecast installs for programs: corecast_region.h (the
+    region API) or corecast_meters.h (the meters' blackboard reader and advice). In a wheel
+    both are in _native/include; in an editable install each is where its source is."""
+    p = _lookup("include", header)
     if p is None:
-        raise UserError("corecast's header 'corecast_region.h' is missing "
+        raise UserError(f"corecast's header '{header}' is missing "
                         "(reinstall corecast with `pip install .` or run `make setup`)")
     return p.parent
 
