@@ -174,7 +174,7 @@ def test_concurrency_sweep_bandwidth_grows_with_chains(cli, tmp_path):
 
 
 def test_loaded_latency_table(cli):
-    r = cli("chase", "--loaded", "--delays", "0,20000", "--size", "32MiB", "--duration", "0.15",
+    r = cli("chase", "--loaded", "--delays", "0,20000", "--size", "32MiB", "--duration", "0.5",
             *(["--loaders", "1", "--oversubscribe"] if CPUS < 2 else []), "--json")
     assert r.code == 0, r.err
     pts = {p["delay"]: p for p in r.json()["loaded"]["points"]}

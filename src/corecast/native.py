@@ -6,6 +6,7 @@ into the package, so they are looked up through `importlib.resources`, which kno
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.resources
 from pathlib import Path
 
@@ -58,3 +59,13 @@ def include_dir(header: str = "corecast_region.h") -> Path:
 def library_dir(name: str = "libcorecast_region.so") -> Path:
     """The folder of a shared library, for `-L` and `-Wl,-rpath` when linking against it."""
     return native_path(name).parent
+
+
+def load_library(name: str) -> ctypes.CDLL:
+    """A compiled shared library loaded with ctypes; a UserError naming it when it is missing
+    or cannot be loaded. (Each caller declares its functions' types and caches the result.)"""
+    path = native_path(name)
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as err:
+        raise UserError(f"cannot load {path}: {err}") from None

@@ -276,14 +276,7 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
     best_w, best_g, best_d = BAND_WEIGHTS[0], 0.0, math.inf
     for w in BAND_WEIGHTS:
         cand = dataclasses.replace(pri, band_weight=w)
-        lo, hi = 0.0, 2.0
-        for _ in range(14):
-            mid = 0.5 * (lo + hi)
-            cov = coverage(trials, dataclasses.replace(cand, band_growth=mid))
-            if not math.isfinite(cov):
-                break
-            lo, hi = (mid, hi) if cov < LEVEL else (lo, mid)
-        g = round(0.5 * (lo + hi), 4)
+        g = _growth_for_level(trials, cand, "band_growth")
         per = coverage_by_source(trials, dataclasses.replace(cand, band_growth=g))
         disp = float(np.mean([abs(c - LEVEL) for c in per.values()])) if per else math.inf
         scores[f"band_weight {w:g}"] = round(disp, 4)
@@ -291,17 +284,21 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
             best_w, best_g, best_d = w, g, disp
     pri = dataclasses.replace(pri, band_weight=best_w, band_growth=best_g)
     two = [t for t in trials if isinstance(t.fitted, auto.PriorBand)]
-    g2 = best_g
-    if two:
-        lo, hi = 0.0, 2.0
-        for _ in range(14):
-            mid = 0.5 * (lo + hi)
-            cov = coverage(two, dataclasses.replace(pri, band_growth_two=mid))
-            if not math.isfinite(cov):
-                break
-            lo, hi = (mid, hi) if cov < LEVEL else (lo, mid)
-        g2 = round(0.5 * (lo + hi), 4)
+    g2 = _growth_for_level(two, pri, "band_growth_two") if two else best_g
     return dataclasses.replace(pri, band_growth_two=g2, scores=scores)
+
+
+def _growth_for_level(trials: Sequence[Trial], pri: Priors, field_name: str) -> float:
+    """The value of the growth prior `field_name` in [0, 2] at which the band holds LEVEL of the
+    held-out points (mean over the sources), by bisection; 0 when even no growth holds more."""
+    lo, hi = 0.0, 2.0
+    for _ in range(14):
+        mid = 0.5 * (lo + hi)
+        cov = coverage(trials, dataclasses.replace(pri, **{field_name: mid}))
+        if not math.isfinite(cov):
+            break
+        lo, hi = (mid, hi) if cov < LEVEL else (lo, mid)
+    return round(0.5 * (lo + hi), 4)
 
 
 def _two_point_trial(t: Trial) -> Trial | None:

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...errors import UserError
-from ...native import native_path
+from ...native import load_library
 
 PAGES = {"4k": 0, "2m": 1, "thp": 2}
 PAGE_NAMES = {v: k for k, v in PAGES.items()}
@@ -25,11 +25,7 @@ _MSG = 512
 
 @lru_cache(maxsize=1)
 def lib() -> C.CDLL:
-    path = native_path("libcorecast_chase.so")
-    try:
-        L = C.CDLL(str(path))
-    except OSError as err:
-        raise UserError(f"cannot load {path}: {err}") from None
+    L = load_library("libcorecast_chase.so")
     P, S, U64 = C.c_void_p, C.c_size_t, C.c_uint64
     L.cc_chase_new.restype = P
     L.cc_chase_new.argtypes = [S, S, C.c_int, C.c_char_p, S]
