@@ -5,14 +5,22 @@
 #    source ~/.local/share/bash_completion/corecast
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
-_shtab_corecast_subparsers=(evaluate events export info measure predict serve sim stat throughput usl)
+_shtab_corecast_meters_subparsers=(show list replay)
+_shtab_corecast_subparsers=(calibrate chase evaluate events export info measure meters predict sched serve sim stat throughput usl)
 
+_shtab_corecast_calibrate_option_strings=(-h --help -o --output --no-memory --json -q --quiet)
+_shtab_corecast_chase_option_strings=(-h --help --sweep-size --loaded --size --chains --threads --order --oversubscribe --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --json --plot -o --output --profile -q --quiet)
 _shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --json)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format)
 _shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata)
 _shtab_corecast_info_option_strings=(-h --help --json)
 _shtab_corecast_measure_option_strings=(-h --help --cores --reps --warmup --timeout --order --events --throughput --plugin --env --threads-per-core --no-shim -o --output --resume -q --quiet --json)
+_shtab_corecast_meters_show_option_strings=(-h --help --blackboard --json)
+_shtab_corecast_meters_list_option_strings=(-h --help --pid --meters)
+_shtab_corecast_meters_replay_option_strings=(-h --help --plot --meters --scope)
+_shtab_corecast_meters_option_strings=(-h --help --interval --window --meters --triggers --blackboard --listen --record --duration --pid --max-threads --app-mode --memory-profile --probe-cpu --probe-period)
 _shtab_corecast_predict_option_strings=(-h --help --cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --measured-machine --measured-placement --smt-yield --json --format --plot --report)
+_shtab_corecast_sched_option_strings=(-h --help)
 _shtab_corecast_serve_option_strings=(-h --help --listen --allow-commands)
 _shtab_corecast_sim_option_strings=(-h --help --machine -m --cores --json -o --output --split --chunk --warmup --stack --no-stack-hash --straddle --no-tlb --seed)
 _shtab_corecast_stat_option_strings=(-h --help -c --events --event -V --virtual -T --interval --interval-print -S --per-cpu --all-cpus -p --pid -A --totals -m --metric -o --output --format --field-separator --threads --wake --duration)
@@ -22,14 +30,17 @@ _shtab_corecast_option_strings=(-h --help --version)
 
 
 
+_shtab_corecast_chase___page_choices=(4k 2m thp)
 _shtab_corecast_evaluate___placement_choices=(compact spread smt-last)
 _shtab_corecast_events___format_choices=(table json)
 _shtab_corecast_export___format_choices=(csv json records)
 _shtab_corecast_export___metadata_choices=(sidecar inline none)
+_shtab_corecast_meters_pos_0_choices=(show list replay)
 _shtab_corecast_predict___method_choices=(auto estima timex usl)
 _shtab_corecast_predict___placement_choices=(compact spread smt-last)
 _shtab_corecast_predict___measured_placement_choices=(compact spread smt-last)
 _shtab_corecast_predict___format_choices=(table json csv records)
+_shtab_corecast_sched_pos_0_choices=(sim paper sfmodel run machines workloads policies)
 _shtab_corecast_sim___split_choices=(auto threads transactions chunks)
 _shtab_corecast_sim___straddle_choices=(line access)
 _shtab_corecast_stat___format_choices=(csv json jsonl table)
@@ -37,8 +48,22 @@ _shtab_corecast_stat___threads_choices=(kernel poll)
 _shtab_corecast_stat___wake_choices=(auto records tick)
 _shtab_corecast_throughput___lock_model_choices=(wait-share amdahl)
 _shtab_corecast_usl___format_choices=(table json csv records)
-_shtab_corecast_pos_0_choices=(evaluate events export info measure predict serve sim stat throughput usl)
+_shtab_corecast_pos_0_choices=(calibrate chase evaluate events export info measure meters predict sched serve sim stat throughput usl)
 
+_shtab_corecast_calibrate__h_nargs=0
+_shtab_corecast_calibrate___help_nargs=0
+_shtab_corecast_calibrate___no_memory_nargs=0
+_shtab_corecast_calibrate___json_nargs=0
+_shtab_corecast_calibrate__q_nargs=0
+_shtab_corecast_calibrate___quiet_nargs=0
+_shtab_corecast_chase__h_nargs=0
+_shtab_corecast_chase___help_nargs=0
+_shtab_corecast_chase___sweep_size_nargs=0
+_shtab_corecast_chase___loaded_nargs=0
+_shtab_corecast_chase___oversubscribe_nargs=0
+_shtab_corecast_chase___json_nargs=0
+_shtab_corecast_chase__q_nargs=0
+_shtab_corecast_chase___quiet_nargs=0
 _shtab_corecast_evaluate__h_nargs=0
 _shtab_corecast_evaluate___help_nargs=0
 _shtab_corecast_evaluate___refit_nargs=0
@@ -59,10 +84,22 @@ _shtab_corecast_measure___resume_nargs=0
 _shtab_corecast_measure__q_nargs=0
 _shtab_corecast_measure___quiet_nargs=0
 _shtab_corecast_measure___json_nargs=0
+_shtab_corecast_meters_show__h_nargs=0
+_shtab_corecast_meters_show___help_nargs=0
+_shtab_corecast_meters_show___json_nargs=0
+_shtab_corecast_meters_list__h_nargs=0
+_shtab_corecast_meters_list___help_nargs=0
+_shtab_corecast_meters_replay__h_nargs=0
+_shtab_corecast_meters_replay___help_nargs=0
+_shtab_corecast_meters_pos_0_nargs=A...
+_shtab_corecast_meters__h_nargs=0
+_shtab_corecast_meters___help_nargs=0
 _shtab_corecast_predict__h_nargs=0
 _shtab_corecast_predict___help_nargs=0
 _shtab_corecast_predict___refit_nargs=0
 _shtab_corecast_predict___json_nargs=0
+_shtab_corecast_sched__h_nargs=0
+_shtab_corecast_sched___help_nargs=0
 _shtab_corecast_serve_pos_0_nargs='*'
 _shtab_corecast_serve__h_nargs=0
 _shtab_corecast_serve___help_nargs=0
