@@ -347,7 +347,7 @@ class CPIModel:
     """The CPI method as a predictor: `predict(cores)` gives the saturation throughput.
 
     `cpi_by_cores` (core count -> CPI) gives the CPI where it depends on the core count, as it
-    does when cores share a last-level cache (`events_at_cache_size`); other core counts take
+    does when cores share a last-level cache (`corecast.model.misscurve`); other core counts take
     `cpi`."""
 
     cpi: float

@@ -24,6 +24,7 @@ from .cpi import _num
 
 __all__ = ["MissCurve", "parse_mrc", "load_mrc", "events_at_cache_size"]
 
+
 @dataclass(frozen=True)
 class MissCurve:
     """Misses per 1K instructions against cache size (a `corecast sim mrc --json` curve)."""

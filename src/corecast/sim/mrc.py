@@ -11,7 +11,10 @@
   removes most of the bias of a fixed-rate sample.
 - **Set-associative LRU** caches of several sizes simulated together in one pass.
 
-Per-thread curves come from one analyser per thread id beside the shared one.
+Per-thread curves come from one analyser per thread id beside the shared one. Every access moves
+its lines in the stack; which are counted is a second mask (`count="exposed"`: the fetches, loads
+and read-modify-writes a core waits for, as the CPI stack's events count them), and each stream
+counts its instructions, so a curve also reads as misses per 1K instructions.
 
 Definitions used in reports: the *knee* is the size where the curve is farthest below the chord
 from its smallest to its largest size, on a log2 size axis (Kneedle, Satopää et al. 2011); a
@@ -349,7 +352,7 @@ def analyse(source: Trace | Iterable[np.ndarray], *, sizes: Sequence[int] | None
     `accesses` (all, data, instr) picks the stream of a cache (unified, data, instruction);
     `count="exposed"` counts only the accesses a core waits for -- fetches, loads and
     read-modify-writes -- as the simulator's events do, while stores still move their lines to the
-    top of the stack (the curve that feeds a CPI stack, corecast.model.cpi)."""
+    top of the stack (the curve that feeds a CPI stack, corecast.model.misscurve)."""
     if isinstance(source, Trace):
         chunks: Iterable[np.ndarray] = source.chunks(1 << 20, checked=False)
         where = source.path or "trace"

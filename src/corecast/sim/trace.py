@@ -69,24 +69,20 @@ class Trace:
 
     def chunks(self, size: int = 1 << 20, checked: bool = True) -> Iterator[np.ndarray]:
         """The records in slices; a record of no known kind (a damaged file) is a UserError.
-        `checked=False` leaves that check to the consumer (`bad_kind` says where), for one that
-        reads the kinds anyway: the check is a pass over the slice, as long as a fast consumer's.
-        The pages of a memory-mapped slice are mapped in one call before it is handed over."""
+        `checked=False` leaves that check to a consumer that reads the kinds anyway (the miss-rate
+        passes of corecast.sim.mrc): the check is a pass over the slice, as long as a fast
+        consumer's. The pages of a memory-mapped slice are mapped in one call before it is handed
+        over."""
         mapped = isinstance(self.records, np.memmap)
         for i in range(0, len(self.records), size):
             part = self.records[i:i + size]
             if mapped:
                 _prefault(part)
             if checked and len(part) and int(part["kind"].max()) >= len(KIND_NAMES):
-                raise self.bad_kind(i, part)
+                bad = int(np.argmax(part["kind"] >= len(KIND_NAMES)))
+                raise UserError(f"{self.path or 'trace'}: record {i + bad}: kind {int(part['kind'][bad])} "
+                                "is not a record kind (a damaged or foreign file)")
             yield part
-
-    def bad_kind(self, start: int, part: np.ndarray) -> UserError:
-        """The error for the first record of `part` (which begins at record `start`) whose kind
-        is none of KIND_NAMES."""
-        bad = int(np.argmax(part["kind"] >= len(KIND_NAMES)))
-        return UserError(f"{self.path or 'trace'}: record {start + bad}: kind {int(part['kind'][bad])} "
-                         "is not a record kind (a damaged or foreign file)")
 
     @property
     def instructions(self) -> int:
