@@ -32,6 +32,7 @@ from .. import __version__
 from ..errors import UserError
 from . import files as F
 from . import live as L
+from . import meters as M
 
 log = logging.getLogger("corecast.serve")
 STATIC = Path(__file__).resolve().parent / "static"
@@ -147,14 +148,16 @@ class Dashboard:
         return web.FileResponse(plotly_js(), headers={"Cache-Control": "max-age=86400"})
 
     async def state(self, request: web.Request) -> dict[str, Any]:
-        ok, why = L.meters_status()
+        ok, why = M.status()
+        boards = await asyncio.to_thread(M.boards) if ok else []
         return {"version": __version__, "files": self.registry.list(),
                 "sessions": [s.describe() for s in self.sessions.values()],
                 "commands": {"allowed": self.allow_commands,
                              "reason": "" if self.allow_commands else
                              f"the server listens on {self.host}, not a loopback address: starting commands "
                              "from the page is off (start it with --allow-commands to allow it)"},
-                "meters": {"available": ok, "reason": why}}
+                "meters": {"available": ok, "reason": why, "default": M.default_name(), "boards": boards,
+                           "period_s": M.DEFAULT_PERIOD_S}}
 
     async def catalogue(self, request: web.Request) -> dict[str, Any]:
         if self._catalogue is None:
@@ -260,13 +263,15 @@ class Dashboard:
 
     # ------------------------------------------------------------------ replay
     async def replay(self, request: web.Request) -> web.Response:
-        """A recorded stat (or meters) trace: its header, summary and the sample lines between
-        `from` and `to` seconds, exactly as the command wrote them."""
-        e = self.registry.get(_arg(request, "file"), ("stat-trace", "meters-trace"))
-        expect = "corecast-stat" if e.kind == "stat-trace" else "corecast-meters"
+        """A recorded stat trace: its header, summary and the sample lines between `from` and
+        `to` seconds, exactly as the command wrote them. A meters recording: `meters replay
+        --json` and the rows as `export --format json` writes them."""
+        e = self.registry.get(_arg(request, "file"), ("stat-trace", "meters-recording"))
+        if e.kind == "meters-recording":
+            return await self._replay_meters(e)
         t = self._traces.get(e.id)
         if t is None or t.signature != e.signature():
-            t = await asyncio.to_thread(F.read_trace, e.path, expect)
+            t = await asyncio.to_thread(F.read_trace, e.path, "corecast-stat")
             self._traces[e.id] = t
         start = _opt_float(request.query, "from")
         end = _opt_float(request.query, "to")
@@ -280,6 +285,19 @@ class Dashboard:
                 f'"regions": {t.regions or "null"}, "samples": [{",".join(lines)}]}}')
         return web.Response(text=text, content_type="application/json")
 
+    async def _replay_meters(self, e: F.Entry) -> dict[str, Any]:
+        from ..meters import record
+        from ..report import meters as RM
+
+        def build() -> dict[str, Any]:
+            rec = record.read(e.path)
+            t = [float(x) for x in rec.elapsed_s if math.isfinite(x)]
+            return {"info": {"file": e.describe(), "kind": e.kind, "start_s": min(t, default=0.0),
+                             "end_s": max(t, default=0.0), "samples_total": len(rec.dataset), "cut": False,
+                             "notes": []},
+                    "replay": RM.replay_doc(rec), "dataset": json.loads(rec.dataset.to_json())}
+        return await asyncio.to_thread(build)
+
     # ------------------------------------------------------------------ live
     def _add(self, source: L.LiveSource) -> L.Session:
         self._next += 1
@@ -290,12 +308,7 @@ class Dashboard:
         return s
 
     async def start_stat(self, request: web.Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise UserError("the request is not JSON") from None
-        if not isinstance(body, dict):
-            raise UserError("the request is not a JSON object")
+        body = await _body(request)
         events = [str(s).strip() for s in body.get("events") or [] if str(s).strip()]
         virtual = [str(s).strip() for s in body.get("virtual") or [] if str(s).strip()]
         metrics = [str(s).strip() for s in body.get("metrics") or [] if str(s).strip()]
@@ -350,11 +363,17 @@ class Dashboard:
         return s.describe()
 
     async def start_meters(self, request: web.Request) -> dict[str, Any]:
-        ok, why = L.meters_status()
+        """Watch blackboard `blackboard` (default: $CORECAST_METERS, else "default") every
+        `period` seconds. A board that is not there is the reader's one line."""
+        ok, why = M.status()
         if not ok:
             raise UserError(why)
-        body = await request.json() if request.can_read_body else {}
-        s = self._add(L.MetersSource(path=(body or {}).get("path") or None))
+        body = await _body(request)
+        name = str(body.get("blackboard") or "").strip() or None
+        period = M.period(body.get("period"))
+        from ..meters import Board
+        board = await asyncio.to_thread(Board.open, name)
+        s = self._add(M.MetersSource(board, period))
         return s.describe()
 
     async def stop_session(self, request: web.Request) -> dict[str, Any]:
@@ -401,6 +420,19 @@ def _jsonable(o: Any) -> Any:
     if hasattr(o, "tolist"):
         return o.tolist()
     return str(o)
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    """A POST's JSON object (an empty body is {})."""
+    if not request.can_read_body:
+        return {}
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError("the request is not JSON") from None
+    if not isinstance(body, dict):
+        raise UserError("the request is not a JSON object")
+    return body
 
 
 def _arg(request: web.Request, name: str) -> str:
