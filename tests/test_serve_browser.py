@@ -452,6 +452,10 @@ def test_live_meters_update_show_triggers_and_a_stale_board(browser, tmp_path):
         browser.find_element("id", "meters-watch").click()
         msg = wait(lambda: [e for e in errors_shown(browser) if "no-such-board-xyz" in e], 30, "the error line")[0]
         assert msg.startswith("no blackboard 'no-such-board-xyz'") and "\n" not in msg
+        # the board list was read again: the dead daemon's board is there, stale
+        found = browser.find_element("css selector", f'#meters-boards a[data-board="{name}"]')
+        assert found.find_elements("css selector", "span")[1].text == "stale"
+        assert f"the daemon (pid {daemon.pid}) is gone" in found.get_attribute("title")
         shot(browser, "meters-no-board")
         assert js(browser, "return fetch('/api/state').then(r => r.status)") == 200
     finally:

@@ -28,7 +28,8 @@ log = logging.getLogger("corecast.serve")
 
 DEFAULT_PERIOD_S = 0.5       # how often the board is read for the page
 STALE_PERIOD_S = 1.0         # a stale board: read (and reopened) this often
-HISTORY_S = 600.0            # lines kept for pages that connect later: this much of the latest polls
+HISTORY_S = 600.0            # polls kept for pages that connect later: the last 10 minutes ...
+HISTORY_MAX = 3000           # ... and at most this many
 
 # the fields of a meters document that change from one snapshot to the next; everything else is
 # the board's description
@@ -126,7 +127,7 @@ class MetersSource:
         self.board = board
         self.name = board.name
         self.period_s = period_s
-        self.history_lines = max(100, int(HISTORY_S / period_s))
+        self.history_lines = max(100, min(HISTORY_MAX, int(HISTORY_S / period_s)))
         self._stop = asyncio.Event()
 
     def describe(self) -> dict[str, Any]:

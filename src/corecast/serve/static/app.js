@@ -92,6 +92,7 @@ let state = { files: [], sessions: [], commands: {}, meters: {} };
 async function refreshState() {
   state = await api("/api/state");
   document.getElementById("conn").textContent = `${state.files.length} file(s), ${state.sessions.length} live session(s)`;
+  showBoards();
   return state;
 }
 function filesOf(...kinds) { return state.files.filter((f) => kinds.includes(f.kind)); }
@@ -360,15 +361,11 @@ function showMetersForm(panel) {
   const period = h("input", { type: "number", id: "meters-period", value: String(m.period_s), step: "0.1", min: "0.05", max: "10" });
   const msg = h("div", { id: "meters-form-msg" });
   const found = h("div", { class: "boards", id: "meters-boards" });
-  if (!m.boards.length) found.append(h("p", { class: "note" }, "no blackboard in /dev/shm: start one with corecast meters"));
-  for (const b of m.boards)
-    found.append(h("a", { href: "#live", "data-board": b.name, title: b.stale || `daemon pid ${b.pid}, ${b.meters} meters, ${b.triggers} triggers`,
-      onclick: (ev) => { ev.preventDefault(); name.value = b.name; } },
-      h("span", {}, b.name), h("span", { class: b.stale ? "stale" : "live" }, b.stale ? "stale" : "live")));
   const go = h("button", { class: "secondary", id: "meters-watch" }, "Watch");
   go.onclick = async () => {
     msg.innerHTML = "";
     try {
+      await refreshState();
       const s = await api("/api/meters", { body: { blackboard: name.value.trim(), period: period.value } });
       await refreshState();
       showSessions(document.getElementById("sessions"));
@@ -377,6 +374,19 @@ function showMetersForm(panel) {
   };
   panel.append(h("div", { class: "row" }, h("div", {}, h("label", {}, "name"), name), h("div", {}, h("label", {}, "read every (s)"), period)),
     h("label", {}, "boards on this machine"), found, h("div", { style: "margin-top:8px" }, go), msg);
+  showBoards();
+}
+
+// the boards in /dev/shm as the last /api/state saw them; a click puts a name in the form
+function showBoards() {
+  const found = document.getElementById("meters-boards"), name = document.getElementById("meters-board");
+  if (!found || !state.meters.boards) return;
+  found.innerHTML = "";
+  if (!state.meters.boards.length) found.append(h("p", { class: "note" }, "no blackboard in /dev/shm: start one with corecast meters"));
+  for (const b of state.meters.boards)
+    found.append(h("a", { href: "#live", "data-board": b.name, title: b.stale || `daemon pid ${b.pid}, ${b.meters} meters, ${b.triggers} triggers`,
+      onclick: (ev) => { ev.preventDefault(); name.value = b.name; } },
+      h("span", {}, b.name), h("span", { class: b.stale ? "stale" : "live" }, b.stale ? "stale" : "live")));
 }
 
 function showSessions(panel) {

@@ -15,7 +15,7 @@ function joinMeters(desc, values) {
   return doc;
 }
 
-const MAX_FRAMES = 20000;   // points kept per series on a page left open for hours
+const MAX_FRAMES = 7200;    // polls kept by a page left open (an hour at the default 0.5 s)
 const STATS = [["avg", "window average"], ["current", "last tick"], ["max", "window maximum"], ["min", "window minimum"]];
 
 // Meters over time: one plot per meter (a line per scope) with its triggers' levels and the
