@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from corecast.serve.server import parse_listen  # noqa: E402
 from corecast.errors import UserError  # noqa: E402
 
 from conftest import DATA, run_corecast  # noqa: E402
+from test_meters import board_name  # noqa: E402
+from test_meters_live import start_daemon, stop  # noqa: E402
 
 RAYTRACER = DATA / "usl" / "raytracer.csv"
 
@@ -286,12 +289,10 @@ def _remove_board(name: str) -> None:
 
 def test_meters_split_and_join_give_the_document_back():
     from corecast.serve import meters as M
-    from test_meters_live import start_daemon, stop
-    from test_meters import board_name
     from corecast.meters import Board
     from corecast.meters.exporter import to_json
     name = board_name()
-    sleeper = __import__("subprocess").Popen(["sleep", "30"])
+    sleeper = subprocess.Popen(["sleep", "30"])
     p = start_daemon(name, "--pid", sleeper.pid, "--max-threads", 2, "--duration", 30)
     try:
         with Board.open(name) as b:
@@ -310,8 +311,6 @@ def test_meters_split_and_join_give_the_document_back():
 
 
 def test_live_meters_stream_is_the_show_json_document_and_follows_a_new_daemon(tmp_path, caplog):
-    from test_meters_live import start_daemon, stop
-    from test_meters import board_name
     from corecast.serve import meters as M
     name = board_name()
     trig = tmp_path / "t.toml"
@@ -388,7 +387,6 @@ def test_live_meters_stream_is_the_show_json_document_and_follows_a_new_daemon(t
 
 
 def _recording(tmp_path: Path, name: str, suffix: str = ".csv") -> Path:
-    from test_meters import board_name
     trig = tmp_path / "t.toml"
     trig.write_text(TRIGGERS)
     rec = tmp_path / f"{name}{suffix}"

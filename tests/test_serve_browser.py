@@ -330,15 +330,18 @@ def remove_board(name: str) -> None:
         p.unlink(missing_ok=True)
 
 
-def start_daemon(name: str, *args) -> subprocess.Popen:
+def start_daemon(name: str, log: Path, *args) -> subprocess.Popen:
+    """A meters daemon writing its log (a line per trigger change) to `log`, not to a pipe
+    nobody reads while the test runs."""
     from corecast.errors import UserError
     from corecast.meters import Board
-    p = subprocess.Popen([sys.executable, "-m", "corecast", "meters", "--blackboard", name, *map(str, args)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(log, "w") as fh:
+        p = subprocess.Popen([sys.executable, "-m", "corecast", "meters", "--blackboard", name, *map(str, args)],
+                             stdout=subprocess.DEVNULL, stderr=fh)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if p.poll() is not None:
-            raise AssertionError(f"the meters daemon ended: {p.stderr.read()}")
+            raise AssertionError(f"the meters daemon ended: {log.read_text()}")
         try:
             with Board.open(name) as b:
                 if b.state == "running" and b.header.ticks >= 2 and b.pid == p.pid:
@@ -383,7 +386,7 @@ def test_live_meters_update_show_triggers_and_a_stale_board(browser, tmp_path):
     trig = tmp_path / "triggers.toml"
     trig.write_text(TRIGGERS)
     spin = spinner(0)
-    daemon = start_daemon(name, "--triggers", trig, "--duration", 120)
+    daemon = start_daemon(name, tmp_path / "meters.log", "--triggers", trig, "--duration", 120)
     srv = None
     try:
         srv = Server()
