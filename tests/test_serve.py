@@ -116,6 +116,49 @@ def test_predict_and_usl_documents_equal_the_cli(files, cli):
     assert info["info"] == r.json()
 
 
+def test_prediction_for_another_machine_equals_the_cli(files, cli):
+    dash = Dashboard([str(files)], "127.0.0.1", 0)
+    base = {"cores": "16,64", "method": "estima"}
+
+    async def fetch(client):
+        f = fid(dash, "stalls.csv")
+        st = await (await client.get("/api/state")).json()
+        out = {}
+        for name, extra in [("ok", {"target_machine": "epyc-9654-2s", "placement": "spread", "smt_yield": "0.3",
+                                    "measured_machine": "sockets=1,cores=8,smt=1"}),
+                            ("inline", {"target_machine": "sockets=2,cores=16,smt=2"}),
+                            ("path", {"target_machine": "/etc/hostname"}),
+                            ("bad", {"target_machine": "sockets=two"}),
+                            ("placement", {"target_machine": "cpus=64", "placement": "diagonal"}),
+                            ("alone", {"smt_yield": "0.3"})]:
+            resp = await client.get("/api/predict", params={"file": f, **base, **extra})
+            out[name] = (resp.status, await resp.json())
+        return st["machines"], out
+
+    machines, out = run_api(dash, fetch)
+    from corecast.target import bundled
+    assert machines == bundled() and "epyc-9654-2s" in machines
+    for name, args in [("ok", ["--target-machine", "epyc-9654-2s", "--placement", "spread", "--smt-yield", "0.3",
+                               "--measured-machine", "sockets=1,cores=8,smt=1"]),
+                       ("inline", ["--target-machine", "sockets=2,cores=16,smt=2"])]:
+        status, doc = out[name]
+        assert status == 200, doc
+        want = cli("predict", files / "stalls.csv", "--cores", "16,64", "--method", "estima", *args, "--json").json()
+        assert doc["doc"] == want
+        # the curve is the same prediction over a grid, for the same machine
+        assert doc["curve"]["target_machine"] == want["target_machine"]
+        at = {p["cores"]: p for p in doc["curve"]["predictions"]}
+        assert at[64]["time_s"] == pytest.approx(want["predictions"][1]["time_s"], rel=1e-9)
+        assert all(p["low"] is not None and "effective_cores" in p for p in doc["curve"]["predictions"])
+    assert out["ok"][1]["doc"]["target_machine"]["placement"] == "spread"
+    for name, start in [("path", "target machine '/etc/hostname': give a bundled name ("),
+                        ("bad", "machine description 'sockets=two': "),
+                        ("placement", "placement 'diagonal': choose from compact, spread, smt-last"),
+                        ("alone", "the SMT yield and the measured machine are for a target machine")]:
+        status, doc = out[name]
+        assert status == 400 and doc["error"].startswith(start), (name, doc)
+
+
 def test_campaign_document_equals_info_and_measure_summary(tmp_path, cli):
     camp = tmp_path / "c.db"
     r = run_corecast("measure", "--cores", "1,2", "--reps", "1", "--warmup", "0", "-q", "--json", "-o", camp,

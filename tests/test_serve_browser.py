@@ -269,6 +269,22 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
         assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
         assert browser.find_element("id", "predict-stalls")
         shot(browser, "predict")
+        # another machine, chosen on the page: the CLI's --target-machine document
+        assert "epyc-9654-2s" in js(browser, "return [...document.querySelectorAll('#predict-machines option')].map(o => o.value)")
+        browser.find_element("id", "predict-machine").send_keys("epyc-9654-2s")
+        browser.find_element("css selector", "#predict-placement option[value=spread]").click()
+        js(browser, "window.corecast.docs.predict = null")
+        browser.find_element("id", "predict-go").click()
+        wait(lambda: js(browser, "return !!(window.corecast.docs.predict)"), 120, "the prediction for the target")
+        want = json.loads(run_corecast("predict", stalls, "--cores", "16,32", "--method", "estima", "--target-machine",
+                                       "epyc-9654-2s", "--placement", "spread", "--json").stdout)
+        assert js(browser, "return window.corecast.docs.predict.doc") == want
+        assert "384 CPUs (epyc-9654-2s), placement spread" in browser.find_element("id", "predict-target").text
+        cells = [[td.text for td in tr.find_elements("css selector", "td")]
+                 for tr in browser.find_elements("css selector", "table.predictions tbody tr")]
+        assert [c[5:7] for c in cells] == [[str(p["sockets_used"]), "yes" if p["smt_shared"] else "no"]
+                                           for p in want["predictions"]]
+        shot(browser, "predict-target")
 
         browser.get(f"{srv.url}/#usl?file={ids['raytracer.csv']}&predict=64")
         wait(lambda: js(browser, "return !!(window.corecast.docs.usl)"), 60, "the USL fit")

@@ -157,7 +157,8 @@ class Dashboard:
                              f"the server listens on {self.host}, not a loopback address: starting commands "
                              "from the page is off (start it with --allow-commands to allow it)"},
                 "meters": {"available": ok, "reason": why, "default": M.default_name(), "boards": boards,
-                           "period_s": M.DEFAULT_PERIOD_S}}
+                           "period_s": M.DEFAULT_PERIOD_S},
+                "machines": _bundled_machines()}
 
     async def catalogue(self, request: web.Request) -> dict[str, Any]:
         if self._catalogue is None:
@@ -192,7 +193,10 @@ class Dashboard:
 
     async def predict(self, request: web.Request) -> dict[str, Any]:
         """`corecast predict FILE --json` with the options given; `curve`: the same document
-        over a grid of core counts (the fitted predictor evaluated, not fitted again)."""
+        over a grid of core counts (the fitted predictor evaluated, not fitted again; for another
+        machine, `predict` over the grid with the same target). `target_machine` and
+        `measured_machine` are a bundled name or the inline form (sockets=2,cores=32,smt=2,
+        cpus=64), as `--target-machine` takes them; the page reads no file path."""
         from ..report import documents as D
         from ..report import prediction as R
         from ..model import predictors
@@ -200,23 +204,32 @@ class Dashboard:
         cores = _cores(q.get("cores", ""))
         level = _level(q.get("level", "0.8"))
         method = q.get("method", "auto")
+        target, measured = _machines(q)
         e, data = await self._load(_arg(request, "file"))
 
-        def build() -> dict[str, Any]:
-            opts = D.fit_options(data, kernels=q.get("kernels") or None,
+        def options() -> dict[str, Any]:
+            return D.fit_options(data, kernels=q.get("kernels") or None,
                                  checkpoints=_opt_int(q, "checkpoints"), refit=q.get("refit") == "1",
                                  size=_opt_float(q, "size"), freq_ratio=_opt_float(q, "freq_ratio") or 1.0,
                                  size_ratio=_opt_float(q, "size_ratio"), target_size=_opt_float(q, "target_size"),
                                  clock=_opt_float(q, "clock"), stalls=q.get("stalls") or None)
-            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, opts)
+
+        def build() -> dict[str, Any]:
+            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, options(), target=target,
+                                      measured=measured)
             fitted = fits[method]
             lo = float(min(data.cores.min(), min(cores)))
             hi = float(max(data.cores.max(), max(cores)))
             grid = sorted({round(lo + (hi - lo) * i / (GRID_POINTS - 1), 6) for i in range(GRID_POINTS)}
                           | set(cores) | {float(c) for c in data.distinct_cores})
             try:
-                curve = R.prediction_doc(str(e.path), method, fitted, grid, level,
-                                         work=predictors.work_per_run(data))
+                if target is None:
+                    curve = R.prediction_doc(str(e.path), method, fitted, grid, level,
+                                             work=predictors.work_per_run(data))
+                else:                          # a machine runs whole threads
+                    whole = sorted({max(1, round(c)) for c in grid})
+                    curve = D.predict_doc(data, str(e.path), method, whole, level, options(), target=target,
+                                          measured=measured)[0]
             except Exception as err:           # the table stands without the curve
                 log.warning("prediction curve of %s: %s", e.path, err)
                 curve = None
@@ -416,6 +429,11 @@ def _virtual_counters() -> list[dict[str, Any]]:
     return [{"name": n, "unit": v[0], "scope": v[1], "description": v[2]} for n, v in VIRTUAL_COUNTERS.items()]
 
 
+def _bundled_machines() -> list[str]:
+    from ..target import bundled
+    return bundled()
+
+
 def _jsonable(o: Any) -> Any:
     if hasattr(o, "tolist"):
         return o.tolist()
@@ -433,6 +451,38 @@ async def _body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise UserError("the request is not a JSON object")
     return body
+
+
+PLACEMENTS = ("compact", "spread", "smt-last")
+
+
+def _machine(text: str, what: str) -> Any:
+    """A MachineSpec from a bundled name or the inline form (never a file: the page sends the
+    text, and the server reads no path it was not given on the command line)."""
+    from ..target import bundled, parse_spec
+    text = text.strip()
+    if text not in bundled() and ("=" not in text or "/" in text):
+        raise UserError(f"{what} '{text}': give a bundled name ({', '.join(bundled())}) or the inline form "
+                        "sockets=2,cores=32,smt=2 or cpus=64 (a file: corecast predict --target-machine FILE)")
+    return parse_spec(text)
+
+
+def _machines(q: Any) -> tuple[Any, Any]:
+    """(target, measured) for report.documents.predict_doc, as `predict` builds them from
+    --target-machine, --placement, --smt-yield and --measured-machine."""
+    text = (q.get("target_machine") or "").strip()
+    smt_yield = _opt_float(q, "smt_yield")
+    placement = q.get("placement") or "compact"
+    measured_text = (q.get("measured_machine") or "").strip()
+    if not text:
+        if smt_yield is not None or measured_text:
+            raise UserError("the SMT yield and the measured machine are for a target machine")
+        return None, None
+    if placement not in PLACEMENTS:
+        raise UserError(f"placement '{placement}': choose from {', '.join(PLACEMENTS)}")
+    target = (_machine(text, "target machine"), placement, smt_yield)
+    measured = (_machine(measured_text, "measured machine") if measured_text else None, None)
+    return target, measured
 
 
 def _arg(request: web.Request, name: str) -> str:

@@ -530,11 +530,20 @@ async function pagePredict(params) {
   const size = h("input", { type: "text", id: "predict-size", value: params.get("size_ratio") || "", placeholder: "1 (same problem)" });
   const clock = h("input", { type: "text", id: "predict-clock", value: params.get("clock") || "", placeholder: "recorded, or GHz" });
   const stalls = h("input", { type: "text", id: "predict-stalls", value: params.get("stalls") || "", placeholder: "all stall columns" });
+  // another machine, as --target-machine takes it: a bundled name or the inline form
+  const machine = h("input", { type: "text", id: "predict-machine", list: "predict-machines", value: params.get("target_machine") || "", placeholder: "this one; or a name, or sockets=2,cores=32,smt=2" });
+  const machines = h("datalist", { id: "predict-machines" }, (state.machines || []).map((m) => h("option", { value: m })));
+  const placement = h("select", { id: "predict-placement" }, ["compact", "spread", "smt-last"].map((m) => h("option", { value: m, selected: m === (params.get("placement") || "compact") }, m)));
+  const smtYield = h("input", { type: "text", id: "predict-smt-yield", value: params.get("smt_yield") || "", placeholder: "the corpus prior" });
+  const measured = h("input", { type: "text", id: "predict-measured", list: "predict-machines", value: params.get("measured_machine") || "", placeholder: "recorded, or as above" });
   const sel = fileSelect(files, fid, () => {});
   const go = h("button", { id: "predict-go" }, "Predict");
   form.append(h("label", {}, "campaign or Dataset"), sel, h("label", {}, "method"), method,
     h("label", {}, "target core counts"), cores, h("label", {}, "band level"), level,
     h("h3", {}, "Target machine"),
+    h("label", {}, "machine (predict --target-machine)"), machine, machines,
+    h("div", { class: "row" }, h("div", {}, h("label", {}, "placement"), placement), h("div", {}, h("label", {}, "SMT yield"), smtYield)),
+    h("label", {}, "measured machine, for data that does not record it"), measured,
     h("label", {}, "clock ratio: measured / target frequency"), freq,
     h("label", {}, "problem size ratio: target / measured"), size,
     h("label", {}, "measured clock (GHz), for data that does not record it"), clock,
@@ -544,7 +553,8 @@ async function pagePredict(params) {
   const run = async () => {
     out.innerHTML = "";
     out.append(h("p", { class: "note" }, "fitting…"));
-    const p = { file: sel.value, method: method.value, cores: cores.value, level: level.value, freq_ratio: freq.value, size_ratio: size.value, clock: clock.value, stalls: stalls.value };
+    const p = { file: sel.value, method: method.value, cores: cores.value, level: level.value, freq_ratio: freq.value, size_ratio: size.value, clock: clock.value, stalls: stalls.value,
+      target_machine: machine.value.trim(), placement: machine.value.trim() ? placement.value : "", smt_yield: smtYield.value, measured_machine: measured.value.trim() };
     try {
       if (!p.cores) {
         const d = await api("/api/dataset?" + q({ file: p.file }));
@@ -565,6 +575,8 @@ function renderPrediction(out, r) {
   const d = r.doc, metric = d.metric, lvl = Math.round(100 * d.level);
   out.append(h("p", { class: "verdict" }, `${d.file}: method ${d.method}${d.chosen && d.chosen.length ? " → " + d.chosen.join(" + ") : ""}; model: ${d.model}`));
   if (d.reason) out.append(h("p", { class: "note" }, d.reason));
+  const tm = d.target_machine;
+  if (tm) out.append(h("p", { class: "note", id: "predict-target" }, `target: ${tm.sockets} socket(s) × ${tm.cores_per_socket} cores × ${tm.threads_per_core} thread(s) = ${tm.cpus} CPUs (${tm.name || tm.source}), placement ${tm.placement}; SMT yield ${fmt(tm.smt_yield)} (${tm.smt_yield_source})`));
   for (const w of d.warnings || []) out.append(h("p", { class: "warning" }, "warning: " + w));
   const plots = h("div", { class: "plots" });
   out.append(plots);
@@ -606,8 +618,9 @@ function renderPrediction(out, r) {
       shapes: [{ type: "line", x0: measuredTop, x1: measuredTop, yref: "paper", y0: 0, y1: 1, line: { dash: "dash", color: "#777", width: 1 } }] });
   }
   const x = d.throughput_unit && d.throughput_unit.startsWith("runs/s") ? "runs/s" : "throughput";
+  const where = tm ? [["sockets", (p) => p.sockets_used], ["SMT shared", (p) => fmt(p.smt_shared)], ["effective cores", (p) => p.effective_cores]] : [];
   out.append(h("h3", {}, `Predictions (${metric} band at ${lvl}%)`),
-    table(["cores", "time_s", x, `low (${metric})`, `high (${metric})`], d.predictions.map((p) => [p.cores, p.time_s, p.throughput, p.low, p.high]), { cls: "predictions" }));
+    table(["cores", "time_s", x, `low (${metric})`, `high (${metric})`, ...where.map((w) => w[0])], d.predictions.map((p) => [p.cores, p.time_s, p.throughput, p.low, p.high, ...where.map((w) => w[1](p))]), { cls: "predictions" }));
   if (bn.length) {
     const top = d.predictions[d.predictions.length - 1].cores;
     out.append(h("h3", {}, `Bottlenecks (stalls per core, largest measured → ${top} cores)`),
