@@ -221,6 +221,11 @@ def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path
         assert cells == [js(browser, "return fmt(arguments[0])", s["time_s"][0]) for s in want["summary"]]
         points = js(browser, "return document.getElementById('campaign-time').data[1].y")
         assert points == [s["time_s"][0] for s in want["summary"]]
+        # the spread of the repetitions (min, max) and the stall categories per core count
+        spread = [[td.text for td in r.find_elements("css selector", "td")][3:5] for r in rows()]
+        assert spread == [[js(browser, "return fmt(arguments[0])", v) for v in s["time_s"][1:]] for s in want["summary"]]
+        stalls = js(browser, "return document.getElementById('campaign-stalls').data.map(t => [t.name, t.y])")
+        assert stalls and stalls == [[n, [s["stalls"][n] for s in want["summary"]]] for n in want["summary"][0]["stalls"]]
         shot(browser, "campaign")
         # the campaign file damaged while served: one line on the page, the server goes on
         camp.write_bytes(b"SQLite format 3\x00" + b"\x07" * 8192)
