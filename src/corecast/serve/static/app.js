@@ -253,7 +253,7 @@ class StatView {
           this.divs.set(s.name, div);
         }
         const unit = s.kind === "metric" ? "" : ` (${s.unit || "count"} per ${this.rate ? "second" : "interval"})`;
-        const range = this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window > 0 ? this.window * 0.05 : 1)] : undefined;
+        const range = this.opts.range || (this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window * 0.05)] : undefined);
         const traces = this.traces(s, from, until);
         plot(div, traces, {
           title: { text: `${s.name}<span style="font-size:11px;color:#5f6b7a"> ${s.kind}${unit}</span>`, font: { size: 13 }, x: 0.02 },
@@ -717,7 +717,7 @@ async function pageReplay(params) {
     replayMeters(view, doc);
     out.append(replayStats(r));
   } else {
-    view = new StatView(out, { window: 0, until: info.end_s });
+    view = new StatView(out, { window: 0, until: info.end_s, range: [0, info.end_s] });
     view.add([doc.header, ...doc.samples]);
     if (doc.summary) view.add([doc.summary]);
     view.add([{ type: "end", exit_status: doc.summary ? doc.summary.exit_status : null }]);
