@@ -211,7 +211,7 @@ class MetersView {
       plot(div, d.advice.map((a, j) => ({ x, y: this.av[j].allowed.slice(i0, i1 + 1), name: a.scope, type: "scatter", mode: "lines", line: { shape: "hv", width: 1.8, color: COLORS[j % COLORS.length] } })),
         { title: { text: `allowed_workers<span style="font-size:11px;color:#5f6b7a"> concurrency advice per scope</span>`, font: { size: 13 }, x: 0.02 },
           xaxis: { title: { text: "time (s)" }, range },
-          yaxis: { rangemode: "tozero", dtick: 1 }, showlegend: d.advice.length > 1, uirevision: "advice" });
+          yaxis: { rangemode: "tozero", tickformat: "d" }, showlegend: d.advice.length > 1, uirevision: "advice" });
     }
     // the triggers and the advice at the view's time
     this.trigEl.innerHTML = "";
