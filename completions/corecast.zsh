@@ -198,6 +198,7 @@ _shtab_corecast_meters_replay_options=(
   "--plot[plot the series (.png, .svg or .pdf)]:FILE:"
   "--meters[only these meters]:LIST:"
   "--scope[only these scopes (node, socket0, core1, ...)]:LIST:"
+  "--json[print the statistics and trigger changes as JSON (what \`corecast serve\` shows)]"
   ":a recording (.csv or .json):"
 )
 
@@ -254,7 +255,7 @@ _shtab_corecast_serve_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--listen[address to listen on (default 127.0.0.1\:8765\; port 0\: any free port)]:HOST:PORT:"
   "--allow-commands[let the page start \`stat\` of a command even when --listen is not a loopback address]"
-  "(*)::campaign files, Datasets, stat traces, or folders:"
+  "(*)::campaign files, Datasets, stat traces, meters recordings, or folders:"
 )
 
 # guard to ensure default positional specs are added only once per session

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from corecast.serve.server import parse_listen  # noqa: E402
 from corecast.errors import UserError  # noqa: E402
 
 from conftest import DATA, run_corecast  # noqa: E402
+from test_meters import board_name  # noqa: E402
+from test_meters_live import start_daemon, stop  # noqa: E402
 
 RAYTRACER = DATA / "usl" / "raytracer.csv"
 
@@ -111,6 +114,49 @@ def test_predict_and_usl_documents_equal_the_cli(files, cli):
     assert len(usl["curve"]) == 100
     r = cli("info", files / "raytracer.csv", "--json")
     assert info["info"] == r.json()
+
+
+def test_prediction_for_another_machine_equals_the_cli(files, cli):
+    dash = Dashboard([str(files)], "127.0.0.1", 0)
+    base = {"cores": "16,64", "method": "estima"}
+
+    async def fetch(client):
+        f = fid(dash, "stalls.csv")
+        st = await (await client.get("/api/state")).json()
+        out = {}
+        for name, extra in [("ok", {"target_machine": "epyc-9654-2s", "placement": "spread", "smt_yield": "0.3",
+                                    "measured_machine": "sockets=1,cores=8,smt=1"}),
+                            ("inline", {"target_machine": "sockets=2,cores=16,smt=2"}),
+                            ("path", {"target_machine": "/etc/hostname"}),
+                            ("bad", {"target_machine": "sockets=two"}),
+                            ("placement", {"target_machine": "cpus=64", "placement": "diagonal"}),
+                            ("alone", {"smt_yield": "0.3"})]:
+            resp = await client.get("/api/predict", params={"file": f, **base, **extra})
+            out[name] = (resp.status, await resp.json())
+        return st["machines"], out
+
+    machines, out = run_api(dash, fetch)
+    from corecast.target import bundled
+    assert machines == bundled() and "epyc-9654-2s" in machines
+    for name, args in [("ok", ["--target-machine", "epyc-9654-2s", "--placement", "spread", "--smt-yield", "0.3",
+                               "--measured-machine", "sockets=1,cores=8,smt=1"]),
+                       ("inline", ["--target-machine", "sockets=2,cores=16,smt=2"])]:
+        status, doc = out[name]
+        assert status == 200, doc
+        want = cli("predict", files / "stalls.csv", "--cores", "16,64", "--method", "estima", *args, "--json").json()
+        assert doc["doc"] == want
+        # the curve is the same prediction over a grid, for the same machine
+        assert doc["curve"]["target_machine"] == want["target_machine"]
+        at = {p["cores"]: p for p in doc["curve"]["predictions"]}
+        assert at[64]["time_s"] == pytest.approx(want["predictions"][1]["time_s"], rel=1e-9)
+        assert all(p["low"] is not None and "effective_cores" in p for p in doc["curve"]["predictions"])
+    assert out["ok"][1]["doc"]["target_machine"]["placement"] == "spread"
+    for name, start in [("path", "target machine '/etc/hostname': give a bundled name ("),
+                        ("bad", "machine description 'sockets=two': "),
+                        ("placement", "placement 'diagonal': choose from compact, spread, smt-last"),
+                        ("alone", "the SMT yield and the measured machine are for a target machine")]:
+        status, doc = out[name]
+        assert status == 400 and doc["error"].startswith(start), (name, doc)
 
 
 def test_campaign_document_equals_info_and_measure_summary(tmp_path, cli):
@@ -254,3 +300,201 @@ def test_replay_window(tmp_path):
     assert all_["samples"] == [x for x in recorded if x["type"] == "sample"]
     assert all_["summary"] == next(x for x in recorded if x["type"] == "summary")
     assert part["samples"] and all(s["time_s"] <= all_["info"]["start_s"] for s in part["samples"])
+
+
+# ------------------------------------------------------------------ meters: live and replayed
+TRIGGERS = """
+[[trigger]]
+name = "never"
+meter = "psi_cpu_some"
+low = 1.5
+high = 2.0
+"""
+
+
+def _token(page: str) -> str:
+    return re.search(r'name="corecast-token" content="([^"]+)"', page).group(1)
+
+
+def _sse_lines(body: str) -> list[dict]:
+    out = []
+    for block in body.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if fields.get("event") == "lines":
+            out.extend(json.loads(fields["data"]))
+    return out
+
+
+def _remove_board(name: str) -> None:
+    for p in (Path(f"/dev/shm/corecast-{name}"), Path(f"/dev/shm/corecast-{name}.app")):
+        p.unlink(missing_ok=True)
+
+
+def test_meters_split_and_join_give_the_document_back():
+    from corecast.serve import meters as M
+    from corecast.meters import Board
+    from corecast.meters.exporter import to_json
+    name = board_name()
+    sleeper = subprocess.Popen(["sleep", "30"])
+    p = start_daemon(name, "--pid", sleeper.pid, "--max-threads", 2, "--duration", 30)
+    try:
+        with Board.open(name) as b:
+            b.publish("phase", 3)
+            doc = to_json(b.snapshot())
+    finally:
+        stop(p)
+        sleeper.kill()
+        sleeper.wait()
+    assert {m["level"] for m in doc["meters"]} >= {"node", "process", "thread"} and doc["apps"]
+    desc, values = M.split(doc)
+    assert M.join(desc, values) == doc
+    # the description has no value, the values no description
+    assert all("avg" not in m and "source" in m for m in desc["meters"])
+    assert all("source" not in v for v in values["meters"]) and "apps" in values and "scopes" not in values
+
+
+def test_live_meters_stream_is_the_show_json_document_and_follows_a_new_daemon(tmp_path, caplog):
+    from corecast.serve import meters as M
+    name = board_name()
+    trig = tmp_path / "t.toml"
+    trig.write_text(TRIGGERS)
+    p = start_daemon(name, "--triggers", trig, "--duration", 60)
+    p2 = None
+    dash = Dashboard([], "127.0.0.1", 0)
+
+    async def go(client):
+        nonlocal p2
+        token = _token(await (await client.get("/")).text())
+        st = await (await client.get("/api/state")).json()
+        listed = {b["name"]: b for b in st["meters"]["boards"]}
+        assert listed[name]["stale"] is None and listed[name]["pid"] == p.pid and listed[name]["triggers"] == 1
+        assert st["meters"]["available"] and st["meters"]["default"]
+        bad = [await client.post("/api/meters", json=body, headers={"X-Corecast-Token": token})
+               for body in ({"blackboard": "no-such-board-q"}, {"blackboard": "../x"},
+                            {"blackboard": name, "period": "fast"}, {"blackboard": name, "period": 0})]
+        bad = [(r.status, (await r.json())["error"]) for r in bad]
+        r = await client.post("/api/meters", json={"blackboard": name, "period": 0.1},
+                              headers={"X-Corecast-Token": token})
+        assert r.status == 200, await r.text()
+        sid = (await r.json())["id"]
+        session = dash.sessions[sid]
+        await asyncio.sleep(1.0)
+        p.kill()                           # dies without closing its board: stale
+        p.wait()
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if '"stale": "the daemon' in session.history[-1]:
+                break
+        n_stale = len(session.history)
+        await asyncio.sleep(1.5)           # a stale board's polls are the same: not sent again
+        n_later = len(session.history)
+        shown = await asyncio.to_thread(run_corecast, "meters", "show", "--blackboard", name, "--json", timeout=60)
+        # a new daemon under that name replaces the stale board: the session follows it
+        p2 = await asyncio.to_thread(start_daemon, name, "--triggers", trig, "--duration", 60)
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if len(session.head) == 2:
+                break
+        await client.post(f"/api/sessions/{sid}/stop", headers={"X-Corecast-Token": token})
+        async with client.get(f"/api/sessions/{sid}/stream") as resp:
+            body = await resp.text()
+        return bad, n_stale, n_later, json.loads(shown.stdout), _sse_lines(body)
+
+    try:
+        bad, n_stale, n_later, shown, lines = run_api(dash, go)
+    finally:
+        for q in (p, p2):
+            if q is not None:
+                stop(q)
+        _remove_board(name)
+    assert bad[0] == (400, f"no blackboard 'no-such-board-q' ({'/dev/shm/corecast-no-such-board-q'} does not exist: "
+                           "is `corecast meters --blackboard no-such-board-q` running?)")
+    assert bad[1][0] == 400 and "not a blackboard name" in bad[1][1]
+    assert bad[2] == (400, "period 'fast' is not a number of seconds") and bad[3] == (400, "period 0: give 0.05 to 10 seconds")
+    assert sum("no-such-board-q" in r.getMessage() for r in caplog.records) == 1       # one line in the log
+    assert n_later == n_stale
+    # the lines put together are the documents `meters show --json` prints
+    headers = {x["desc"]: x for x in lines if x["type"] == "header"}
+    assert sorted(headers) == [1, 2] and all(h["format"] == "corecast-meters" for h in headers.values())
+    docs = [(x["desc"], M.join(headers[x["desc"]]["description"], x["values"])) for x in lines
+            if x["type"] in ("header", "meters")]
+    first = [d for k, d in docs if k == 1]
+    assert first[-1] == shown                       # the dead board, as the CLI reads it
+    assert shown["stale"].startswith(f"the daemon (pid {p.pid}) is gone")
+    assert len({d["ticks"] for d in first}) >= 5     # it ticked while watched
+    assert [t["name"] for t in first[-1]["triggers"]] == ["never"] and first[-1]["triggers"][0]["state"] == "low"
+    second = [d for k, d in docs if k == 2]
+    assert second and second[-1]["pid"] == p2.pid and second[-1]["stale"] is None
+    assert lines[-1]["type"] == "end"
+    assert len(json.dumps(lines[-2])) < len(json.dumps(headers[1])) / 2     # the values alone
+
+
+def _recording(tmp_path: Path, name: str, suffix: str = ".csv") -> Path:
+    trig = tmp_path / "t.toml"
+    trig.write_text(TRIGGERS)
+    rec = tmp_path / f"{name}{suffix}"
+    board = board_name()
+    try:
+        r = run_corecast("meters", "--blackboard", board, "--triggers", trig, "--record", rec, "--duration", "1.5",
+                         timeout=120)
+    finally:
+        _remove_board(board)
+    assert r.returncode == 0, r.stderr
+    return rec
+
+
+def test_meters_recording_replay_equals_the_cli(tmp_path, cli):
+    rec = _recording(tmp_path, "m")
+    jrec = _recording(tmp_path, "j", ".json")
+    (tmp_path / "t.toml").unlink()
+    (tmp_path / "cut.json").write_text(jrec.read_text()[:-200])          # a JSON recording cut short
+    dash = Dashboard([str(tmp_path)], "127.0.0.1", 0)
+
+    async def fetch(client):
+        st = await (await client.get("/api/state")).json()
+        out = {}
+        for n in ("m.csv", "j.json", "cut.json"):
+            resp = await client.get("/api/replay", params={"file": fid(dash, n)})
+            out[n] = (resp.status, await resp.json())
+        out["usl"] = (await client.get("/api/usl", params={"file": fid(dash, "m.csv")})).status
+        return {f["name"]: f["kind"] for f in st["files"]}, out
+
+    kinds, out = run_api(dash, fetch)
+    # the sidecar m.csv.meta.json is not a file of its own; a cut JSON file is a plain (bad) Dataset
+    assert kinds == {"m.csv": "meters-recording", "j.json": "meters-recording", "cut.json": "dataset"}
+    for f in (rec, jrec):
+        status, doc = out[f.name]
+        assert status == 200
+        assert doc["replay"] == cli("meters", "replay", f, "--json").json()
+        assert doc["dataset"] == cli("export", f, "--format", "json").json()
+        assert doc["info"]["kind"] == "meters-recording" and doc["info"]["samples_total"] == len(doc["dataset"]["rows"])
+        trig = doc["replay"]["triggers"][0]
+        assert (trig["trigger"], trig["meter"], trig["low"], trig["high"], trig["dwell_s"]) == \
+            ("never", "psi_cpu_some", 1.5, 2.0, 0.0)
+        assert {f"{u['meter']}@{u['scope']}": u["reason"] for u in doc["replay"]["unavailable"]} == \
+            doc["dataset"]["notes"]["meters"]["unavailable"]
+    status, doc = out["cut.json"]
+    assert status == 400 and "cut.json" in doc["error"] and "\n" not in doc["error"]
+    assert out["usl"] == 400          # a recording is for replay, not for the models
+
+
+def test_meters_replay_json_is_the_recording_summarised(tmp_path, cli):
+    """`corecast meters replay --json` (the page's statistics): each series' mean, min, p95 and
+    max from the recording's own column, the trigger changes from its 0/1 column."""
+    import numpy as np
+    from corecast.dataset import load
+    rec = _recording(tmp_path, "m")
+    doc = cli("meters", "replay", rec, "--json").json()
+    text = cli("meters", "replay", rec).out
+    ds = load(rec)
+    assert doc["windows"] == len(ds) and doc["span_s"] == ds.metrics["elapsed_s"][-1]
+    assert doc["interval_s"] == 0.01 and doc["window_s"] == 0.1
+    for s in doc["meters"]:
+        v = ds.metrics[s["column"]]
+        v = v[np.isfinite(v)]
+        assert s["mean"] == float(v.mean()) and s["min"] == float(v.min()) and s["max"] == float(v.max())
+        assert s["p95"] == float(np.percentile(v, 95)) and s["meter"] in text
+    (t,) = doc["triggers"]
+    assert t["column"] == "trigger:never@node" and t["transitions"] == [] and "no change" in text
+    assert not any(np.nan_to_num(ds.metrics[t["column"]]))
+    assert {a["scope"] for a in doc["advice"]} >= {"node"}

@@ -221,6 +221,11 @@ def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path
         assert cells == [js(browser, "return fmt(arguments[0])", s["time_s"][0]) for s in want["summary"]]
         points = js(browser, "return document.getElementById('campaign-time').data[1].y")
         assert points == [s["time_s"][0] for s in want["summary"]]
+        # the spread of the repetitions (min, max) and the stall categories per core count
+        spread = [[td.text for td in r.find_elements("css selector", "td")][3:5] for r in rows()]
+        assert spread == [[js(browser, "return fmt(arguments[0])", v) for v in s["time_s"][1:]] for s in want["summary"]]
+        stalls = js(browser, "return document.getElementById('campaign-stalls').data.map(t => [t.name, t.y])")
+        assert stalls and stalls == [[n, [s["stalls"][n] for s in want["summary"]]] for n in want["summary"][0]["stalls"]]
         shot(browser, "campaign")
         # the campaign file damaged while served: one line on the page, the server goes on
         camp.write_bytes(b"SQLite format 3\x00" + b"\x07" * 8192)
@@ -269,6 +274,22 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
         assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
         assert browser.find_element("id", "predict-stalls")
         shot(browser, "predict")
+        # another machine, chosen on the page: the CLI's --target-machine document
+        assert "epyc-9654-2s" in js(browser, "return [...document.querySelectorAll('#predict-machines option')].map(o => o.value)")
+        browser.find_element("id", "predict-machine").send_keys("epyc-9654-2s")
+        browser.find_element("css selector", "#predict-placement option[value=spread]").click()
+        js(browser, "window.corecast.docs.predict = null")
+        browser.find_element("id", "predict-go").click()
+        wait(lambda: js(browser, "return !!(window.corecast.docs.predict)"), 120, "the prediction for the target")
+        want = json.loads(run_corecast("predict", stalls, "--cores", "16,32", "--method", "estima", "--target-machine",
+                                       "epyc-9654-2s", "--placement", "spread", "--json").stdout)
+        assert js(browser, "return window.corecast.docs.predict.doc") == want
+        assert "384 CPUs (epyc-9654-2s), placement spread" in browser.find_element("id", "predict-target").text
+        cells = [[td.text for td in tr.find_elements("css selector", "td")]
+                 for tr in browser.find_elements("css selector", "table.predictions tbody tr")]
+        assert [c[5:7] for c in cells] == [[str(p["sockets_used"]), "yes" if p["smt_shared"] else "no"]
+                                           for p in want["predictions"]]
+        shot(browser, "predict-target")
 
         browser.get(f"{srv.url}/#usl?file={ids['raytracer.csv']}&predict=64")
         wait(lambda: js(browser, "return !!(window.corecast.docs.usl)"), 60, "the USL fit")
@@ -297,3 +318,246 @@ def js_fetch(browser, url: str, path: str) -> str:
     browser.get(url + "/")
     return browser.execute_async_script(
         "const done = arguments[arguments.length - 1]; fetch(arguments[0]).then(r => r.text()).then(done);", path)
+
+
+# ------------------------------------------------------------------------------------------ meters
+TRIGGERS = """
+[[trigger]]
+name = "busy-core"          # a core whose CPU is busy: the spinner's core goes HIGH
+meter = "cpu_busy"
+scope = "core"
+low = 0.4
+high = 0.6
+
+[[trigger]]
+name = "cpu-pressure"       # stays LOW (PSI's share of time stalled never exceeds 1)
+meter = "psi_cpu_some"
+low = 1.5
+high = 2.0
+"""
+
+
+def spinner(cpu: int = 0) -> subprocess.Popen:
+    """A process that keeps one CPU busy (so that a cpu_busy trigger there goes HIGH)."""
+    return subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+
+
+def board_name(tag: str) -> str:
+    return f"serve-{tag}-{os.getpid()}"
+
+
+def remove_board(name: str) -> None:
+    for p in (Path(f"/dev/shm/corecast-{name}"), Path(f"/dev/shm/corecast-{name}.app")):
+        p.unlink(missing_ok=True)
+
+
+def start_daemon(name: str, log: Path, *args) -> subprocess.Popen:
+    """A meters daemon writing its log (a line per trigger change) to `log`, not to a pipe
+    nobody reads while the test runs."""
+    from corecast.errors import UserError
+    from corecast.meters import Board
+    with open(log, "w") as fh:
+        p = subprocess.Popen([sys.executable, "-m", "corecast", "meters", "--blackboard", name, *map(str, args)],
+                             stdout=subprocess.DEVNULL, stderr=fh)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise AssertionError(f"the meters daemon ended: {log.read_text()}")
+        try:
+            with Board.open(name) as b:
+                if b.state == "running" and b.header.ticks >= 2 and b.pid == p.pid:
+                    return p
+        except UserError:
+            pass
+        time.sleep(0.05)
+    p.kill()
+    raise AssertionError("the meters daemon did not start")
+
+
+def meter_points(browser, name: str) -> tuple[int, float]:
+    """(points with a value, largest time) in the meters plot of `name` (its scopes' lines, not
+    the red underlines of a trigger's HIGH spans)."""
+    return tuple(js(browser, """
+        const d = document.querySelector(`#meters-plots div.plot[data-meter="${arguments[0]}"]`);
+        if (!d || !d.data) return [0, 0];
+        let n = 0, t = 0;
+        for (const tr of d.data.filter(tr => tr.meta !== 'trigger-high'))
+          tr.x.forEach((x, i) => { if (tr.y[i] !== null) { n++; t = Math.max(t, x); } });
+        return [n, t];""", name))
+
+
+def high_spans(browser, name: str) -> dict[str, int]:
+    """Points underlined as HIGH in the meters plot of `name`, per trigger and scope."""
+    return js(browser, """
+        const d = document.querySelector(`#meters-plots div.plot[data-meter="${arguments[0]}"]`);
+        const out = {};
+        for (const tr of (d && d.data || []).filter(tr => tr.meta === 'trigger-high'))
+          out[tr.name] = tr.y.filter(v => v !== null).length;
+        return out;""", name)
+
+
+def table_rows(browser, css: str) -> list[list[str]]:
+    """The cells' text of a table the page redraws as it updates (read in one go)."""
+    return js(browser, """return [...document.querySelectorAll(arguments[0] + ' tbody tr')]
+                          .map(tr => [...tr.querySelectorAll('td')].map(td => td.innerText.trim()))""", css)
+
+
+def test_live_meters_update_show_triggers_and_a_stale_board(browser, tmp_path):
+    name = board_name("live")
+    trig = tmp_path / "triggers.toml"
+    trig.write_text(TRIGGERS)
+    spin = spinner(0)
+    daemon = start_daemon(name, tmp_path / "meters.log", "--triggers", trig, "--duration", 120)
+    srv = None
+    try:
+        srv = Server()
+        browser.get(srv.url + "/#live")
+        board = wait(lambda: browser.find_element("id", "meters-board"), what="the meters panel")
+        assert board.get_attribute("value") == (os.environ.get("CORECAST_METERS") or "default")
+        # the boards on this machine are listed, this one live
+        found = wait(lambda: browser.find_element("css selector", f'#meters-boards a[data-board="{name}"]'), 10)
+        assert found.find_elements("css selector", "span")[1].text == "live"
+        found.click()
+        assert board.get_attribute("value") == name
+        period = browser.find_element("id", "meters-period")
+        period.clear()
+        period.send_keys("0.25")
+        browser.find_element("id", "meters-watch").click()
+        n1, t1 = wait(lambda: (lambda p: p if p[0] >= 2 else None)(meter_points(browser, "cpu_busy")), 30,
+                      "the first cpu_busy points")
+        time.sleep(3.0)
+        n2, t2 = meter_points(browser, "cpu_busy")
+        assert n2 > n1 and t2 >= t1 + 2.0, (n1, t1, n2, t2)     # the plot scrolls on as the board ticks
+        status = browser.find_element("id", "meters-status").text
+        assert status.startswith(f"blackboard {name} · daemon pid {daemon.pid}") and "stale" not in status
+        # the spinner's core: its trigger HIGH on the page; the levels drawn on cpu_busy's plot
+        wait(lambda: any(r[0] == "busy-core" and r[1] == "core0" and r[3] == "HIGH"
+                         for r in table_rows(browser, "table.meters-triggers")), 30, "busy-core at core0 HIGH")
+        rows = table_rows(browser, "table.meters-triggers")
+        assert any(r[0] == "cpu-pressure" and r[3] == "LOW" for r in rows), rows
+        assert high_spans(browser, "cpu_busy").get("busy-core@core0 HIGH", 0) > 0
+        levels = js(browser, """return document.querySelector('#meters-plots div.plot[data-meter="cpu_busy"]')
+                                .layout.shapes.filter(s => s.type === 'line').map(s => s.y0)""")
+        assert 0.4 in levels and 0.6 in levels
+        advice = table_rows(browser, "table.meters-advice")
+        assert [r[0] for r in advice][:1] == ["node"] and all(r[1].isdigit() for r in advice)
+        # unavailable meters: listed with their reason, never plotted
+        doc = js(browser, "return window.corecast.docs.meters")
+        gone = {m["name"] for m in doc["meters"] if m["quality"] == "unavailable"}
+        live = {m["name"] for m in doc["meters"] if m["quality"] != "unavailable"}
+        listed = {e.get_attribute("data-meter"): e.text for e in
+                  browser.find_elements("css selector", "#meters-unavailable li")}
+        assert set(listed) == gone - live or set(listed) >= gone - live
+        for m in gone - live:
+            assert listed[m] and ": " in listed[m]
+            assert not browser.find_elements("css selector", f'#meters-plots div.plot[data-meter="{m}"]')
+        shot(browser, "meters-live")
+
+        # the daemon dies without closing its board: the page says it is stale, and why
+        daemon.kill()
+        daemon.wait(10)
+        stale = wait(lambda: browser.find_element("id", "meters-stale").text, 30, "the stale message")
+        assert f"the daemon (pid {daemon.pid}) is gone" in stale and "Traceback" not in stale
+        assert "stale" in browser.find_element("id", "meters-status").text
+        # the page's document is the one `corecast meters show --json` prints (a dead board stands still)
+        time.sleep(1.5)
+        want = json.loads(run_corecast("meters", "show", "--blackboard", name, "--json", timeout=60).stdout)
+        assert js(browser, "return window.corecast.docs.meters") == want
+        cells = {(r[0], r[1]): r for r in table_rows(browser, "table.meters-triggers")}
+        for t in want["triggers"]:
+            r = cells[(t["name"], t["scope"])]
+            assert r[3] == t["state"].upper() and r[4] == js(browser, "return fmt(arguments[0])", t["value"])
+        js(browser, "window.scrollTo(0, 0)")
+        shot(browser, "meters-stale")
+
+        # a board that does not exist: one line by the form and in the server log; the server goes on
+        board.clear()
+        board.send_keys("no-such-board-xyz")
+        browser.find_element("id", "meters-watch").click()
+        msg = wait(lambda: [e for e in errors_shown(browser) if "no-such-board-xyz" in e], 30, "the error line")[0]
+        assert msg.startswith("no blackboard 'no-such-board-xyz'") and "\n" not in msg
+        # the board list was read again: the dead daemon's board is there, stale
+        found = browser.find_element("css selector", f'#meters-boards a[data-board="{name}"]')
+        assert found.find_elements("css selector", "span")[1].text == "stale"
+        assert f"the daemon (pid {daemon.pid}) is gone" in found.get_attribute("title")
+        shot(browser, "meters-no-board")
+        assert js(browser, "return fetch('/api/state').then(r => r.status)") == 200
+    finally:
+        spin.kill()
+        if daemon.poll() is None:
+            daemon.kill()
+        daemon.wait(10)
+        remove_board(name)
+        log = srv.stop() if srv else ""
+    assert "Traceback" not in log
+    assert sum("no-such-board-xyz" in line for line in log.splitlines()) == 1
+
+
+def test_meters_recording_replays_with_the_slider(browser, tmp_path):
+    name = board_name("rec")
+    trig = tmp_path / "triggers.toml"
+    trig.write_text(TRIGGERS)
+    rec = tmp_path / "meters.csv"
+    spin = spinner(0)
+    try:
+        r = run_corecast("meters", "--blackboard", name, "--triggers", trig, "--record", rec, "--duration", "3",
+                         timeout=120)
+    finally:
+        spin.kill()
+        remove_board(name)
+    assert r.returncode == 0, r.stderr
+    # a copy with a garbled cell: a corrupt recording
+    bad = tmp_path / "broken.csv"
+    lines = rec.read_text().splitlines()
+    lines[5] = lines[5].replace(",", ",x", 1)
+    bad.write_text("\n".join(lines) + "\n")
+    shutil.copy(rec.with_name("meters.csv.meta.json"), tmp_path / "broken.csv.meta.json")
+    srv = Server(rec, bad)
+    try:
+        state = json.loads(js_fetch(browser, srv.url, "/api/state"))
+        kinds = {f["name"]: f["kind"] for f in state["files"]}
+        assert kinds == {"meters.csv": "meters-recording", "broken.csv": "meters-recording"}
+        ids = {f["name"]: f["id"] for f in state["files"]}
+        browser.get(f"{srv.url}/#replay?file={ids['meters.csv']}")
+        wait(lambda: meter_points(browser, "cpu_busy")[0] > 0, 30, "the replayed recording")
+        want = json.loads(run_corecast("meters", "replay", rec, "--json", timeout=60).stdout)
+        assert js(browser, "return window.corecast.docs.replay.replay") == want
+        rows = json.loads(run_corecast("export", rec, "--format", "json", timeout=60).stdout)
+        assert js(browser, "return window.corecast.docs.replay.dataset") == rows
+        # every window of each scope is a point; the statistics are the CLI's
+        n_all = meter_points(browser, "cpu_busy")[0]
+        scopes = [s for s in want["meters"] if s["meter"] == "cpu_busy"]
+        assert n_all == sum(1 for row in rows["rows"] for s in scopes if row[s["column"]] is not None)
+        stats = {(c[0], c[1]): c for c in table_rows(browser, "table.meters-replay")}
+        for s in want["meters"]:
+            assert stats[(s["meter"], s["scope"])][2] == js(browser, "return fmt(arguments[0])", s["mean"])
+        assert browser.find_elements("css selector", "table.meters-triggers tbody tr")
+        shot(browser, "meters-replay")
+        # the slider back to the start: fewer points, and the triggers as they were then
+        slider = browser.find_element("id", "replay-slider")
+        half = (want["span_s"]) / 2
+        js(browser, "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))", slider, half)
+        wait(lambda: 0 < meter_points(browser, "cpu_busy")[0] < n_all, 10, "the slider to go back")
+        assert meter_points(browser, "cpu_busy")[1] <= half
+        t = [row["elapsed_s"] for row in rows["rows"]]
+        i = max(k for k, x in enumerate(t) if x <= half)
+        cells = {(r[0], r[1]): r[3] for r in table_rows(browser, "table.meters-triggers")}
+        for tr in want["triggers"]:
+            v = rows["rows"][i][tr["column"]]
+            assert cells[(tr["trigger"], tr["scope"])] == ("HIGH" if v else "LOW")
+        spans = high_spans(browser, "cpu_busy")
+        for tr in want["triggers"]:
+            if tr["meter"] == "cpu_busy":
+                high = sum(1 for row in rows["rows"][:i + 1] if row[tr["column"]] and row[f"cpu_busy@{tr['scope']}"] is not None)
+                assert spans[f"{tr['trigger']}@{tr['scope']} HIGH"] == high
+        shot(browser, "meters-replay-half")
+        # a corrupt recording: one line on the page, and the server goes on
+        browser.get(f"{srv.url}/#replay?file={ids['broken.csv']}")
+        line = wait(lambda: errors_shown(browser), 30, "the error line")[0]
+        assert line.startswith(f"{bad}:6: column 'elapsed_s'") and "is not a number" in line and "\n" not in line
+        shot(browser, "meters-replay-corrupt")
+        assert js(browser, "return fetch('/api/state').then(r => r.status)") == 200
+    finally:
+        log = srv.stop()
+    assert "Traceback" not in log
+    assert sum(f"{bad}:6:" in line for line in log.splitlines()) == 1      # one line in the server log

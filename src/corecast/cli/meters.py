@@ -92,6 +92,8 @@ def add_arguments(p) -> None:
     s.add_argument("--plot", metavar="FILE", help="plot the series (.png, .svg or .pdf)")
     s.add_argument("--meters", dest="replay_meters", metavar="LIST", help="only these meters")
     s.add_argument("--scope", metavar="LIST", help="only these scopes (node, socket0, core1, ...)")
+    s.add_argument("--json", dest="replay_json", action="store_true",
+                   help="print the statistics and trigger changes as JSON (what `corecast serve` shows)")
 
 
 def run(args) -> int:
@@ -113,7 +115,10 @@ def run(args) -> int:
         only = [m.strip() for m in args.replay_meters.split(",")] if args.replay_meters else None
         scopes = [s.strip() for s in args.scope.split(",")] if args.scope else None
         rec = record.read(args.file, only, scopes)
-        R.replay(rec, terminal.console())
+        if args.replay_json:
+            print(json.dumps(R.replay_doc(rec), indent=1, allow_nan=False))
+        else:
+            R.replay(rec, terminal.console())
         if args.plot:
             fig = R.replay_figure(rec)
             plots.save(fig, args.plot)

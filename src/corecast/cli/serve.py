@@ -9,26 +9,29 @@ DESCRIPTION = """\
 Serve a dashboard on this machine (loopback by default; read-only: it never writes a file):
 
   Live         a running `corecast stat` (started and stopped from the page, of a command, a
-               pid or every CPU, events chosen from this machine's catalogue) and the `meters`
-               blackboard, as scrolling time series per thread or per CPU
+               pid or every CPU, events chosen from this machine's catalogue) as scrolling time
+               series per thread or per CPU; and a `corecast meters` blackboard by name
+               (default $CORECAST_METERS, else "default"): node/socket/core meters with their
+               trigger levels and states, the allowed workers, stale boards said as such
   Campaigns    the runs of a campaign file, updated as `corecast measure` records them
   Predictions  `corecast predict` of a campaign or Dataset: method and target on the page;
                the band, the stall categories and the bottlenecks
   USL          `corecast usl` of any Dataset: the fit, its band and the data checks
-  Replay       a recorded `corecast stat --format json -o trace.jsonl` with a time slider
+  Replay       a recorded `corecast stat --format json -o trace.jsonl` or `corecast meters
+               --record meters.csv` with a time slider
 
-FILES are campaign files, Datasets (CSV/JSON) and stat traces, or folders holding them (looked
-at again on each visit, so a campaign started later shows up). The page's numbers are the
-documents the commands print with --json.
+FILES are campaign files, Datasets (CSV/JSON), stat traces and meters recordings, or folders
+holding them (looked at again on each visit, so a campaign started later shows up). The page's
+numbers are the documents the commands print with --json.
 
 examples:
   corecast serve campaign.db data/usl/
-  corecast serve --listen 127.0.0.1:9000 trace.jsonl
+  corecast serve --listen 127.0.0.1:9000 trace.jsonl meters.csv
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="*", metavar="FILE", help="campaign files, Datasets, stat traces, or folders")
+    p.add_argument("files", nargs="*", metavar="FILE", help="campaign files, Datasets, stat traces, meters recordings, or folders")
     p.add_argument("--listen", default="127.0.0.1:8765", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:8765; port 0: any free port)")
     p.add_argument("--allow-commands", action="store_true",

@@ -1,8 +1,10 @@
-"""What `corecast meters show`, `list` and `replay` print, and the replay's plot (RCRTool's
-trace view: each meter over time, the trigger states and the advice below)."""
+"""What `corecast meters show`, `list` and `replay` print, the replay's plot (RCRTool's
+trace view: each meter over time, the trigger states and the advice below) and its --json
+document (which `corecast serve` shows beside the recording's rows)."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Any, Iterable
 
@@ -96,6 +98,50 @@ def replay(rec: Any, con: Console) -> None:
         if len(v):
             con.print(f"allowed_workers at {escape(s.scope)}: {fmt(float(v.min()))} to {fmt(float(v.max()))}")
     _unavailable(con, [(k.split("@")[0], k.split("@")[-1], v) for k, v in rec.unavailable.items()])
+
+
+# the recorder describes a trigger's column as "trigger state, 0 low, 1 high (METER low L high H
+# dwell D s)" (meters/record.py); the levels are read back from there
+_LEVELS = re.compile(r"\((\S+) low (\S+) high (\S+) dwell (\S+) s\)\s*$")
+
+
+def _levels(source: str) -> dict[str, float | None]:
+    m = _LEVELS.search(source or "")
+    if not m:
+        return {"low": None, "high": None, "dwell_s": None}
+    try:
+        return {"low": float(m.group(2)), "high": float(m.group(3)), "dwell_s": float(m.group(4))}
+    except ValueError:
+        return {"low": None, "high": None, "dwell_s": None}
+
+
+def replay_doc(rec: Any) -> dict[str, Any]:
+    """`corecast meters replay FILE --json`: what the text says, as data. Series are named by
+    their Dataset column; the values themselves are the recording's rows."""
+    ds = rec.dataset
+    span = float(rec.elapsed_s[-1]) if len(rec.elapsed_s) else 0.0
+
+    def num(v: float) -> float | None:
+        return float(v) if v is not None and math.isfinite(v) else None
+
+    advice = []
+    for s in rec.advice:
+        v = s.values[[math.isfinite(x) for x in s.values]]
+        advice.append({"column": s.column, "scope": s.scope, "min": num(float(v.min())) if len(v) else None,
+                       "max": num(float(v.max())) if len(v) else None})
+    return {
+        "file": rec.path, "windows": len(ds), "span_s": span, "interval_s": rec.interval_s,
+        "window_s": rec.window_s, "machine": ds.machine.describe(),
+        "meters": [{"column": s.column, "meter": s.meter, "scope": s.scope, "unit": s.unit,
+                    "source": ds.columns[s.column].source, **s.stats()} for s in rec.meters],
+        "triggers": [{"column": s.column, "trigger": s.meter, "scope": s.scope, "meter": s.watches,
+                      **_levels(ds.columns[s.column].source),
+                      "transitions": [{"elapsed_s": t, "change": what} for t, what in rec.transitions(s)]}
+                     for s in rec.triggers],
+        "advice": advice,
+        "unavailable": [{"meter": k.rsplit("@", 1)[0], "scope": k.rsplit("@", 1)[-1], "reason": v}
+                        for k, v in rec.unavailable.items()],
+    }
 
 
 def replay_figure(rec: Any) -> Any:

@@ -32,6 +32,7 @@ from .. import __version__
 from ..errors import UserError
 from . import files as F
 from . import live as L
+from . import meters as M
 
 log = logging.getLogger("corecast.serve")
 STATIC = Path(__file__).resolve().parent / "static"
@@ -147,14 +148,17 @@ class Dashboard:
         return web.FileResponse(plotly_js(), headers={"Cache-Control": "max-age=86400"})
 
     async def state(self, request: web.Request) -> dict[str, Any]:
-        ok, why = L.meters_status()
+        ok, why = M.status()
+        boards = await asyncio.to_thread(M.boards) if ok else []
         return {"version": __version__, "files": self.registry.list(),
                 "sessions": [s.describe() for s in self.sessions.values()],
                 "commands": {"allowed": self.allow_commands,
                              "reason": "" if self.allow_commands else
                              f"the server listens on {self.host}, not a loopback address: starting commands "
                              "from the page is off (start it with --allow-commands to allow it)"},
-                "meters": {"available": ok, "reason": why}}
+                "meters": {"available": ok, "reason": why, "default": M.default_name(), "boards": boards,
+                           "period_s": M.DEFAULT_PERIOD_S},
+                "machines": _bundled_machines()}
 
     async def catalogue(self, request: web.Request) -> dict[str, Any]:
         if self._catalogue is None:
@@ -189,7 +193,10 @@ class Dashboard:
 
     async def predict(self, request: web.Request) -> dict[str, Any]:
         """`corecast predict FILE --json` with the options given; `curve`: the same document
-        over a grid of core counts (the fitted predictor evaluated, not fitted again)."""
+        over a grid of core counts (the fitted predictor evaluated, not fitted again; for another
+        machine, `predict` over the grid with the same target). `target_machine` and
+        `measured_machine` are a bundled name or the inline form (sockets=2,cores=32,smt=2,
+        cpus=64), as `--target-machine` takes them; the page reads no file path."""
         from ..report import documents as D
         from ..report import prediction as R
         from ..model import predictors
@@ -197,23 +204,32 @@ class Dashboard:
         cores = _cores(q.get("cores", ""))
         level = _level(q.get("level", "0.8"))
         method = q.get("method", "auto")
+        target, measured = _machines(q)
         e, data = await self._load(_arg(request, "file"))
 
-        def build() -> dict[str, Any]:
-            opts = D.fit_options(data, kernels=q.get("kernels") or None,
+        def options() -> dict[str, Any]:
+            return D.fit_options(data, kernels=q.get("kernels") or None,
                                  checkpoints=_opt_int(q, "checkpoints"), refit=q.get("refit") == "1",
                                  size=_opt_float(q, "size"), freq_ratio=_opt_float(q, "freq_ratio") or 1.0,
                                  size_ratio=_opt_float(q, "size_ratio"), target_size=_opt_float(q, "target_size"),
                                  clock=_opt_float(q, "clock"), stalls=q.get("stalls") or None)
-            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, opts)
+
+        def build() -> dict[str, Any]:
+            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, options(), target=target,
+                                      measured=measured)
             fitted = fits[method]
             lo = float(min(data.cores.min(), min(cores)))
             hi = float(max(data.cores.max(), max(cores)))
             grid = sorted({round(lo + (hi - lo) * i / (GRID_POINTS - 1), 6) for i in range(GRID_POINTS)}
                           | set(cores) | {float(c) for c in data.distinct_cores})
             try:
-                curve = R.prediction_doc(str(e.path), method, fitted, grid, level,
-                                         work=predictors.work_per_run(data))
+                if target is None:
+                    curve = R.prediction_doc(str(e.path), method, fitted, grid, level,
+                                             work=predictors.work_per_run(data))
+                else:                          # a machine runs whole threads
+                    whole = sorted({max(1, round(c)) for c in grid})
+                    curve = D.predict_doc(data, str(e.path), method, whole, level, options(), target=target,
+                                          measured=measured)[0]
             except Exception as err:           # the table stands without the curve
                 log.warning("prediction curve of %s: %s", e.path, err)
                 curve = None
@@ -260,13 +276,15 @@ class Dashboard:
 
     # ------------------------------------------------------------------ replay
     async def replay(self, request: web.Request) -> web.Response:
-        """A recorded stat (or meters) trace: its header, summary and the sample lines between
-        `from` and `to` seconds, exactly as the command wrote them."""
-        e = self.registry.get(_arg(request, "file"), ("stat-trace", "meters-trace"))
-        expect = "corecast-stat" if e.kind == "stat-trace" else "corecast-meters"
+        """A recorded stat trace: its header, summary and the sample lines between `from` and
+        `to` seconds, exactly as the command wrote them. A meters recording: `meters replay
+        --json` and the rows as `export --format json` writes them."""
+        e = self.registry.get(_arg(request, "file"), ("stat-trace", "meters-recording"))
+        if e.kind == "meters-recording":
+            return await self._replay_meters(e)
         t = self._traces.get(e.id)
         if t is None or t.signature != e.signature():
-            t = await asyncio.to_thread(F.read_trace, e.path, expect)
+            t = await asyncio.to_thread(F.read_trace, e.path, "corecast-stat")
             self._traces[e.id] = t
         start = _opt_float(request.query, "from")
         end = _opt_float(request.query, "to")
@@ -280,6 +298,19 @@ class Dashboard:
                 f'"regions": {t.regions or "null"}, "samples": [{",".join(lines)}]}}')
         return web.Response(text=text, content_type="application/json")
 
+    async def _replay_meters(self, e: F.Entry) -> dict[str, Any]:
+        from ..meters import record
+        from ..report import meters as RM
+
+        def build() -> dict[str, Any]:
+            rec = record.read(e.path)
+            t = [float(x) for x in rec.elapsed_s if math.isfinite(x)]
+            return {"info": {"file": e.describe(), "kind": e.kind, "start_s": min(t, default=0.0),
+                             "end_s": max(t, default=0.0), "samples_total": len(rec.dataset), "cut": False,
+                             "notes": []},
+                    "replay": RM.replay_doc(rec), "dataset": json.loads(rec.dataset.to_json())}
+        return await asyncio.to_thread(build)
+
     # ------------------------------------------------------------------ live
     def _add(self, source: L.LiveSource) -> L.Session:
         self._next += 1
@@ -290,12 +321,7 @@ class Dashboard:
         return s
 
     async def start_stat(self, request: web.Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise UserError("the request is not JSON") from None
-        if not isinstance(body, dict):
-            raise UserError("the request is not a JSON object")
+        body = await _body(request)
         events = [str(s).strip() for s in body.get("events") or [] if str(s).strip()]
         virtual = [str(s).strip() for s in body.get("virtual") or [] if str(s).strip()]
         metrics = [str(s).strip() for s in body.get("metrics") or [] if str(s).strip()]
@@ -350,11 +376,17 @@ class Dashboard:
         return s.describe()
 
     async def start_meters(self, request: web.Request) -> dict[str, Any]:
-        ok, why = L.meters_status()
+        """Watch blackboard `blackboard` (default: $CORECAST_METERS, else "default") every
+        `period` seconds. A board that is not there is the reader's one line."""
+        ok, why = M.status()
         if not ok:
             raise UserError(why)
-        body = await request.json() if request.can_read_body else {}
-        s = self._add(L.MetersSource(path=(body or {}).get("path") or None))
+        body = await _body(request)
+        name = str(body.get("blackboard") or "").strip() or None
+        period = M.period(body.get("period"))
+        from ..meters import Board
+        board = await asyncio.to_thread(Board.open, name)
+        s = self._add(M.MetersSource(board, period))
         return s.describe()
 
     async def stop_session(self, request: web.Request) -> dict[str, Any]:
@@ -397,10 +429,60 @@ def _virtual_counters() -> list[dict[str, Any]]:
     return [{"name": n, "unit": v[0], "scope": v[1], "description": v[2]} for n, v in VIRTUAL_COUNTERS.items()]
 
 
+def _bundled_machines() -> list[str]:
+    from ..target import bundled
+    return bundled()
+
+
 def _jsonable(o: Any) -> Any:
     if hasattr(o, "tolist"):
         return o.tolist()
     return str(o)
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    """A POST's JSON object (an empty body is {})."""
+    if not request.can_read_body:
+        return {}
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError("the request is not JSON") from None
+    if not isinstance(body, dict):
+        raise UserError("the request is not a JSON object")
+    return body
+
+
+PLACEMENTS = ("compact", "spread", "smt-last")
+
+
+def _machine(text: str, what: str) -> Any:
+    """A MachineSpec from a bundled name or the inline form (never a file: the page sends the
+    text, and the server reads no path it was not given on the command line)."""
+    from ..target import bundled, parse_spec
+    text = text.strip()
+    if text not in bundled() and ("=" not in text or "/" in text):
+        raise UserError(f"{what} '{text}': give a bundled name ({', '.join(bundled())}) or the inline form "
+                        "sockets=2,cores=32,smt=2 or cpus=64 (a file: corecast predict --target-machine FILE)")
+    return parse_spec(text)
+
+
+def _machines(q: Any) -> tuple[Any, Any]:
+    """(target, measured) for report.documents.predict_doc, as `predict` builds them from
+    --target-machine, --placement, --smt-yield and --measured-machine."""
+    text = (q.get("target_machine") or "").strip()
+    smt_yield = _opt_float(q, "smt_yield")
+    placement = q.get("placement") or "compact"
+    measured_text = (q.get("measured_machine") or "").strip()
+    if not text:
+        if smt_yield is not None or measured_text:
+            raise UserError("the SMT yield and the measured machine are for a target machine")
+        return None, None
+    if placement not in PLACEMENTS:
+        raise UserError(f"placement '{placement}': choose from {', '.join(PLACEMENTS)}")
+    target = (_machine(text, "target machine"), placement, smt_yield)
+    measured = (_machine(measured_text, "measured machine") if measured_text else None, None)
+    return target, measured
 
 
 def _arg(request: web.Request, name: str) -> str:

@@ -2,8 +2,10 @@
 named there (looked at again on every listing, so a campaign started later appears).
 
 Each file is told by its content: a campaign (SQLite), a `stat` trace (JSON lines from
-`corecast stat --format json`), a `meters` trace (JSON lines whose header says
-`corecast-meters`), or a Dataset (CSV or JSON). The server reads them and never writes.
+`corecast stat --format json`), a `meters` recording (a Dataset whose metadata has
+notes.meters: `corecast meters --record`), or another Dataset (CSV or JSON). A CSV's
+metadata sidecar (FILE.csv.meta.json) is not listed by itself. The server reads them and never
+writes.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from ..errors import UserError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".csv", ".json", ".jsonl", ".ndjson")
-KINDS = ("campaign", "dataset", "stat-trace", "meters-trace")
+KINDS = ("campaign", "dataset", "stat-trace", "meters-recording")
+SIDECAR = ".meta.json"
+JSON_SNIFF_BYTES = 64 << 20  # a JSON Dataset larger than this is not looked into for notes.meters
 
 
 def sniff(path: Path) -> str:
@@ -34,14 +38,40 @@ def sniff(path: Path) -> str:
     if head.startswith(SQLITE_MAGIC):
         return "campaign"
     if b"\x00" in head:
-        raise UserError(f"{path}: not a campaign, Dataset (CSV/JSON), stat trace or meters trace (binary data)")
+        raise UserError(f"{path}: not a campaign, Dataset (CSV/JSON), stat trace or meters recording (binary data)")
     first = head.split(b"\n", 1)[0].strip()
-    if first.startswith(b"{") and b'"type"' in first and b'"header"' in first:
-        if b'"corecast-stat"' in first:
-            return "stat-trace"
-        if b'"corecast-meters"' in first:
-            return "meters-trace"
-    return "dataset"
+    if first.startswith(b"{") and b'"type"' in first and b'"header"' in first and b'"corecast-stat"' in first:
+        return "stat-trace"
+    return "meters-recording" if _meters_notes(path, head) else "dataset"
+
+
+def _meters_notes(path: Path, head: bytes) -> bool:
+    """Whether a Dataset's metadata has notes.meters (a `corecast meters --record` recording):
+    a CSV's `# corecast:` first line or its sidecar, a JSON Dataset's own metadata. A file whose
+    metadata cannot be read is a plain Dataset here (its page says what is wrong with it)."""
+    meta: Any = None
+    try:
+        if head.lstrip().startswith((b"{", b"[")):
+            if path.stat().st_size > JSON_SNIFF_BYTES:
+                return False
+            meta = json.loads(path.read_bytes())
+        else:
+            first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+            if first.startswith("# corecast:"):
+                meta = json.loads(first[len("# corecast:"):])
+            else:
+                side = path.with_name(path.name + SIDECAR)
+                if side.is_file():
+                    meta = json.loads(side.read_bytes())
+    except (OSError, ValueError):
+        return False
+    notes = meta.get("notes") if isinstance(meta, dict) else None
+    return isinstance(notes, dict) and isinstance(notes.get("meters"), dict)
+
+
+def is_sidecar(path: Path) -> bool:
+    """FILE.meta.json beside the FILE it describes."""
+    return path.name.endswith(SIDECAR) and path.with_name(path.name[:-len(SIDECAR)]).is_file()
 
 
 def file_id(path: Path) -> str:
@@ -102,7 +132,7 @@ class Registry:
             except OSError:
                 continue
             for p in names:
-                if not p.is_file() or p.suffix.lower() not in SUFFIXES or p.name.startswith("."):
+                if not p.is_file() or p.suffix.lower() not in SUFFIXES or p.name.startswith(".") or is_sidecar(p):
                     continue
                 fid = file_id(p)
                 if fid in self.files:
@@ -130,7 +160,7 @@ class Registry:
 # ============================================================================ traces
 @dataclass
 class Trace:
-    """A recorded `stat` (or `meters`) trace: its JSON lines, indexed by time."""
+    """A recorded `stat` trace: its JSON lines, indexed by time."""
 
     path: Path
     signature: tuple[Any, ...]

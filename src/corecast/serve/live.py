@@ -11,11 +11,13 @@ them to `publish` as they come:
 
 `StatSource` runs `corecast stat --format json` in a child process, so that a live stat on the
 page is exactly the command's JSON-lines output (header, samples, summary, regions), and the
-monitor keeps its own signal handling in its own process. `MetersSource` polls the `meters`
-blackboard through its Python reader when that reader is installed (see `meters_status`).
+monitor keeps its own signal handling in its own process. `meters.MetersSource` polls the
+`meters` blackboard with its Python reader.
 
-A `Session` keeps the recent lines of one source (a page that connects late gets them first)
-and sends each subscriber the new lines in batches, at most every BATCH_S seconds.
+A `Session` keeps the recent lines of one source (a page that connects late gets them first;
+a source may keep fewer than HISTORY_LINES with a `history_lines` attribute) and its header
+lines (the last HEADERS of them), and sends each subscriber the new lines in batches, at most
+every BATCH_S seconds.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ log = logging.getLogger("corecast.serve")
 
 BATCH_S = 0.1            # lines are sent to pages in batches, at most this often
 HISTORY_LINES = 100_000  # per session: lines kept for pages that connect later
+HEADERS = 16             # per session: header lines kept (a meters board replaced by a new daemon)
 OUTPUT_LINES = 2000      # per session: lines of the monitored program's own output shown
 QUEUE_BATCHES = 600      # per subscriber: batches waiting; a page this far behind is cut off
 
@@ -159,69 +162,6 @@ class StatSource:
                 pass
 
 
-# ============================================================================ meters
-def meters_status() -> tuple[bool, str]:
-    """Whether the `meters` blackboard can be read here: (available, why not)."""
-    try:
-        from .. import meters  # noqa: F401
-    except ImportError:
-        return False, ("corecast.meters is not part of this corecast (the meters blackboard and its "
-                       "Python reader have not landed yet)")
-    reader = _meters_reader()
-    if reader is None:
-        return False, "corecast.meters has no blackboard reader this dashboard knows (open_reader)"
-    return True, ""
-
-
-def _meters_reader() -> Callable[..., Any] | None:
-    try:
-        from .. import meters
-    except ImportError:
-        return None
-    return getattr(meters, "open_reader", None)
-
-
-class MetersSource:
-    """Polls the meters blackboard every `interval` seconds and publishes one
-    `{"type": "meters", ...}` object per poll: the reader's snapshot as its `to_dict()` gives
-    it (node/socket/core meters with their trigger levels and states, allowed workers)."""
-
-    kind = "meters"
-
-    def __init__(self, path: str | None = None, interval: float = 0.5):
-        self.path = path
-        self.interval = interval
-        self._stop = asyncio.Event()
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "label": f"meters {self.path or '(default blackboard)'}", "argv": None}
-
-    async def run(self, publish: Callable[[str], None]) -> int | None:
-        opener = _meters_reader()
-        if opener is None:
-            publish(json.dumps({"type": "error", "message": meters_status()[1]}))
-            return 2
-        reader = opener(self.path) if self.path else opener()
-        t0 = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                snap = reader.snapshot()
-                doc = snap.to_dict() if hasattr(snap, "to_dict") else dict(snap)
-                publish(json.dumps({"type": "meters", "time_s": round(time.monotonic() - t0, 6), **doc}))
-                try:
-                    await asyncio.wait_for(self._stop.wait(), self.interval)
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            close = getattr(reader, "close", None)
-            if close:
-                close()
-        return 0
-
-    async def stop(self) -> None:
-        self._stop.set()
-
-
 # ============================================================================ sessions
 class Session:
     """One live source, its recent lines and its subscribers."""
@@ -233,8 +173,8 @@ class Session:
         self.state = "starting"
         self.exit_status: int | None = None
         self.error: str | None = None
-        self.history: deque[str] = deque(maxlen=HISTORY_LINES)
-        self.head: list[str] = []          # header lines: always kept for late subscribers
+        self.history: deque[str] = deque(maxlen=getattr(source, "history_lines", HISTORY_LINES))
+        self.head: deque[str] = deque(maxlen=HEADERS)    # header lines: kept for late subscribers
         self.dropped = 0
         self.subscribers: set[asyncio.Queue[list[str] | None]] = set()
         self._pending: list[str] = []
@@ -263,7 +203,7 @@ class Session:
             _put(q, None)
 
     def publish(self, line: str) -> None:
-        if line.startswith('{"type": "header"') and not self.head:
+        if line.startswith('{"type": "header"'):
             self.head.append(line)
         else:
             if len(self.history) == self.history.maxlen:
@@ -285,7 +225,7 @@ class Session:
     def subscribe(self) -> tuple[list[str], asyncio.Queue[list[str] | None]]:
         """(the lines so far, a queue of the batches to come; None ends it)."""
         q: asyncio.Queue[list[str] | None] = asyncio.Queue(QUEUE_BATCHES)
-        backlog = self.head + list(self.history)
+        backlog = list(self.head) + list(self.history)
         self.subscribers.add(q)
         if self.state == "ended":
             _put(q, None)

@@ -92,6 +92,7 @@ let state = { files: [], sessions: [], commands: {}, meters: {} };
 async function refreshState() {
   state = await api("/api/state");
   document.getElementById("conn").textContent = `${state.files.length} file(s), ${state.sessions.length} live session(s)`;
+  showBoards();
   return state;
 }
 function filesOf(...kinds) { return state.files.filter((f) => kinds.includes(f.kind)); }
@@ -252,7 +253,7 @@ class StatView {
           this.divs.set(s.name, div);
         }
         const unit = s.kind === "metric" ? "" : ` (${s.unit || "count"} per ${this.rate ? "second" : "interval"})`;
-        const range = this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window > 0 ? this.window * 0.05 : 1)] : undefined;
+        const range = this.opts.range || (this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window * 0.05)] : undefined);
         const traces = this.traces(s, from, until);
         plot(div, traces, {
           title: { text: `${s.name}<span style="font-size:11px;color:#5f6b7a"> ${s.kind}${unit}</span>`, font: { size: 13 }, x: 0.02 },
@@ -290,7 +291,6 @@ async function pageLive() {
   main.append(h("h2", {}, "Live"), h("div", { class: "layout" }, left, right));
   // the stat form
   const form = h("div", { class: "panel", id: "stat-form" }, h("h3", {}, "Start a stat"));
-  left.append(form);
   const tgt = h("select", { id: "stat-target" }, h("option", { value: "command" }, "a command"), h("option", { value: "pid" }, "a running process (pid)"), h("option", { value: "system" }, "every CPU (-S)"));
   const cmd = h("input", { type: "text", id: "stat-command", placeholder: "e.g. corecast-lockbench -t 2", value: "corecast-lockbench -t 2 -n 3000000" });
   const pid = h("input", { type: "text", id: "stat-pid", placeholder: "pid" });
@@ -309,10 +309,10 @@ async function pageLive() {
     h("div", { class: "row", style: "margin-top:10px" }, startBtn), formMsg);
   if (!state.commands.allowed) formMsg.append(h("p", { class: "note" }, state.commands.reason));
   const sessionsPanel = h("div", { class: "panel sessions", id: "sessions" }, h("h3", {}, "Sessions"));
-  const metersPanel = h("div", { class: "panel", id: "meters" }, h("h3", {}, "Meters"));
-  left.append(sessionsPanel, metersPanel);
-  if (state.meters.available) metersPanel.append(h("button", { class: "secondary", onclick: startMeters }, "Watch the meters blackboard"));
-  else metersPanel.append(h("p", { class: "note", id: "meters-unavailable" }, "unavailable: " + state.meters.reason));
+  const metersPanel = h("div", { class: "panel", id: "meters" }, h("h3", {}, "Meters blackboard"));
+  left.append(sessionsPanel, metersPanel, form);
+  if (state.meters.available) showMetersForm(metersPanel);
+  else metersPanel.append(h("p", { class: "note", id: "meters-off" }, "unavailable: " + state.meters.reason));
 
   api("/api/catalogue").then((cat) => {
     cc.docs.catalogue = cat;
@@ -353,9 +353,40 @@ async function pageLive() {
   else right.append(h("p", { class: "note" }, "No live session yet: start a stat on the left."));
 }
 
-async function startMeters() {
-  try { const s = await api("/api/meters", { body: {} }); await refreshState(); showSessions(document.getElementById("sessions")); watchSession(s.id); }
-  catch (e) { document.getElementById("meters").append(errorLine(e.message)); }
+// the meters panel: a blackboard by name (default $CORECAST_METERS, else "default"), the boards
+// found in /dev/shm, how often to read it
+function showMetersForm(panel) {
+  const m = state.meters;
+  const name = h("input", { type: "text", id: "meters-board", value: m.default, placeholder: "default" });
+  const period = h("input", { type: "number", id: "meters-period", value: String(m.period_s), step: "0.1", min: "0.05", max: "10" });
+  const msg = h("div", { id: "meters-form-msg" });
+  const found = h("div", { class: "boards", id: "meters-boards" });
+  const go = h("button", { class: "secondary", id: "meters-watch" }, "Watch");
+  go.onclick = async () => {
+    msg.innerHTML = "";
+    try {
+      await refreshState();
+      const s = await api("/api/meters", { body: { blackboard: name.value.trim(), period: period.value } });
+      await refreshState();
+      showSessions(document.getElementById("sessions"));
+      watchSession(s.id);
+    } catch (e) { msg.append(errorLine(e.message)); }
+  };
+  panel.append(h("div", { class: "row" }, h("div", {}, h("label", {}, "name"), name), h("div", {}, h("label", {}, "read every (s)"), period)),
+    h("label", {}, "boards on this machine"), found, h("div", { style: "margin-top:8px" }, go), msg);
+  showBoards();
+}
+
+// the boards in /dev/shm as the last /api/state saw them; a click puts a name in the form
+function showBoards() {
+  const found = document.getElementById("meters-boards"), name = document.getElementById("meters-board");
+  if (!found || !state.meters.boards) return;
+  found.innerHTML = "";
+  if (!state.meters.boards.length) found.append(h("p", { class: "note" }, "no blackboard in /dev/shm: start one with corecast meters"));
+  for (const b of state.meters.boards)
+    found.append(h("a", { href: "#live", "data-board": b.name, title: b.stale || `daemon pid ${b.pid}, ${b.meters} meters, ${b.triggers} triggers`,
+      onclick: (ev) => { ev.preventDefault(); name.value = b.name; } },
+      h("span", {}, b.name), h("span", { class: b.stale ? "stale" : "live" }, b.stale ? "stale" : "live")));
 }
 
 function showSessions(panel) {
@@ -383,15 +414,20 @@ function watchSession(id) {
   right.innerHTML = "";
   const s = state.sessions.find((x) => x.id === id);
   right.append(h("h3", {}, `${id}: ${s ? s.label : ""}`));
-  const view = new StatView(right, { window: 60 });
+  let view, feed;
+  if (s && s.kind === "meters") {
+    view = new MetersView(right, { window: 60, live: true });
+    feed = new MetersFeed(view);
+  } else feed = view = new StatView(right, { window: 60 });
   view.sid = id;
   cc.views.live = view;
   showSessions(document.getElementById("sessions"));
   const es = new EventSource(`/api/sessions/${id}/stream`);
   liveSource = es;
-  es.addEventListener("lines", (ev) => view.add(JSON.parse(ev.data)));
+  es.addEventListener("lines", (ev) => feed.add(JSON.parse(ev.data)));
   es.addEventListener("end", async () => {
     es.close();
+    if (!view.ended) view.ended = { exit_status: null };
     view.render(true);
     await refreshState();
     const panel = document.getElementById("sessions");
@@ -494,11 +530,20 @@ async function pagePredict(params) {
   const size = h("input", { type: "text", id: "predict-size", value: params.get("size_ratio") || "", placeholder: "1 (same problem)" });
   const clock = h("input", { type: "text", id: "predict-clock", value: params.get("clock") || "", placeholder: "recorded, or GHz" });
   const stalls = h("input", { type: "text", id: "predict-stalls", value: params.get("stalls") || "", placeholder: "all stall columns" });
+  // another machine, as --target-machine takes it: a bundled name or the inline form
+  const machine = h("input", { type: "text", id: "predict-machine", list: "predict-machines", value: params.get("target_machine") || "", placeholder: "this one; or a name, or sockets=2,cores=32,smt=2" });
+  const machines = h("datalist", { id: "predict-machines" }, (state.machines || []).map((m) => h("option", { value: m })));
+  const placement = h("select", { id: "predict-placement" }, ["compact", "spread", "smt-last"].map((m) => h("option", { value: m, selected: m === (params.get("placement") || "compact") }, m)));
+  const smtYield = h("input", { type: "text", id: "predict-smt-yield", value: params.get("smt_yield") || "", placeholder: "the corpus prior" });
+  const measured = h("input", { type: "text", id: "predict-measured", list: "predict-machines", value: params.get("measured_machine") || "", placeholder: "recorded, or as above" });
   const sel = fileSelect(files, fid, () => {});
   const go = h("button", { id: "predict-go" }, "Predict");
   form.append(h("label", {}, "campaign or Dataset"), sel, h("label", {}, "method"), method,
     h("label", {}, "target core counts"), cores, h("label", {}, "band level"), level,
     h("h3", {}, "Target machine"),
+    h("label", {}, "machine (predict --target-machine)"), machine, machines,
+    h("div", { class: "row" }, h("div", {}, h("label", {}, "placement"), placement), h("div", {}, h("label", {}, "SMT yield"), smtYield)),
+    h("label", {}, "measured machine, for data that does not record it"), measured,
     h("label", {}, "clock ratio: measured / target frequency"), freq,
     h("label", {}, "problem size ratio: target / measured"), size,
     h("label", {}, "measured clock (GHz), for data that does not record it"), clock,
@@ -508,7 +553,8 @@ async function pagePredict(params) {
   const run = async () => {
     out.innerHTML = "";
     out.append(h("p", { class: "note" }, "fitting…"));
-    const p = { file: sel.value, method: method.value, cores: cores.value, level: level.value, freq_ratio: freq.value, size_ratio: size.value, clock: clock.value, stalls: stalls.value };
+    const p = { file: sel.value, method: method.value, cores: cores.value, level: level.value, freq_ratio: freq.value, size_ratio: size.value, clock: clock.value, stalls: stalls.value,
+      target_machine: machine.value.trim(), placement: machine.value.trim() ? placement.value : "", smt_yield: smtYield.value, measured_machine: measured.value.trim() };
     try {
       if (!p.cores) {
         const d = await api("/api/dataset?" + q({ file: p.file }));
@@ -529,6 +575,8 @@ function renderPrediction(out, r) {
   const d = r.doc, metric = d.metric, lvl = Math.round(100 * d.level);
   out.append(h("p", { class: "verdict" }, `${d.file}: method ${d.method}${d.chosen && d.chosen.length ? " → " + d.chosen.join(" + ") : ""}; model: ${d.model}`));
   if (d.reason) out.append(h("p", { class: "note" }, d.reason));
+  const tm = d.target_machine;
+  if (tm) out.append(h("p", { class: "note", id: "predict-target" }, `target: ${tm.sockets} socket(s) × ${tm.cores_per_socket} cores × ${tm.threads_per_core} thread(s) = ${tm.cpus} CPUs (${tm.name || tm.source}), placement ${tm.placement}; SMT yield ${fmt(tm.smt_yield)} (${tm.smt_yield_source})`));
   for (const w of d.warnings || []) out.append(h("p", { class: "warning" }, "warning: " + w));
   const plots = h("div", { class: "plots" });
   out.append(plots);
@@ -570,8 +618,9 @@ function renderPrediction(out, r) {
       shapes: [{ type: "line", x0: measuredTop, x1: measuredTop, yref: "paper", y0: 0, y1: 1, line: { dash: "dash", color: "#777", width: 1 } }] });
   }
   const x = d.throughput_unit && d.throughput_unit.startsWith("runs/s") ? "runs/s" : "throughput";
+  const where = tm ? [["sockets", (p) => p.sockets_used], ["SMT shared", (p) => fmt(p.smt_shared)], ["effective cores", (p) => p.effective_cores]] : [];
   out.append(h("h3", {}, `Predictions (${metric} band at ${lvl}%)`),
-    table(["cores", "time_s", x, `low (${metric})`, `high (${metric})`], d.predictions.map((p) => [p.cores, p.time_s, p.throughput, p.low, p.high]), { cls: "predictions" }));
+    table(["cores", "time_s", x, `low (${metric})`, `high (${metric})`, ...where.map((w) => w[0])], d.predictions.map((p) => [p.cores, p.time_s, p.throughput, p.low, p.high, ...where.map((w) => w[1](p))]), { cls: "predictions" }));
   if (bn.length) {
     const top = d.predictions[d.predictions.length - 1].cores;
     out.append(h("h3", {}, `Bottlenecks (stalls per core, largest measured → ${top} cores)`),
@@ -640,29 +689,40 @@ function renderUsl(out, r) {
 // ----------------------------------------------------------------------------------- Replay
 async function pageReplay(params) {
   main.innerHTML = "";
-  const files = filesOf("stat-trace", "meters-trace");
+  const files = filesOf("stat-trace", "meters-recording");
   const fid = params.get("file") || (files[0] && files[0].id);
-  main.append(h("h2", {}, "Replay"), h("div", { class: "toolbar" }, h("label", {}, "trace"), fileSelect(files, fid, (v) => { location.hash = "#replay?file=" + v; })));
+  main.append(h("h2", {}, "Replay"), h("div", { class: "toolbar" }, h("label", {}, "trace or recording"), fileSelect(files, fid, (v) => { location.hash = "#replay?file=" + v; })));
   const out = h("div", { id: "replay" });
   main.append(out);
-  if (!fid) { out.append(h("p", { class: "note" }, "No trace: record one with corecast stat --format json -o trace.jsonl -- PROGRAM, and name it on the command line.")); return; }
+  if (!fid) {
+    out.append(h("p", { class: "note" }, "No trace: record one with corecast stat --format json -o trace.jsonl -- PROGRAM, or corecast meters --record meters.csv, and name it on the command line."));
+    return;
+  }
   let doc;
   try { doc = await api("/api/replay?" + q({ file: fid })); }
   catch (e) { out.append(errorLine(e.message)); return; }
   cc.docs.replay = doc;
   const info = doc.info;
-  if (info.kind === "meters-trace") { out.append(h("p", { class: "note" }, "meters traces: shown when the meters reader lands (see docs/serve.md)")); return; }
   const slider = h("input", { type: "range", id: "replay-slider", min: info.start_s, max: info.end_s, step: "any", value: info.end_s });
   const at = h("span", { class: "mono", id: "replay-time" });
   const play = h("button", { class: "secondary", id: "replay-play" }, "▶ play");
   out.append(h("div", { class: "toolbar" }, play, h("div", { style: "flex:1" }, slider), at));
   for (const n of info.notes) out.append(h("p", { class: "note" }, n));
   if (info.cut) out.append(h("p", { class: "warning" }, `the trace has ${info.samples_total} samples; the last ${doc.samples.length} are shown`));
-  const view = new StatView(out, { window: 0, until: info.end_s });
+  let view;
+  if (info.kind === "meters-recording") {
+    const r = doc.replay;
+    view = new MetersView(out, { window: 0, until: info.end_s, range: [info.start_s, info.end_s],
+      status: `recording of blackboard ${((doc.dataset.notes || {}).meters || {}).blackboard || "?"} · every ${fmt((r.interval_s || 0) * 1e3)} ms, window ${fmt((r.window_s || 0) * 1e3)} ms · ${r.windows} windows over ${fmt(r.span_s)} s · ${r.machine}` });
+    replayMeters(view, doc);
+    out.append(replayStats(r));
+  } else {
+    view = new StatView(out, { window: 0, until: info.end_s, range: [0, info.end_s] });
+    view.add([doc.header, ...doc.samples]);
+    if (doc.summary) view.add([doc.summary]);
+    view.add([{ type: "end", exit_status: doc.summary ? doc.summary.exit_status : null }]);
+  }
   cc.views.replay = view;
-  view.add([doc.header, ...doc.samples]);
-  if (doc.summary) view.add([doc.summary]);
-  view.add([{ type: "end", exit_status: doc.summary ? doc.summary.exit_status : null }]);
   const show = () => { view.opts.until = Number(slider.value); at.textContent = `t = ${fmt(Number(slider.value))} s of ${fmt(info.end_s)} s`; view.render(true); };
   slider.oninput = show;
   let timer = null;
