@@ -167,3 +167,12 @@ def test_one_reader_of_result_files(tmp_path):
         for read in (SimResult.load, load_sim):
             with pytest.raises(UserError, match=message):
                 read(f)
+
+
+def test_sim_text_to_a_pipe_is_not_wrapped(cli, pp_trace):
+    r = cli("sim", pp_trace, "-m", "penryn-l5420", "--cores", "2")
+    assert r.code == 0, r.err
+    # the longest sentence of the report is on one line, whatever COLUMNS says
+    line = next(x for x in r.out.splitlines() if x.startswith("baseline_cpi: unavailable"))
+    assert line.rstrip().endswith("disassembling the program with objdump)")
+    assert max(len(x) for x in r.out.splitlines()) > 120

@@ -11,8 +11,9 @@ from ..collect import campaign as api
 from ..collect.runner import Interrupted, Reporter
 from ..dataset import read_campaign
 from ..errors import UserError
-from ..report.campaign import RichReporter, render_summary, summary_console
+from ..report.campaign import RichReporter, render_summary
 from ..report.documents import campaign_summary
+from ..report.terminal import console
 
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
     else:
-        render_summary(ds, summary_console())
+        render_summary(ds, console())
         if failed:
             print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
                   f"(see `corecast export {args.output}`)")

@@ -8,7 +8,7 @@ import numpy as np
 from ..dataset import ColumnInfo, Dataset
 from ..sim.mrc import MrcResult, auto_sizes
 from .plots import pyplot
-from .terminal import fmt
+from .terminal import fmt, titled_table
 
 
 def fmt_bytes(n: float) -> str:
@@ -20,11 +20,10 @@ def fmt_bytes(n: float) -> str:
 
 
 def render_terminal(res: MrcResult, con: Any) -> None:
-    from rich.table import Table
     shared = res.curves[0]
     kind = "fully associative LRU" + (f"; {shared.set_associative['ways']}-way LRU beside it"
                                       if shared.set_associative else "")
-    t = Table(title=f"miss ratio against cache size ({kind}; {res.line}-byte lines; {res.accesses_kind} accesses"
+    t = titled_table(f"miss ratio against cache size ({kind}; {res.line}-byte lines; {res.accesses_kind} accesses"
                     + (f"; SHARDS rate {res.sample_rate:.4g}" if res.sample_rate < 1 else "") + ")")
     t.add_column("cache size", justify="right")
     for c in res.curves:
