@@ -50,6 +50,8 @@ _shtab_corecast_evaluate_options=(
   "--placement[with --target-machine SPEC\: how the threads were laid out (default compact)]:placement:(compact spread smt-last)"
   "--leave-one-source-out[with --corpus\: auto\'s priors learned from the other sources only, source by source]"
   "--json[print a JSON object instead of tables]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset (CSV, JSON or campaign file):"
 )
 
@@ -62,6 +64,8 @@ _shtab_corecast_events_options=(
   {--cpu,--pmu}"[encode for this CPU model\: haswell, skylake, icelake, goldencove, fam10h, zen1..zen5, a libpfm4 PMU name, intel\:6\:0x3f or GenuineIntel-6-3F]:CPU:"
   "--libpfm[list the events libpfm4 knows for PMU]:PMU:"
   "--format[format]:format:(table json)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -72,6 +76,8 @@ _shtab_corecast_export_options=(
   {-o,--output}"[output file (.csv or .json)\; default\: standard output]:FILE:"
   "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json records)"
   "--metadata[CSV only\: where the metadata goes (default\: sidecar with -o, none on standard output)]:metadata:(sidecar inline none)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset or campaign file:"
 )
 
@@ -81,6 +87,8 @@ _shtab_corecast_export_defaults_added=0
 _shtab_corecast_info_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--json[print a JSON object]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset (CSV, JSON) or campaign file:"
 )
 
@@ -102,8 +110,9 @@ _shtab_corecast_measure_options=(
   "--no-shim[do not preload the sync shim (no lock\/barrier\/condition wait categories)]"
   {-o,--output}"[campaign file to write (default campaign.db)\; it must not exist unless --resume]:CAMPAIGN:"
   "--resume[continue the campaign in -o\: run only what is not recorded yet, with its own settings]"
-  {-q,--quiet}"[no progress bar]"
   "--json[print the summary as JSON instead of a table]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   "(-)*::the program to measure and its arguments:"
 )
 
@@ -133,6 +142,8 @@ _shtab_corecast_predict_options=(
   "--format[table (default), json (\= --json\: one object), or a tidy table of the rows for data frames\: csv, or records (a JSON array of objects)]:format:(table json csv records)"
   "--plot[write the prediction plot (.png, .svg or .pdf)]:FILE:"
   "--report[write a self-contained HTML report]:FILE.html:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset\: CSV with cores and time_s and\/or throughput (other numeric columns are stall categories), JSON, or a campaign file:"
 )
 
@@ -143,6 +154,8 @@ _shtab_corecast_serve_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--listen[address to listen on (default 127.0.0.1\:8765\; port 0\: any free port)]:HOST:PORT:"
   "--allow-commands[let the page start \`stat\` of a command even when --listen is not a loopback address]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   "(*)::campaign files, Datasets, stat traces, or folders:"
 )
 
@@ -163,6 +176,8 @@ _shtab_corecast_sim_options=(
   "--straddle[a line-straddling miss sends the missing line (line, default) or the whole access (access, as cachegrind) to the next level]:straddle:(line access)"
   "--no-tlb[leave the TLBs out]"
   "--seed[seed of random replacement]:seed:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":trace file (or an action\: capture, convert, gen, machines, mrc):"
 )
 
@@ -185,6 +200,8 @@ _shtab_corecast_stat_options=(
   "--threads[how threads are followed\: \'kernel\' (default) from the kernel\'s task records, so every thread has exact rows however short its life\; \'poll\' finds them in \/proc (no inherited counters\: with hardware events, leaves the PMU\'s counters to the per-thread ones)]:thread_tracking:(kernel poll)"
   "--wake[when the monitor wakes between ticks\: \'records\' at once for each task record (a new thread is picked up as it is created) and for the target\'s end\; \'tick\' only at the ticks (a plain sleep, cheaper\: new threads are picked up at the next tick, exit rows stay exact)\; \'auto\' (default)\: \'tick\' at -T 0.02 or less, else \'records\']:wake:(auto records tick)"
   "--duration[stop after this long (with -p or -S and no command)]:TIME:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   "(-)*::command and arguments:"
 )
 
@@ -209,6 +226,8 @@ _shtab_corecast_throughput_options=(
   "--think-time[each client\'s pause between a reply and its next request (default\: 0)]:T:"
   "--measured[measured throughput to compare with, e.g. 1\:128000,2\:174000]:LIST:"
   "--json[print JSON instead of tables]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -223,6 +242,8 @@ _shtab_corecast_usl_options=(
   "--format[table (default), json (\= --json\: one object), or a tidy table of the rows for data frames\: csv, or records (a JSON array of objects)]:format:(table json csv records)"
   "--plot[write a plot (.png, .svg or .pdf)]:FILE:"
   "--report[write a self-contained HTML report]:FILE.html:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset\: CSV (cores,throughput ...), JSON, or a campaign file:"
 )
 

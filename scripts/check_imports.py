@@ -21,7 +21,7 @@ The layers, top to bottom; a module may import its own layer and any layer below
               daemons, benchmarks; region.py is the region API programs import)
     model     model/, sim/, sched/: models and simulators, pure functions over Datasets and
               descriptions; they never import a collector
-    base      dataset, store, target, errors, parsing, native: what every layer shares
+    base      dataset, store, target, errors, parsing, native, messages: what every layer shares
 
 Nothing imports cli, since nothing is above it. Run by tests/test_import_directions.py, so
 `make test` (and CI, .ci/run) fails on a loop or an upward import.

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import store
+from . import messages, store
 from .errors import UserError, where
 
 FORMAT_NAME = "corecast-dataset"
@@ -388,14 +388,17 @@ class Dataset:
             _write_atomic(Path(path), text)
         return text
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path) -> list[Path]:
+        """Write the Dataset as CSV (with its metadata beside it) or JSON, by the extension;
+        the files written."""
         p = Path(path)
         if p.suffix.lower() == ".json":
             self.to_json(p)
-        elif p.suffix.lower() == ".csv":
+            return [p]
+        if p.suffix.lower() == ".csv":
             self.to_csv(p)
-        else:
-            raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
+            return [p, sidecar_path(p)]
+        raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
 
 
 # ====================================================================== helpers
@@ -759,9 +762,14 @@ def load(path: str | Path) -> Dataset:
     if data.startswith(SQLITE_MAGIC):
         if not regular:
             raise UserError(f"{path}: a campaign file must be read from a file, not a pipe")
-        return read_campaign(p)
-    text = _decode(p, data)
-    stripped = text.lstrip()
-    if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
-        return read_json(p, text)
-    return read_csv(p, text)
+        ds, kind = read_campaign(p), "campaign"
+    else:
+        text = _decode(p, data)
+        stripped = text.lstrip()
+        if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
+            ds, kind = read_json(p, text), "JSON"
+        else:
+            ds, kind = read_csv(p, text), "CSV"
+    messages.detail(f"read {path} ({kind}): {len(ds)} rows, {len(ds.distinct_cores)} core counts, "
+                    f"columns {', '.join(['cores', *ds.metric_names])}")
+    return ds

@@ -26,13 +26,12 @@ import json
 import math
 import os
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
-from . import __version__
+from . import __version__, messages
 from .errors import UserError, opened
 
 FORMAT = "corecast-campaign"
@@ -127,8 +126,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError as err:
         if "locked" not in str(err) and "busy" not in str(err):
             raise
-        print(f"corecast: {path} is locked by another program (an open transaction); waiting up to "
-              f"{LOCK_WAIT_S:g} s", file=sys.stderr, flush=True)
+        # a wait, however quiet the command was asked to be: said at every verbosity
+        messages.warning(f"{path} is locked by another program (an open transaction); waiting up to "
+                         f"{LOCK_WAIT_S:g} s")
         con.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
         try:
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()

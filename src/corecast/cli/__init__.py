@@ -19,12 +19,14 @@ import importlib.util
 import os
 import pkgutil
 import sys
+import time
 import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from .. import messages
 from ..errors import UserError
 
 EXIT_USER_ERROR = 2
@@ -36,6 +38,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """-q and -v, which every command (and every `sim` action) takes: see corecast.messages."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", action="store_const", dest="verbosity", const=messages.QUIET,
+                   help="results, warnings and errors only: no progress, notes or names of files written")
+    g.add_argument("-v", "--verbose", action="store_const", dest="verbosity", const=messages.VERBOSE,
+                   help="more detail on standard error: what was read, how long it took")
+    parser.set_defaults(verbosity=messages.NORMAL)
 
 
 @dataclass
@@ -93,6 +105,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(cmd.name, help=cmd.help, description=getattr(mod, "DESCRIPTION", cmd.help),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
+        add_verbosity(p)
         p.set_defaults(_run=mod.run)
     return parser
 
@@ -108,8 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     # Library warnings (numpy's overflow or invalid-value notices, with their source paths) are
     # not for a user: what a result cannot say is in corecast's own warnings and notes.
     warnings.simplefilter("ignore", RuntimeWarning)
+    messages.configure(getattr(args, "verbosity", messages.NORMAL), args.command)
+    wall, cpu = time.monotonic(), time.process_time()
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        messages.detail(f"done in {time.monotonic() - wall:.2f} s ({time.process_time() - cpu:.2f} s of CPU), "
+                        f"exit status {code}")
+        return code
     except UserError as err:
         sys.stdout.flush()
         print(f"corecast {args.command}: error: {err}", file=sys.stderr)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from .. import dataset as ds_mod
+from .. import messages
 from ..model import corpus as C
 from ..model import evaluate as E
 from ..model import scorecard
@@ -110,10 +110,9 @@ def _corpus(args) -> int:
         raise UserError("with --corpus, --target-machine takes 'source' (each source's machine from its "
                         "source.toml); a corpus has no one machine")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    say = None if args.json else (lambda msg: terminal.console(sys.stderr).print(f"[dim]{msg}…[/]"))
     ev = scorecard.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac,
                                    level=args.level, target=args.target_machine == "source",
-                                   leave_one_source_out=args.leave_one_source_out, progress=say)
+                                   leave_one_source_out=args.leave_one_source_out, progress=messages.step)
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
     else:

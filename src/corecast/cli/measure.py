@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 
+from .. import messages
 from ..collect import campaign as api
 from ..collect.runner import Interrupted, Reporter
 from ..dataset import read_campaign
@@ -60,7 +61,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="campaign file to write (default campaign.db); it must not exist unless --resume")
     p.add_argument("--resume", action="store_true",
                    help="continue the campaign in -o: run only what is not recorded yet, with its own settings")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
                    help="the program to measure and its arguments")
@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     options = {k: getattr(args, k) for k in ("cores", "reps", "warmup", "timeout", "order", "events",
                                              "throughput", "plugin", "env", "threads_per_core", "no_shim")}
-    reporter = Reporter() if args.quiet else RichReporter()
+    # -q: no progress bar and no notes (failed runs are still in the summary); -v: a line a run
+    quiet, verbose = args.verbosity == messages.QUIET, args.verbosity == messages.VERBOSE
+    reporter = Reporter() if quiet else RichReporter(verbose=verbose)
     if args.resume:
         given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
         if given:
@@ -92,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         setup.close()
     ds = read_campaign(args.output)
+    messages.wrote(args.output, f"{len(ds.cores)} run(s) recorded")
     failed = [r for r in records if r.status != "ok"]
     if args.json:
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))

@@ -5,6 +5,7 @@ import json
 import sys
 
 from .. import dataset as ds_mod
+from .. import messages
 from ..errors import UserError
 from ..model import methods, predictors
 from ..report import documents as D
@@ -133,8 +134,10 @@ def run(args) -> int:
         fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
     if args.plot:
         plots.save(fig, args.plot)
+        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(doc, fig))
+        messages.wrote(args.report, "HTML report")
     if fig is not None:
         plots.pyplot().close(fig)
     return 0

@@ -9,13 +9,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from .. import messages
 from ..errors import UserError
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
 from ..sim.machine import bundled, load_machine, parse_size
-from . import _Parser
+from . import _Parser, add_verbosity
 
 COMMAND = "sim"
 HELP = "simulate a memory trace on a machine description: MPKI, TLB, branch, coherence, CPI"
@@ -150,7 +151,10 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     mrc.add_argument("--json", action="store_true", help="print the result as JSON")
     mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
     mrc.add_argument("-o", "--output", metavar="DATASET", help="write the curve as a Dataset (CSV or JSON)")
-    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc}
+    subs = {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc}
+    for sub in subs.values():
+        add_verbosity(sub)
+    return subs
 
 
 # ----------------------------------------------------------------------------------------
@@ -202,12 +206,15 @@ def _simulate(args: argparse.Namespace) -> int:
                       stack_hash=False if args.no_stack_hash else None,
                       warmup_instructions=args.warmup, seed=args.seed,
                       straddle_all=args.straddle == "access", tlb=not args.no_tlb)
-    res = simulate(trace, machine, args.cores, opts)
+    messages.detail(f"read {args.trace}: {len(trace):,} records; machine {machine.name}")
+    with messages.Progress("simulating", total=len(trace), unit="records") as bar:
+        res = simulate(trace, machine, args.cores, opts, chunk=1 << 18, progress=bar.update)
     if args.output:
         try:
             Path(args.output).write_text(res.to_json() + "\n")
         except OSError as err:
             raise UserError(f"{args.output}: cannot write: {err.strerror}") from None
+        messages.wrote(args.output, "the result as JSON")
     if args.json:
         print(res.to_json())
     else:
@@ -221,25 +228,19 @@ def _capture(args: argparse.Namespace) -> int:
     cmd = list(args.program)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    progress = None
-    if sys.stderr.isatty():
-        def progress(n: int) -> None:
-            print(f"\rcapturing: {n:,} instructions", end="", file=sys.stderr, flush=True)
-    info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
-                   backend=args.backend, progress=progress)
-    if progress:
-        print(file=sys.stderr)
-    err = sys.stderr
-    print(f"wrote {info.path}: {info.records:,} records, {info.instructions:,} instructions, "
-          f"{info.threads} thread{'s' if info.threads > 1 else ''}"
-          + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
-             and info.annotated_fraction is not None else "")
-          + f" ({info.seconds:.1f} s)", file=err)
+    with messages.Progress("capturing", unit="instructions") as bar:
+        info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
+                       backend=args.backend, progress=bar.update)
+    messages.wrote(info.path, f"{info.records:,} records, {info.instructions:,} instructions, "
+                   f"{info.threads} thread{'s' if info.threads > 1 else ''}"
+                   + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
+                      and info.annotated_fraction is not None else "")
+                   + f" ({info.seconds:.1f} s)")
     for name, addr in info.markers.items():
         if addr is not None:
-            print(f"marker {name} at {addr:#x}", file=err)
+            messages.note(f"marker {name} at {addr:#x}")
     for w in info.warnings:
-        print(f"warning: {w}", file=err)
+        messages.warning(w)
     return 0
 
 
@@ -260,19 +261,30 @@ def _mrc(args: argparse.Namespace) -> int:
     if args.plot:
         check_plot_path(args.plot)
     tr = load(args.trace)
-    res = mrc.analyse(tr.chunks(1 << 20), sizes=sizes, line=args.line, accesses=args.accesses,
-                      rate=args.sample, assoc=assoc, per_thread=args.per_thread)
+    messages.detail(f"read {args.trace}: {len(tr):,} records")
+    with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
+        res = mrc.analyse(_counted(tr.chunks(1 << 20), bar), sizes=sizes, line=args.line,
+                          accesses=args.accesses, rate=args.sample, assoc=assoc, per_thread=args.per_thread)
     if args.json:
         print(json.dumps(res.to_dict(), indent=1))
     else:
         R.render_terminal(res, console())
     if args.plot:
         save(R.figure(res, f"miss-rate curve: {Path(args.trace).name}"), args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
+        messages.wrote(args.plot, "plot")
     if args.output:
-        R.to_dataset(res, str(args.trace)).save(args.output)
-        print(f"wrote {args.output}", file=sys.stderr)
+        first, *rest = R.to_dataset(res, str(args.trace)).save(args.output)
+        messages.wrote(first, "the curve as a Dataset")
+        for path in rest:
+            messages.wrote(path, "its metadata")
     return 0
+
+
+def _counted(chunks: Any, bar: messages.Progress) -> Any:
+    """The chunks as they are, advancing `bar` by each one's records."""
+    for part in chunks:
+        yield part
+        bar.advance(len(part))
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -281,7 +293,7 @@ def _convert(args: argparse.Namespace) -> int:
     if args.to_csv:
         tr = load(args.input)
         write_csv(tr.records, args.output)
-        print(f"wrote {args.output}: {len(tr.records):,} records", file=sys.stderr)
+        messages.wrote(args.output, f"{len(tr.records):,} records as CSV")
         return 0
     markers = []
     for m in args.marker:
@@ -290,17 +302,18 @@ def _convert(args: argparse.Namespace) -> int:
         except ValueError:
             raise UserError(f"--marker {m}: give an instruction address in hex") from None
     path, info = convert(args.input, args.output, args.fmt, markers=markers)
-    msg = f"wrote {path} from {info['format']} text"
+    messages.wrote(path, f"from {info['format']} text")
     if info.get("bad_lines"):
-        msg += (f"; {info['bad_lines']:,} lines were not trace lines (first at line "
-                f"{info['first_bad_line']})")
-    print(msg, file=sys.stderr)
+        messages.warning(f"{info['bad_lines']:,} lines of {args.input} were not trace lines (first at line "
+                         f"{info['first_bad_line']})")
     return 0
 
 
 def _gen(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ..sim import synth
-    from ..sim.trace import Trace, write_trace
+    from ..sim.trace import TraceWriter
 
     if args.n < 1:
         raise UserError(f"-n {args.n}: must be at least 1")
@@ -311,30 +324,35 @@ def _gen(args: argparse.Namespace) -> int:
     if args.width < 1:
         raise UserError(f"--width {args.width}: at least 1")
     ws = parse_size(args.working_set, "--working-set", "working_set")
+    meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
+    parts: Iterable[np.ndarray]
     if args.kind == "stream":
-        recs = synth.stream(args.n, stride=args.stride)
+        parts, total = [synth.stream(args.n, stride=args.stride)], 2 * args.n
     elif args.kind == "random":
-        recs = synth.random_accesses(args.n, ws, write_fraction=args.write_fraction,
-                                     seed=args.seed)
+        parts = [synth.random_accesses(args.n, ws, write_fraction=args.write_fraction, seed=args.seed)]
+        total = 2 * args.n
     elif args.kind == "pingpong":
         if not 2 <= args.threads <= 65536:
             raise UserError(f"--threads {args.threads}: ping-pong needs 2 to 65,536 threads")
-        from ..sim.trace import TraceWriter
-        with TraceWriter(args.output, {"source": "synthetic pingpong"}) as w:   # streamed
-            for part in synth.pingpong_chunks(args.n, args.threads, args.pattern,
-                                              false_sharing=args.false_sharing):
-                w.write(part)
-        print(f"wrote {args.output}: {w.count:,} records", file=sys.stderr)
-        return 0
+        parts = synth.pingpong_chunks(args.n, args.threads, args.pattern, false_sharing=args.false_sharing)
+        total = 2 * args.n * args.threads
     elif args.kind == "transactions":
-        recs = synth.transactions(args.n, seed=args.seed)
-    else:
-        recs = synth.chains(args.n, width=max(1, args.width))
-    meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
-    if args.kind == "transactions":
         meta["stack"] = [synth.STACK_TOP - (1 << 20), synth.STACK_TOP]
-    write_trace(args.output, Trace(recs, meta))
-    print(f"wrote {args.output}: {len(recs):,} records", file=sys.stderr)
+        parts, total = synth.transactions_chunks(args.n, seed=args.seed), (2 * 200 + 1) * args.n
+    else:
+        parts = [synth.chains(args.n, width=max(1, args.width))]
+        total = args.n
+    # streamed (pingpong and transactions are made a slice at a time): memory stays bounded,
+    # and the file is whole or absent (TraceWriter), Ctrl-C included
+    with TraceWriter(args.output, meta) as w, messages.Progress("generating", total=total, unit="records") as bar:
+        try:
+            for part in parts:
+                w.write(part)
+                bar.update(w.count)
+        except KeyboardInterrupt:
+            w.abort()
+            raise
+    messages.wrote(args.output, f"{w.count:,} records")
     return 0
 
 

@@ -5,6 +5,7 @@ import json
 import sys
 
 from .. import dataset as ds_mod
+from .. import messages
 from ..report import documents as D
 from ..report import html as H
 from ..report import plots
@@ -58,6 +59,8 @@ def run(args) -> int:
         fig = R.figure(analysis, title=f"USL: {label}", predict_at=args.predict)
         plots.save(fig, args.plot)
         plots.pyplot().close(fig)
+        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(analysis, label, dataset=data, predict_at=args.predict))
+        messages.wrote(args.report, "HTML report")
     return 0

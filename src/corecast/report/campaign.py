@@ -22,8 +22,9 @@ from .terminal import fmt
 class RichReporter(Reporter):
     """A progress bar with ETA on stderr; a line for every run that fails and every notice."""
 
-    def __init__(self, console: Any = None):
+    def __init__(self, console: Any = None, verbose: bool = False):
         self.console = console or terminal_console(sys.stderr)
+        self.verbose = verbose
         self.progress = None
         self.task = None
 
@@ -43,6 +44,10 @@ class RichReporter(Reporter):
             self.progress.update(self.task, description=f"{slot.cores} core{'s' if slot.cores != 1 else ''}, {kind}")
 
     def run_finished(self, record: RunRecord) -> None:
+        if self.verbose and record.status == OK:
+            kind = "warm-up" if record.warmup else f"rep {record.repetition + 1}"
+            cores = f"{record.cores} core{'s' if record.cores != 1 else ''}"
+            self.console.print(f"run {record.slot} ({cores}, {kind}): ok, {fmt(record.values.get('time_s'))} s")
         if record.status != OK:
             tail = (record.stderr_tail or "").strip().splitlines()[-3:]
             msg = f"[yellow]run {record.slot} ({record.cores} cores, {'warm-up' if record.warmup else f'rep {record.repetition + 1}'}): " \
