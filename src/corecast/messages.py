@@ -123,13 +123,18 @@ class Progress:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def begin(self, total: float | None = None) -> None:
+        """Start (again) from now: a stage that follows another under the same `with`."""
+        self.total, self.done, self.start = total, 0.0, time.monotonic()
+
     def advance(self, n: float = 1) -> None:
         self.update(self.done + n)
 
     def update(self, done: float) -> None:
         self.done = done
         now = time.monotonic()
-        if now - self._last >= self.INTERVAL_S and self.live:
+        finished = bool(self.total) and done >= self.total      # the last state is always drawn
+        if (finished or now - self._last >= self.INTERVAL_S) and self.live:
             self._last = now
             self._draw(now)
 

@@ -228,9 +228,17 @@ def _capture(args: argparse.Namespace) -> int:
     cmd = list(args.program)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    with messages.Progress("capturing", unit="instructions") as bar:
+    bar, dec = messages.Progress("capturing", unit="instructions"), messages.Progress("decoding", unit="records")
+
+    def decoding(done: int, total: int) -> None:     # the disassembly pass, after the run
+        if dec.total is None:
+            bar.close()
+            dec.begin(total)
+        dec.update(done)
+
+    with bar, dec:
         info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
-                       backend=args.backend, progress=bar.update)
+                       backend=args.backend, progress=bar.update, decoding=decoding)
     messages.wrote(info.path, f"{info.records:,} records, {info.instructions:,} instructions, "
                    f"{info.threads} thread{'s' if info.threads > 1 else ''}"
                    + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
