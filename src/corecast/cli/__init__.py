@@ -50,6 +50,24 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(verbosity=messages.NORMAL)
 
 
+#: What a command's --format may ask for: its terminal text, its --json document, or a tidy
+#: table of its rows for data frames (docs/outputs.md gives each command's shapes).
+FORMATS = ("table", "json", "csv", "records")
+
+
+def add_format(parser: argparse.ArgumentParser, rows: str, json_help: str = "print a JSON object instead of tables") -> None:
+    """--json and --format table|json|csv|records; `rows` says what a row of the tidy table is."""
+    parser.add_argument("--json", action="store_true", help=f"{json_help} (as --format json)")
+    parser.add_argument("--format", choices=FORMATS, default=None,
+                        help=f"table (default), json (one object), or a tidy table with one row per {rows} "
+                             "for data frames: csv, or records (a JSON array of objects); see docs/outputs.md")
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The format asked for: --format, else json for --json, else the terminal's tables."""
+    return args.format or ("json" if getattr(args, "json", False) else "table")
+
+
 @dataclass
 class _Command:
     name: str

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from .. import dataset as ds_mod
 from .. import messages
@@ -10,9 +11,12 @@ from ..model import evaluate as E
 from ..model import scorecard
 from ..model import predictors
 from ..errors import UserError
+from ..report import documents as D
+from ..report import tables as T
 from ..report import prediction as R
 from ..report import terminal
 from ..target import parse_spec
+from . import add_format, output_format
 from ._args import level
 from .predict import options
 
@@ -68,7 +72,7 @@ def add_arguments(p) -> None:
                    help="with --target-machine SPEC: how the threads were laid out (default compact)")
     p.add_argument("--leave-one-source-out", action="store_true",
                    help="with --corpus: auto's priors learned from the other sources only, source by source")
-    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    add_format(p, "method and held-out core count (with --corpus: per source and method)")
 
 
 def run(args) -> int:
@@ -92,7 +96,10 @@ def run(args) -> int:
     ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
                     **opts)
     ev.label = str(args.file)
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(T.table_text(T.evaluation_rows(R.evaluation_doc(ev)), fmt))
+    elif fmt == "json":
         print(json.dumps(R.evaluation_doc(ev), indent=2, allow_nan=False))
     else:
         R.render_evaluation(ev, terminal.console())
@@ -113,7 +120,10 @@ def _corpus(args) -> int:
     ev = scorecard.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac,
                                    level=args.level, target=args.target_machine == "source",
                                    leave_one_source_out=args.leave_one_source_out, progress=messages.step)
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(T.table_text(T.corpus_rows(ev.to_dict()), fmt))
+    elif fmt == "json":
         print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
     else:
         R.render_corpus(ev, terminal.console())

@@ -14,7 +14,9 @@ from ..dataset import read_campaign
 from ..errors import UserError
 from ..report.campaign import RichReporter, render_summary
 from ..report.documents import campaign_summary
+from ..report.tables import campaign_rows, table_text
 from ..report.terminal import console
+from . import add_format, output_format
 
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
@@ -61,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="campaign file to write (default campaign.db); it must not exist unless --resume")
     p.add_argument("--resume", action="store_true",
                    help="continue the campaign in -o: run only what is not recorded yet, with its own settings")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    add_format(p, "core count", json_help="print the summary as JSON instead of a table")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
                    help="the program to measure and its arguments")
 
@@ -96,7 +98,11 @@ def run(args: argparse.Namespace) -> int:
     ds = read_campaign(args.output)
     messages.wrote(args.output, f"{len(ds.cores)} run(s) recorded")
     failed = [r for r in records if r.status != "ok"]
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        doc = json.loads(json.dumps(campaign_summary(ds, args.output), default=str))
+        sys.stdout.write(table_text(campaign_rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
     else:
         render_summary(ds, console())

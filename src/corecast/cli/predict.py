@@ -9,11 +9,13 @@ from .. import messages
 from ..errors import UserError
 from ..model import methods, predictors
 from ..report import documents as D
+from ..report import tables as T
 from ..report import html as H
 from ..report import plots
 from ..report import prediction as R
 from ..report import terminal
 from ..target import parse_spec
+from . import add_format, output_format
 from ._args import core_list, level
 
 COMMAND = "predict"
@@ -85,10 +87,7 @@ def add_arguments(p) -> None:
     p.add_argument("--smt-yield", type=float, default=None, metavar="Y",
                    help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
                         "learned from the corpus)")
-    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
-    p.add_argument("--format", choices=("table", "json", "csv", "records"), default=None,
-                   help="table (default), json (= --json: one object), or a tidy table of the rows "
-                        "for data frames: csv, or records (a JSON array of objects)")
+    add_format(p, "predicted core count")
     p.add_argument("--plot", metavar="FILE", help="write the prediction plot (.png, .svg or .pdf)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
 
@@ -121,9 +120,9 @@ def run(args) -> int:
         measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
     doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
                               target=target, measured=measured)
-    fmt = args.format or ("json" if args.json else "table")
+    fmt = output_format(args)
     if fmt in ("csv", "records"):
-        sys.stdout.write(D.table_text(D.predict_rows(doc), fmt))
+        sys.stdout.write(T.table_text(T.predict_rows(doc), fmt))
     elif fmt == "json":
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:

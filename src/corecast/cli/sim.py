@@ -13,10 +13,11 @@ from typing import Any, Iterable
 
 from .. import messages
 from ..errors import UserError
+from ..report.tables import mrc_rows, sim_rows, table_text
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
 from ..sim.machine import bundled, load_machine, parse_size
-from . import _Parser, add_verbosity
+from . import _Parser, add_format, add_verbosity, output_format
 
 COMMAND = "sim"
 HELP = "simulate a memory trace on a machine description: MPKI, TLB, branch, coherence, CPI"
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bundled machine name or TOML file (see `corecast sim machines`)")
     parser.add_argument("--cores", type=int, default=1, metavar="N",
                         help="simulated cores (default 1)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_format(parser, "cache and TLB", json_help="print the result as JSON")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
     parser.add_argument("--split", default="auto",
                         choices=["auto", "threads", "transactions", "chunks"],
@@ -148,7 +149,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     mrc.add_argument("--accesses", choices=["all", "data", "instr"], default="all",
                      help="which accesses make the curve (default all: a unified cache)")
     mrc.add_argument("--per-thread", action="store_true", help="a curve per thread beside the shared one")
-    mrc.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_format(mrc, "curve and cache size", json_help="print the result as JSON")
     mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
     mrc.add_argument("-o", "--output", metavar="DATASET", help="write the curve as a Dataset (CSV or JSON)")
     subs = {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc}
@@ -215,7 +216,10 @@ def _simulate(args: argparse.Namespace) -> int:
         except OSError as err:
             raise UserError(f"{args.output}: cannot write: {err.strerror}") from None
         messages.wrote(args.output, "the result as JSON")
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
+    elif fmt == "json":
         print(res.to_json())
     else:
         render_result(res, machine)
@@ -273,7 +277,10 @@ def _mrc(args: argparse.Namespace) -> int:
     with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
         res = mrc.analyse(_counted(tr.chunks(1 << 20), bar), sizes=sizes, line=args.line,
                           accesses=args.accesses, rate=args.sample, assoc=assoc, per_thread=args.per_thread)
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(table_text(mrc_rows(res.to_dict()), fmt))
+    elif fmt == "json":
         print(json.dumps(res.to_dict(), indent=1))
     else:
         R.render_terminal(res, console())

@@ -10,7 +10,9 @@ import sys
 from typing import Any
 
 from ..model.throughput import analyse
+from ..report.tables import table_text, throughput_rows
 from ..report.throughput import render
+from . import add_format, output_format
 
 COMMAND = "throughput"
 HELP = "CPI stack and predicted throughput on N cores from event rates (the memcached method)"
@@ -184,7 +186,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="each client's pause between a reply and its next request (default: 0)")
     p.add_argument("--measured", type=_measured, metavar="LIST",
                    help="measured throughput to compare with, e.g. 1:128000,2:174000")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_format(p, "core count", json_help="print JSON instead of tables")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,7 +195,11 @@ def run(args: argparse.Namespace) -> int:
                   lock_fraction=args.lock_fraction, lock_model=args.lock_model, cores=args.cores,
                   penalties=args.penalty, target=args.target, percentile=args.percentile,
                   clients=args.clients, think_time=args.think_time, measured=args.measured)
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        plain = json.loads(json.dumps(out, allow_nan=False, default=_json_default))
+        sys.stdout.write(table_text(throughput_rows(plain), fmt))
+    elif fmt == "json":
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=_json_default)
         sys.stdout.write("\n")
     else:
