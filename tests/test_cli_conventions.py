@@ -185,3 +185,23 @@ def test_capture_shows_progress_on_a_terminal(tmp_path):
     if shutil.which("objdump"):
         assert "decoding: " in err and "100% (" in err
     assert "wrote c.cctrace: " in err
+
+
+def test_predict_names_the_registry_methods():
+    """cli/predict writes the methods' names so that `predict -h` does not import the models."""
+    from corecast.cli.predict import METHODS
+    from corecast.model.predictors import METHODS as REGISTERED
+    assert METHODS == REGISTERED
+
+
+@pytest.mark.parametrize("command", ["usl", "predict", "evaluate", "throughput", "stat", "sim", "events", "export",
+                                     "info", "measure", "serve"])
+def test_help_loads_no_numerical_library(command):
+    """The cost of starting is proportional to what is asked: `-h` never loads numpy or scipy
+    (usl/predict/evaluate -h loaded scipy through the models: 0.7 s of CPU)."""
+    code = ("import sys\nfrom corecast.cli import main\n"
+            f"try:\n    main([{command!r}, '-h'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('numpy', 'scipy', 'matplotlib', 'pandas', 'rich') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout[-300:]

@@ -13,14 +13,11 @@ ends in one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import importlib.util
 import os
-import pkgutil
 import sys
 import time
-import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +74,12 @@ class _Command:
 
 def _commands() -> list[_Command]:
     """Every command module's COMMAND and HELP, read from its source without importing it, so
-    that `corecast CMD` loads only what CMD needs (numpy/scipy/matplotlib cost a second)."""
+    that `corecast CMD` loads only what CMD needs (numpy/scipy/matplotlib cost a second).
+    Only `corecast -h`, a mistyped command and the documentation list them all (ast and
+    pkgutil are imported here for that: a named command needs neither, see `_named`)."""
+    import ast
+    import pkgutil
+
     out = []
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
@@ -103,6 +105,19 @@ def _commands() -> list[_Command]:
     return sorted(out, key=lambda c: c.name)
 
 
+def _named(wanted: str | None) -> list[_Command] | None:
+    """The command `wanted` alone, when a module of that name defines it: then no other
+    command's source is read (listing them all costs more than a short command does)."""
+    if not wanted or not wanted.isidentifier() or wanted.startswith("_"):
+        return None
+    if importlib.util.find_spec(f"{__name__}.{wanted}") is None:
+        return None
+    mod = importlib.import_module(f"{__name__}.{wanted}")
+    if getattr(mod, "COMMAND", None) != wanted or not hasattr(mod, "run"):
+        return None
+    return [_Command(wanted, getattr(mod, "HELP", ""), mod.__name__)]
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The full parser. Only the command named in `argv` is imported and given its options;
     with argv None every command is (used by tests and documentation)."""
@@ -115,7 +130,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     wanted = None
     if argv is not None:
         wanted = next((a for a in argv if not a.startswith("-")), None)
-    for cmd in _commands():
+    if argv is not None and wanted is None and "--version" in argv:
+        commands: list[_Command] = []          # nothing but the version is asked for
+    else:
+        commands = (_named(wanted) if argv is not None else None) or _commands()
+    for cmd in commands:
         if argv is not None and cmd.name != wanted:
             sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
             continue
@@ -160,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as err:  # a bug in corecast, not the user's fault
         if os.environ.get("CORECAST_DEBUG"):
+            import traceback
             traceback.print_exc()
         else:
             print(f"corecast {args.command}: internal error: {type(err).__name__}: {err} "

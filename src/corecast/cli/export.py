@@ -1,10 +1,12 @@
-"""corecast export: write any Dataset (CSV, JSON, campaign file) as CSV or JSON."""
+"""corecast export: write any Dataset (CSV, JSON, campaign file) as CSV or JSON.
+
+The Dataset module (numpy) is imported in `run`, for start-up time: `export -h` never needs it.
+"""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from .. import dataset as ds_mod
 from .. import messages
 from ..errors import UserError
 
@@ -35,6 +37,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .. import dataset as ds_mod
+
     data = ds_mod.load(args.file)
     fmt = args.format
     if fmt is None and args.output:

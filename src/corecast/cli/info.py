@@ -1,14 +1,14 @@
-"""corecast info: what a Dataset or campaign file holds."""
+"""corecast info: what a Dataset or campaign file holds.
+
+The Dataset module and the renderers (numpy, rich) are imported in `run`, for start-up time:
+`info -h` never needs them.
+"""
 from __future__ import annotations
 
 import json
 import sys
 
-from .. import dataset as ds_mod
-from ..report import documents as D
 from ..report import tables as T
-from ..report import info as R
-from ..report import terminal
 from . import add_format, output_format
 
 COMMAND = "info"
@@ -21,6 +21,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .. import dataset as ds_mod
+    from ..report import documents as D
+    from ..report import info as R
+    from ..report import terminal
+
     data = ds_mod.load(args.file)
     s = D.dataset_summary(data)
     fmt = output_format(args)

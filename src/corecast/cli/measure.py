@@ -1,5 +1,9 @@
 """`corecast measure`: a scaling campaign -- run a program at several core counts, repeatedly,
-pinned, and record time, throughput, memory and every stall source into a campaign file."""
+pinned, and record time, throughput, memory and every stall source into a campaign file.
+
+The runner, the Dataset and the summary (numpy) are imported in `run`, for start-up time:
+`measure -h` and a mistyped option never need them.
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,14 +12,8 @@ import shlex
 import sys
 
 from .. import messages
-from ..collect import campaign as api
-from ..collect.runner import Interrupted, Reporter
-from ..dataset import read_campaign
 from ..errors import UserError
-from ..report.campaign import RichReporter, render_summary
-from ..report.documents import campaign_summary
 from ..report.tables import campaign_rows, table_text
-from ..report.terminal import console
 from . import add_format, output_format
 
 COMMAND = "measure"
@@ -69,6 +67,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..collect import campaign as api
+    from ..collect.runner import Interrupted, Reporter
+    from ..dataset import read_campaign
+    from ..report.campaign import RichReporter, render_summary
+    from ..report.documents import campaign_summary
+    from ..report.terminal import console
+
     command = list(args.program or [])
     if command and command[0] == "--":
         command = command[1:]

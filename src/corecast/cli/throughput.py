@@ -9,9 +9,7 @@ import re
 import sys
 from typing import Any
 
-from ..model.throughput import analyse
 from ..report.tables import table_text, throughput_rows
-from ..report.throughput import render
 from . import add_format, output_format
 
 COMMAND = "throughput"
@@ -190,6 +188,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..model.throughput import analyse      # numpy and the queueing models: not for -h
+    from ..report.throughput import render
+
     out = analyse(mpki=args.mpki, sim=args.sim, machine=args.machine, frequency=args.frequency,
                   baseline_cpi=args.baseline_cpi, instructions=args.instructions,
                   lock_fraction=args.lock_fraction, lock_model=args.lock_model, cores=args.cores,
