@@ -155,9 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USER_ERROR
-    # Library warnings (numpy's overflow or invalid-value notices, with their source paths) are
-    # not for a user: what a result cannot say is in corecast's own warnings and notes.
-    warnings.simplefilter("ignore", RuntimeWarning)
+    # Library warnings (numpy's overflow or invalid-value notices, scipy's fit warnings: every
+    # category, with their source paths) are not for a user: what a result cannot say is in
+    # corecast's own warnings and notes. CORECAST_DEBUG=1 shows them.
+    if not os.environ.get("CORECAST_DEBUG"):
+        warnings.simplefilter("ignore")
     messages.configure(getattr(args, "verbosity", messages.NORMAL), args.command)
     wall, cpu = time.monotonic(), time.process_time()
     try:
