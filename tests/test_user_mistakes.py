@@ -3,6 +3,8 @@ status 2 -- never "internal error", never a traceback, never a silent acceptance
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,9 @@ def files(tmp_path_factory):
     (d / "nothing.toml").write_text('name = "x"\nfrequency_hz = 1e9\n')
     (d / "bad.csv").write_text("cores,throughput\n1,10\n2,19\n4,0\n8,-1\n16,70\n")
     os.mkfifo(d / "fifo")
+    from corecast.sim import synth
+    from corecast.sim.trace import Trace, write_trace
+    write_trace(d / "pp.cctrace", Trace(synth.pingpong(10, 2)))
     return d
 
 
@@ -58,3 +63,30 @@ def test_one_line_and_exit_2(cli, files, args, text):
     assert text in r.err
     assert "internal error" not in r.err and "Traceback" not in r.err
     assert len([line for line in r.err.splitlines() if "error" in line]) == 1
+
+
+# A FIFO given as an input file blocked every reader but the Dataset's: each is now read
+# without waiting for a writer (empty when none writes), or refused where a file is needed.
+# Run in a child with a time limit, so that a reader that blocks again fails instead of hanging.
+FIFO_CASES = [
+    (["sim", "{d}/fifo", "--machine", "penryn-l5420"], "not a regular file"),
+    (["sim", "mrc", "{d}/fifo"], "not a regular file"),
+    (["sim", "convert", "{d}/fifo", "-o", "{d}/c.cctrace"], "not a regular file"),
+    (["sim", "{d}/pp.cctrace", "--machine", "{d}/fifo"], "fifo"),
+    (["sim", "machines", "{d}/fifo"], "fifo"),
+    (["predict", SPEC, "--cores", "64", "--target-machine", "{d}/fifo"], "fifo"),
+    (["throughput", "--machine", "penryn-l5420", "--mpki", "{d}/fifo"], "fifo"),
+    (["throughput", "--machine", "penryn-l5420", "--sim", "{d}/fifo", "--baseline-cpi", "1"], "not valid JSON"),
+    (["measure", "--cores", "1", "--plugin", "{d}/fifo", "-o", "{d}/p.db", "--", "true"], "fifo"),
+    (["measure", "--resume", "-o", "{d}/fifo"], "not a campaign file"),
+    (["info", "{d}/fifo"], "empty file"),
+]
+
+
+@pytest.mark.parametrize("args, text", FIFO_CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(FIFO_CASES)])
+def test_a_fifo_never_blocks_a_reader(files, args, text):
+    r = subprocess.run([sys.executable, "-m", "corecast", *[a.replace("{d}", str(files)) for a in args]],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert text in r.stderr and "internal error" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -31,7 +31,6 @@ import math
 import os
 import shlex
 import sqlite3
-import stat
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -39,7 +38,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 
 from . import messages, store
-from .errors import UserError, where
+from .errors import UserError, read_input, where
 
 FORMAT_NAME = "corecast-dataset"
 FORMAT_VERSION = 1
@@ -705,39 +704,8 @@ def sidecar_path(path: str | Path) -> Path:
 
 
 def _read_bytes(path: str | Path) -> tuple[bytes, bool]:
-    """The whole file, and whether it is a regular file. A named pipe (FIFO) or `<(...)` is
-    opened without waiting for a writer: with one, it is read to its end; with none, it reads
-    as empty -- never a read that waits forever."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a file") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise UserError(f"{path}: is a directory, not a file")
-        regular = stat.S_ISREG(st.st_mode)
-        if not regular:               # a pipe with a writer: wait for its data (blocking again)
-            import fcntl
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        chunks = []
-        while True:
-            try:
-                b = os.read(fd, 1 << 20)
-            except OSError as err:
-                raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks), regular
-    finally:
-        os.close(fd)
+    """The whole file and whether it is a regular one (a FIFO never blocks: errors.read_input)."""
+    return read_input(path)
 
 
 def _decode(path: object, data: bytes) -> str:

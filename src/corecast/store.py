@@ -26,6 +26,7 @@ import json
 import math
 import os
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -353,8 +354,10 @@ def half_created(p: Path) -> bool:
     milliseconds, a full disk): empty, or SQLite with no corecast metadata and no run. Anything
     else -- another program's file included -- is not touched."""
     try:
-        size = p.stat().st_size
-        if size == 0:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):         # a pipe or a device is never a campaign
+            return False
+        if st.st_size == 0:
             return True
         with open(p, "rb") as fh:
             if fh.read(16) != b"SQLite format 3\x00":

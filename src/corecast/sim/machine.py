@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError
+from ..errors import UserError, read_input
 
 MACHINES_DIR = Path(__file__).resolve().parent / "machines"
 
@@ -223,8 +223,7 @@ def load_machine(name_or_path: str | Path) -> MachineDescription:
     if not path.exists():
         raise UserError(f"{path}: no such machine description")
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(read_input(path, "machine description")[0].decode("utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{path}: not valid TOML: {err}") from None
     except UnicodeDecodeError:
