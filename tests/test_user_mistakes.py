@@ -3,6 +3,7 @@ status 2 -- never "internal error", never a traceback, never a silent acceptance
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,24 @@ def files(tmp_path_factory):
     (d / "nothing.toml").write_text('name = "x"\nfrequency_hz = 1e9\n')
     (d / "bad.csv").write_text("cores,throughput\n1,10\n2,19\n4,0\n8,-1\n16,70\n")
     os.mkfifo(d / "fifo")
+    from conftest import run_corecast
+    good = d / "good.db"
+    r = run_corecast("measure", "-q", "--cores", "1", "--reps", "1", "--warmup", "0", "--no-shim", "-o", good,
+                     "--", "true")
+    assert r.returncode == 0, r.stderr
+    for name, key, value in (("meta-json", "machine", "{garbage"), ("meta-version", "version", "null"),
+                             ("meta-command", "command", "[1]"), ("meta-config", "config", '{"command": ["true"]}'),
+                             ("meta-reps", "config", '{"command": ["true"], "cores": [1], "reps": "x"}')):
+        (d / f"{name}.db").write_bytes(good.read_bytes())
+        con = sqlite3.connect(d / f"{name}.db")
+        con.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+        con.commit()
+        con.close()
+    (d / "run-json.db").write_bytes(good.read_bytes())
+    con = sqlite3.connect(d / "run-json.db")
+    con.execute("UPDATE runs SET cpus = '[0,'")
+    con.commit()
+    con.close()
     from corecast.sim import synth
     from corecast.sim.trace import Trace, write_trace
     write_trace(d / "pp.cctrace", Trace(synth.pingpong(10, 2)))
@@ -53,6 +72,16 @@ CASES = [
     (["usl", SPEC, "--predict", "1-1000000000"], "core counts; at most"),
     (["predict", SPEC, "--cores", "16", "--target-machine", "sockets=2"], "cores= (per socket) is needed"),
     (["export", SPEC, "--format", "records", "--metadata", "inline"], "--metadata is for CSV output"),
+    # sim's own zero and negative counts (accepted without a word before)
+    (["sim", "{d}/pp.cctrace", "--machine", "penryn-l5420", "--chunk", "0"], "--chunk 0"),
+    (["sim", "{d}/pp.cctrace", "--machine", "penryn-l5420", "--warmup", "-1"], "--warmup -1"),
+    # corrupt campaign metadata: damaged JSON or values of the wrong kind (internal errors before)
+    (["info", "{d}/meta-json.db"], "damaged campaign file: metadata 'machine' is not valid JSON"),
+    (["predict", "{d}/meta-version.db", "--cores", "4"], "damaged campaign file: metadata 'version'"),
+    (["export", "{d}/meta-command.db"], "damaged campaign file: metadata 'command'"),
+    (["measure", "--resume", "-o", "{d}/meta-config.db"], "its settings (metadata 'config') have no 'cores'"),
+    (["measure", "--resume", "-o", "{d}/meta-reps.db"], "give 'reps' as \"x\""),
+    (["info", "{d}/run-json.db"], "damaged campaign file: run 0's cpus is not valid JSON"),
 ]
 
 

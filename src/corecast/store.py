@@ -114,6 +114,15 @@ class RunRecord:
         return self.status == OK
 
 
+#: The kind of each metadata value corecast writes (what reading a damaged file checks).
+_META_TYPES: dict[str, Any] = {"format": str, "version": int, "corecast_version": str, "command": list,
+                               "config": dict, "machine": dict, "topology": dict,
+                               "created_at": (int, float), "updated_at": (int, float)}
+
+_NULLABLE = ("metadata 'machine'", "metadata 'topology'")
+_STRINGS = ("metadata 'command'",)
+_KIND_NAMES = {str: "a string", int: "a whole number", list: "a list", dict: "an object"}
+
 #: How long a campaign file locked by another program is waited for.
 LOCK_WAIT_S = 30.0
 
@@ -274,7 +283,25 @@ class Campaign:
 
     # ------------------------------------------------------------ reading
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._con.execute("SELECT key, value FROM meta")}
+        """The campaign's metadata; a value that is not what corecast wrote (damaged JSON, or
+        the wrong kind of value) is a UserError naming it."""
+        out = {}
+        for k, v in self._con.execute("SELECT key, value FROM meta"):
+            out[k] = self._value(v, f"metadata '{k}'", _META_TYPES.get(k))
+        return out
+
+    def _value(self, text: Any, what: str, kind: Any = None) -> Any:
+        try:
+            v = json.loads(text)
+        except (TypeError, ValueError):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON") from None
+        if kind is None or (v is None and what in _NULLABLE):
+            return v
+        if not isinstance(v, kind) or isinstance(v, bool) or (
+                kind is list and what in _STRINGS and not all(isinstance(a, str) for a in v)):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is "
+                            f"{json.dumps(v)[:40]}, not {_KIND_NAMES.get(kind, 'a number')}")
+        return v
 
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
@@ -297,9 +324,11 @@ class Campaign:
         for rec in cur:
             r = dict(zip(names, rec))
             r["warmup"] = bool(r["warmup"])
-            r["cpus"] = json.loads(r["cpus"])
-            r["argv"] = json.loads(r["argv"])
-            r["details"] = json.loads(r["details"] or "{}")
+            r["cpus"] = self._value(r["cpus"], f"run {r['slot']}'s cpus", list)
+            r["argv"] = self._value(r["argv"], f"run {r['slot']}'s command", list)
+            if not all(isinstance(a, str) for a in r["argv"]):
+                raise UserError(f"{self.path}: damaged campaign file: run {r['slot']}'s command is not a list of strings")
+            r["details"] = self._value(r["details"] or "{}", f"run {r['slot']}'s details", dict)
             rows.append(r)
         values: dict[int, dict[str, float | None]] = {}
         for slot, name, value in self._con.execute("SELECT slot, name, value FROM run_values"):
