@@ -33,20 +33,25 @@ def where(path: object, line: int | None = None, column: str | None = None) -> s
     return out
 
 
+def _open_error(path: object, what: str, err: OSError) -> UserError:
+    """The one line for a file that cannot be opened."""
+    if isinstance(err, FileNotFoundError):
+        return UserError(f"{path}: no such {what}")
+    if isinstance(err, IsADirectoryError):
+        return UserError(f"{path}: is a directory, not a {what}")
+    if isinstance(err, PermissionError):
+        return UserError(f"{path}: permission denied")
+    return UserError(f"{path}: cannot open: {err.strerror or err}")
+
+
 def _input_fd(path: object, what: str) -> tuple[int, bool]:
     """A descriptor to read `path` from, and whether it is a regular file. A named pipe (FIFO,
     or `<(...)`) is opened without waiting for a writer, then read as usual: to its end when
     something writes to it, as empty when nothing does -- never an open that waits forever."""
     try:
         fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # type: ignore[arg-type]
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a {what}") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
     except OSError as err:
-        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
+        raise _open_error(path, what, err) from None
     st = os.fstat(fd)
     if stat.S_ISDIR(st.st_mode):
         os.close(fd)
@@ -68,14 +73,8 @@ def opened(path: object, mode: str = "r", what: str = "file", **kw: Any) -> Iter
     else:
         try:
             fh = open(path, mode, **kw)  # type: ignore[call-overload]
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such {what}") from None
-        except IsADirectoryError:
-            raise UserError(f"{path}: is a directory, not a {what}") from None
-        except PermissionError:
-            raise UserError(f"{path}: permission denied") from None
         except OSError as err:
-            raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
+            raise _open_error(path, what, err) from None
     with fh:
         yield fh
 

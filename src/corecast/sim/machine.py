@@ -228,10 +228,6 @@ def load_machine(name_or_path: str | Path) -> MachineDescription:
         raise UserError(f"{path}: not valid TOML: {err}") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (a machine description is TOML)") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a machine description") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror}") from None
     return parse_machine(data, str(path))
 
 
