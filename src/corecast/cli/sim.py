@@ -13,9 +13,9 @@ from typing import Any, Iterable
 
 from .. import messages
 from ..errors import UserError
-from ..report.tables import mrc_rows, sim_rows, table_text
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
+from ..report.tables import mrc_rows, sim_rows, table_text
 from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser, add_format, add_verbosity, output_format
 
@@ -325,8 +325,6 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _gen(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from ..sim import synth
     from ..sim.trace import TraceWriter
 
@@ -340,7 +338,7 @@ def _gen(args: argparse.Namespace) -> int:
         raise UserError(f"--width {args.width}: at least 1")
     ws = parse_size(args.working_set, "--working-set", "working_set")
     meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
-    parts: Iterable[np.ndarray]
+    parts: Iterable[Any]
     if args.kind == "stream":
         parts, total = [synth.stream(args.n, stride=args.stride)], 2 * args.n
     elif args.kind == "random":
@@ -356,7 +354,7 @@ def _gen(args: argparse.Namespace) -> int:
         parts, total = synth.transactions_chunks(args.n, seed=args.seed), (2 * 200 + 1) * args.n
     else:
         parts = [synth.chains(args.n, width=max(1, args.width))]
-        total = args.n
+        total = 2 * args.n                    # a fetch and a uop an instruction
     # streamed (pingpong and transactions are made a slice at a time): memory stays bounded,
     # and the file is whole or absent (TraceWriter), Ctrl-C included
     with TraceWriter(args.output, meta) as w, messages.Progress("generating", total=total, unit="records") as bar:
