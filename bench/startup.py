@@ -61,7 +61,8 @@ def main() -> int:
     if a.installed:
         cases["installed: python -c pass (floor)"] = [str(Path(a.installed).with_name("python")), "-c", "pass"]
         cases["installed: corecast stat -- true"] = [a.installed, "stat", "--", "true"]
-        cases["installed: corecast stat -c task_clock -- true"] = [a.installed, "stat", "-c", "task_clock", "--", "true"]
+        cases["installed: corecast stat -c task_clock -- true"] = [a.installed, "stat", "-c", "task_clock",
+                                                                   "--", "true"]
     perf = shutil.which("perf")
     if perf:
         cases["perf stat -- true"] = [perf, "stat", "--", "true"]

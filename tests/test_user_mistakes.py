@@ -112,7 +112,8 @@ FIFO_CASES = [
 ]
 
 
-@pytest.mark.parametrize("args, text", FIFO_CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(FIFO_CASES)])
+@pytest.mark.parametrize("args, text", FIFO_CASES,
+                         ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(FIFO_CASES)])
 def test_a_fifo_never_blocks_a_reader(files, args, text):
     r = subprocess.run([sys.executable, "-m", "corecast", *[a.replace("{d}", str(files)) for a in args]],
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)

@@ -327,7 +327,8 @@ class Campaign:
             r["cpus"] = self._value(r["cpus"], f"run {r['slot']}'s cpus", list)
             r["argv"] = self._value(r["argv"], f"run {r['slot']}'s command", list)
             if not all(isinstance(a, str) for a in r["argv"]):
-                raise UserError(f"{self.path}: damaged campaign file: run {r['slot']}'s command is not a list of strings")
+                raise UserError(f"{self.path}: damaged campaign file: run {r['slot']}'s command is not a list "
+                                "of strings")
             r["details"] = self._value(r["details"] or "{}", f"run {r['slot']}'s details", dict)
             rows.append(r)
         values: dict[int, dict[str, float | None]] = {}

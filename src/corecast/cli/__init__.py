@@ -52,7 +52,8 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
 FORMATS = ("table", "json", "csv", "records")
 
 
-def add_format(parser: argparse.ArgumentParser, rows: str, json_help: str = "print a JSON object instead of tables") -> None:
+def add_format(parser: argparse.ArgumentParser, rows: str,
+               json_help: str = "print a JSON object instead of tables") -> None:
     """--json and --format table|json|csv|records; `rows` says what a row of the tidy table is."""
     parser.add_argument("--json", action="store_true", help=f"{json_help} (as --format json)")
     parser.add_argument("--format", choices=FORMATS, default=None,

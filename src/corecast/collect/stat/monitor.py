@@ -268,7 +268,8 @@ class Monitor:
         creates below a launched command, so that the end can say how many may have no row."""
         opener = getattr(self.backend, "open_creations", None)
         if not launched:
-            self._creations_why = "threads an attached process created before it was attached, or between looks, are not counted anywhere"
+            self._creations_why = ("threads an attached process created before it was attached, or between "
+                                   "looks, are not counted anywhere")
         elif opener is None:
             self._creations_why = "this counter backend does not count task creations"
         else:
@@ -289,7 +290,8 @@ class Monitor:
             if vals and vals[0].status == "ok" and vals[0].value is not None:
                 created = int(vals[0].value)
             else:
-                self._creations_why = f"the kernel's count of task creations failed ({vals[0].message if vals else '-'})"
+                why = vals[0].message if vals else "-"
+                self._creations_why = f"the kernel's count of task creations failed ({why})"
         if created is None:
             self.notes.append(f"--threads poll finds threads in /proc (every {look} or each tick): a thread that "
                               f"lived shorter may have no row, and how many did cannot be known "
