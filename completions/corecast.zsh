@@ -10,12 +10,16 @@
 
 _shtab_corecast_commands() {
   local _commands=(
+    calibrate:'Run on the machine you will deploy on (no application needed), then predict for it elsewhere:'
+    chase:'Each thread walks k independent pointer chains at once (dereferenced interleaved), so k loads'
     evaluate:'Fit every method (auto, estima when there are stall categories, timex, usl) on the rows with'
     events:'Without options: the CPU, the perf PMUs, every mnemonic and the backend-stall catalog with'
     export:'Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it:'
     info:'show what a Dataset or campaign file holds: machine, columns and their sources, runs'
     measure:'Run a program at several core counts (pinned to exactly those cores, warm-ups first, then'
+    meters:'A foreground daemon that samples contention meters (CPU busy and steal, run-queue delay, PSI,'
     predict:'Extrapolate from the core counts measured to the ones asked for.'
+    sched:'Scheduling on asymmetric multicores (big and small cores), after the PMCTrack case studies.'
     serve:'Serve a dashboard on this machine (loopback by default; read-only: it never writes a file):'
     sim:'Simulate a trace on a machine'"'"'s caches, TLBs, branch predictor and issue logic.'
     stat:'Count events of a command (`-- CMD ...`), a running process (-p PID) or every CPU (-S),'
@@ -25,6 +29,15 @@ _shtab_corecast_commands() {
   _describe 'corecast commands' _commands
 }
 
+_shtab_corecast_meters_commands() {
+  local _commands=(
+    list:'the meters this machine gives, and why not the others'
+    replay:'print and plot a recording (--record) offline'
+    show:'print the live blackboard'
+  )
+  _describe 'corecast meters commands' _commands
+}
+
 _shtab_corecast_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "(- : *)--version[show program\'s version number and exit]"
@@ -32,6 +45,48 @@ _shtab_corecast_options=(
 
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_defaults_added=0
+
+_shtab_corecast_calibrate_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  {-o,--output}"[where to write the target description (default target.json)]:FILE.json:"
+  "--no-memory[leave the memory profile out (core-to-core only)]"
+  "--json[print the file\'s JSON instead of tables]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_calibrate_defaults_added=0
+
+_shtab_corecast_chase_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--sweep-size[latency against working-set size (1 thread, 1 chain), plateaus labelled]"
+  "--loaded[loaded latency\: one chaser and --loaders loaders at each --delays]"
+  "--size[buffer size, e.g. 256MiB (default 256MiB\; the loaded mode\'s loaders get another)]:BYTES:"
+  "--chains[chains per thread\: 1-16 \| 1,2,4,8 (default 1,2,3,4,6,8,12,16,20,24,32,40,48,64\; at most 64)]:LIST:"
+  "--threads[thread counts\: pow2 \| all \| 1-4 \| 1,2 (default pow2\: 1, 2, 4, ... all CPUs)]:LIST:"
+  "--order[which CPUs N threads get\: socket (default) \| spread \| smt-last \| a CPU list, as in measure]:ORDER:"
+  "--oversubscribe[allow more threads than CPUs (they then share CPUs\; figures over wall time)]"
+  "--pattern[random (default) \| forward \| stride\:N (N bytes between a chain\'s lines)]:P:"
+  "--line[bytes per dereference\: one pointer per line (default 64)]:BYTES:"
+  "--page[4k pages (default), 2m hugetlb pages (falls back to thp) or thp (madvise MADV_HUGEPAGE\; falls back to 4k)\; the fallback is said]:page:(4k 2m thp)"
+  "--tlb-group[random pattern\: pages a chain stays within before it moves on (default 64)]:PAGES:"
+  "--duration[measured seconds per point (default 0.4\; --sweep-size 0.25), after the warm-up]:S:"
+  "--samples[samples per point (default 5)]:N:"
+  "--sizes[--sweep-size\: sizes, e.g. 16KiB,1MiB,256MiB (default 4KiB to 8x the last cache, at least 256MiB, in steps of x1.5 and x2)]:LIST:"
+  "--loaders[--loaded\: loader threads (default\: every CPU but the chaser\'s)]:N:"
+  "--delays[--loaded\: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)]:LIST:"
+  "--seed[seed of the random chains (default 1)]:seed:"
+  "--json[print a JSON document instead of tables]"
+  "--plot[write a plot (.png, .svg or .pdf)]:FILE:"
+  {-o,--output}"[write the points as a corecast Dataset (.csv or .json)]:DATASET:"
+  "--profile[also measure what is missing (the sweep or the staircase) and write the memory profile]:FILE.json:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_chase_defaults_added=0
 
 _shtab_corecast_evaluate_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
@@ -122,6 +177,64 @@ _shtab_corecast_measure_options=(
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_measure_defaults_added=0
 
+_shtab_corecast_meters_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--interval[sampling interval, 1ms to 1s (default 10ms)]:TIME:"
+  "--window[window of each meter\'s average, minimum and maximum (default 100ms)]:TIME:"
+  "--meters[meters to keep\: names, groups (software, hardware, probe, process) or all (default\: all\; \`corecast meters list\` names them)]:LIST:"
+  "--triggers[trigger file (TOML, see docs\/meters.md)]:FILE:"
+  "--blackboard[the blackboard\'s name\: \/dev\/shm\/corecast-NAME (default\: \$CORECAST_METERS or \'default\')]:NAME:"
+  "--listen[serve \/metrics and \/meters.json (host 127.0.0.1 unless given)]:[HOST:]PORT:"
+  "--record[write the meter series as a Dataset (.csv or .json)]:FILE:"
+  "--duration[stop after this long (default\: until SIGINT\/SIGTERM)]:TIME:"
+  "--pid[also watch this process and its threads]:pid:"
+  "--max-threads[thread slots for --pid (default 64)]:N:"
+  "--app-mode[file mode of the application area (default 0660\; 0666 lets any user publish)]:MODE:"
+  "--memory-profile[the idle memory latency for the memory-latency probe\: a \`corecast chase --profile\` or \`corecast calibrate\` file (default\: measured at start)]:FILE:"
+  "--probe-cpu[the CPU the probe\'s pointer chase runs on (default\: the last one)]:CPU:"
+  "--probe-period[time between the probe\'s 2 ms bursts (default 1s)]:TIME:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_defaults_added=0
+
+_shtab_corecast_meters_list_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--pid[with the meters of a watched process]:PID:"
+  "--meters[only these meters or groups]:LIST:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_list_defaults_added=0
+
+_shtab_corecast_meters_replay_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--plot[plot the series (.png, .svg or .pdf)]:FILE:"
+  "--meters[only these meters]:LIST:"
+  "--scope[only these scopes (node, socket0, core1, ...)]:LIST:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+  ":a recording (.csv or .json):"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_replay_defaults_added=0
+
+_shtab_corecast_meters_show_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--blackboard[which blackboard]:NAME:"
+  "--json[print \/meters.json\'s document]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_meters_show_defaults_added=0
+
 _shtab_corecast_predict_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--cores[core counts to predict, e.g. 16,24,32 or 16-64\:2x]:CORES:"
@@ -152,6 +265,16 @@ _shtab_corecast_predict_options=(
 
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_predict_defaults_added=0
+
+_shtab_corecast_sched_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+  ":sim, paper, sfmodel fit, run, machines, workloads or policies:(sim paper sfmodel run machines workloads policies)"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_sched_defaults_added=0
 
 _shtab_corecast_serve_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
@@ -274,17 +397,46 @@ _shtab_corecast() {
       (( CURRENT += 1 ))
       curcontext="${curcontext%:*:*}:_shtab_corecast-$line[1]:"
       case $line[1] in
+        calibrate) _arguments -C -s $_shtab_corecast_calibrate_options ;;
+        chase) _arguments -C -s $_shtab_corecast_chase_options ;;
         evaluate) _arguments -C -s $_shtab_corecast_evaluate_options ;;
         events) _arguments -C -s $_shtab_corecast_events_options ;;
         export) _arguments -C -s $_shtab_corecast_export_options ;;
         info) _arguments -C -s $_shtab_corecast_info_options ;;
         measure) _arguments -C -s $_shtab_corecast_measure_options ;;
+        meters) _shtab_corecast_meters ;;
         predict) _arguments -C -s $_shtab_corecast_predict_options ;;
+        sched) _arguments -C -s $_shtab_corecast_sched_options ;;
         serve) _arguments -C -s $_shtab_corecast_serve_options ;;
         sim) _arguments -C -s $_shtab_corecast_sim_options ;;
         stat) _arguments -C -s $_shtab_corecast_stat_options ;;
         throughput) _arguments -C -s $_shtab_corecast_throughput_options ;;
         usl) _arguments -C -s $_shtab_corecast_usl_options ;;
+      esac
+  esac
+}
+
+_shtab_corecast_meters() {
+  local context state line curcontext="$curcontext" one_or_more='(*)' remainder='(-)*:' default='*::: :->meters'
+
+  # Add default positional/remainder specs only if none exist, and only once per session
+  if (( ! _shtab_corecast_meters_defaults_added )); then
+    if (( ${_shtab_corecast_meters_options[(I)${(q)one_or_more}*]} +          ${_shtab_corecast_meters_options[(I)${(q)remainder}*]} +          ${_shtab_corecast_meters_options[(I)${(q)default}]} == 0 )); then
+      _shtab_corecast_meters_options+=(': :_shtab_corecast_meters_commands' '*::: :->meters')
+    fi
+    _shtab_corecast_meters_defaults_added=1
+  fi
+  _arguments -C -s $_shtab_corecast_meters_options
+
+  case $state in
+    meters)
+      words=($line[1] "${words[@]}")
+      (( CURRENT += 1 ))
+      curcontext="${curcontext%:*:*}:_shtab_corecast_meters-$line[1]:"
+      case $line[1] in
+        list) _arguments -C -s $_shtab_corecast_meters_list_options ;;
+        replay) _arguments -C -s $_shtab_corecast_meters_replay_options ;;
+        show) _arguments -C -s $_shtab_corecast_meters_show_options ;;
       esac
   esac
 }

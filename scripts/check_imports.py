@@ -20,7 +20,8 @@ The layers, top to bottom; a module may import its own layer and any layer below
     collect   collect/, meters/, chase/, region.py: how numbers are obtained (collectors,
               daemons, benchmarks; region.py is the region API programs import)
     model     model/, sim/, sched/: models and simulators, pure functions over Datasets and
-              descriptions; they never import a collector
+              descriptions; they never import a collector (sched/enforce/, the enforcing mode
+              that reads /proc and pins real threads, is a collector)
     base      dataset, store, target, errors, parsing, native, messages: what every layer shares
 
 Nothing imports cli, since nothing is above it. Run by tests/test_import_directions.py, so
@@ -112,8 +113,17 @@ def imports(name: str, path: Path, mods: dict[str, Path], package: str) -> list[
     return out
 
 
+#: Sub-packages whose layer differs from their package's, by their dotted name under corecast.
+SUBLAYERS: dict[str, str] = {
+    "sched.enforce": "collect",     # sched's enforcing mode reads /proc and sysfs, counts with perf
+}
+
+
 def layer(module: str) -> str:
     parts = module.split(".")
+    for sub, lay in SUBLAYERS.items():
+        if ".".join(parts[1:1 + sub.count(".") + 1]) == sub:
+            return lay
     return LAYERS.get(parts[1], "base") if len(parts) > 1 else "base"
 
 

@@ -17,7 +17,7 @@ from corecast.native import include_dir, library_dir, native_path
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTS = ["corecast-launch", "libcorecast_region.so", "libcorecast_shim.so", "corecast-shim-bench",
             "libcorecast_sim.so", "libcorecast_ticks.so", "corecast-barrier", "corecast-lockbench",
-            "corecast-membw"]
+            "corecast-membw", "corecast-phases", "corecast-pool", "libcorecast_meters.so", "corecast-meters-stress"]
 
 
 def elf_section_names(data: bytes) -> list[str]:
@@ -38,6 +38,7 @@ def test_every_product_is_found():
         if not name.endswith(".so"):
             assert os.access(p, os.X_OK), name
     assert (include_dir() / "corecast_region.h").is_file()
+    assert (include_dir("corecast_meters.h") / "corecast_meters.h").is_file()
     assert (library_dir() / "libcorecast_region.so").is_file()
 
 
@@ -100,6 +101,7 @@ def test_wheel_is_platform_specific_without_abi_and_without_debug_info(tmp_path)
             assert name in native, name
             assert not [s for s in elf_section_names(z.read(native[name])) if s.startswith(".debug")], name
         assert any(n.endswith("/corecast/_native/include/corecast_region.h") for n in names)
+        assert any(n.endswith("/corecast/_native/include/corecast_meters.h") for n in names)
         assert any(n.endswith("/corecast/sim/machines/zen4-genoa.toml") for n in names)
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}

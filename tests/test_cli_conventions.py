@@ -27,10 +27,14 @@ def _sub_parsers(parser):
 
 
 def test_every_command_and_sim_action_takes_q_and_v():
-    from corecast.cli import sim
+    from corecast.cli import sched, sim
     parsers = dict(_sub_parsers(build_parser(None)))
     parsers.update({f"sim {k}": v for k, v in sim._sub_parsers("corecast sim").items()})
-    assert {"usl", "predict", "measure", "stat", "sim", "sim gen", "sim capture"} <= set(parsers)
+    parsers.update({f"sched {k}": v for k, v in sched._sub_parsers("corecast sched").items()})
+    parsers.update({f"meters {k}": v for k, v in _sub_parsers(parsers["meters"]).items()})
+    parsers.update({f"sched sfmodel {k}": v for k, v in _sub_parsers(parsers["sched sfmodel"]).items()})
+    assert {"usl", "predict", "measure", "stat", "sim", "sim gen", "sim capture", "meters replay",
+            "sched sim", "sched sfmodel fit"} <= set(parsers)
     for name, p in parsers.items():
         options = {s for a in p._actions for s in a.option_strings}
         assert {"-q", "--quiet", "-v", "--verbose"} <= options, name
@@ -85,6 +89,16 @@ def test_each_written_file_is_named_once_and_q_says_nothing(cli, tmp_path, pp, a
     assert r.code == 0, r.err
     assert all((q / f).is_file() for f in files)
     assert r.err == "", r.err
+
+
+def test_q_before_or_after_an_action_is_the_same(cli, tmp_path):
+    """A -q given before a sub-command's action is not undone by the action's own default."""
+    import argparse
+    p = build_parser(["meters", "-q", "list"])
+    assert p.parse_args(["meters", "-q", "list"]).verbosity == messages.QUIET
+    assert p.parse_args(["meters", "list", "-q"]).verbosity == messages.QUIET
+    assert p.parse_args(["meters", "list"]).verbosity == messages.NORMAL
+    assert isinstance(p, argparse.ArgumentParser)
 
 
 def test_v_says_what_was_read_and_how_long_it_took(cli):
@@ -195,7 +209,7 @@ def test_predict_names_the_registry_methods():
 
 
 @pytest.mark.parametrize("command", ["usl", "predict", "evaluate", "throughput", "stat", "sim", "events", "export",
-                                     "info", "measure", "serve"])
+                                     "info", "measure", "serve", "calibrate", "chase", "meters", "sched"])
 def test_help_loads_no_numerical_library(command):
     """The cost of starting is proportional to what is asked: `-h` never loads numpy or scipy
     (usl/predict/evaluate -h loaded scipy through the models: 0.7 s of CPU)."""

@@ -44,7 +44,10 @@ def test_the_default_is_the_member_that_extrapolates_best(amdahl_corpus):
     assert member["amdahl"] <= member["usl"]
     assert pri.sources == ("a", "b", "c") and pri.series == 12 and pri.origin == "test"
     # the band's growth is set so that 80% bands hold about 80% of the held-out points
-    assert learn.coverage(trials, pri) == pytest.approx(0.8, abs=0.05)
+    cov = learn.coverage(trials, pri)
+    # (unless the series' own validation errors alone already make the band wider: then no
+    # corpus growth is added)
+    assert cov == pytest.approx(0.8, abs=0.05) or (cov > 0.8 and pri.band_growth < 1e-3), (cov, pri.band_growth)
     wider = learn.coverage(trials, Priors(**{**pri.__dict__, "band_growth": pri.band_growth + 1.0}))
     assert wider > learn.coverage(trials, pri)
 
@@ -88,6 +91,9 @@ def test_leave_one_source_out_learns_without_the_source(amdahl_corpus):
         assert math.isfinite(s.median_error["auto"]) and 0 <= s.coverage["auto"] <= 1
     d = ev.to_dict()
     assert d["leave_one_source_out"] is True and d["sources"][0]["priors"]["origin"] == "learned without a"
+    # the median over the sources every method predicted: here all three, so the same as overall
+    assert ev.overall_common()["auto"] == pytest.approx(ev.overall()["auto"])
+    assert set(d["overall_on_common_sources"]) == {"auto", "usl"}
 
 
 def test_target_mode_uses_each_sources_machine(tmp_path):

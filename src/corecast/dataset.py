@@ -259,6 +259,10 @@ class Dataset:
             return "time_s"
         if "latency_s" in self.metrics and np.isfinite(self.metrics["latency_s"]).any():
             return "latency_s"
+        # a throughput under another name, with its unit (corecast chase's bandwidth_bytes_s)
+        for name in self.names_of_kind("throughput"):
+            if np.isfinite(self.metrics[name]).any():
+                return name
         avail = ", ".join(self.metrics) or "none"
         raise UserError(f"{self.label}: needs a 'throughput', 'time_s' or 'latency_s' column "
                         f"(metrics in this file: {avail})")

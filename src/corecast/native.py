@@ -6,6 +6,7 @@ into the package, so they are looked up through `importlib.resources`, which kno
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.resources
 from pathlib import Path
 
@@ -44,11 +45,13 @@ def native_path(name: str) -> Path:
     return p
 
 
-def include_dir() -> Path:
-    """The folder holding corecast_region.h (for programs that use the region API)."""
-    p = _lookup("include", "corecast_region.h")
+def include_dir(header: str = "corecast_region.h") -> Path:
+    """The folder holding a header corecast installs for programs: corecast_region.h (the
+    region API) or corecast_meters.h (the meters' blackboard reader and advice). In a wheel
+    both are in _native/include; in an editable install each is where its source is."""
+    p = _lookup("include", header)
     if p is None:
-        raise UserError("corecast's header 'corecast_region.h' is missing "
+        raise UserError(f"corecast's header '{header}' is missing "
                         "(reinstall corecast with `pip install .` or run `make setup`)")
     return p.parent
 
@@ -56,3 +59,13 @@ def include_dir() -> Path:
 def library_dir(name: str = "libcorecast_region.so") -> Path:
     """The folder of a shared library, for `-L` and `-Wl,-rpath` when linking against it."""
     return native_path(name).parent
+
+
+def load_library(name: str) -> ctypes.CDLL:
+    """A compiled shared library loaded with ctypes; a UserError naming it when it is missing
+    or cannot be loaded. (Each caller declares its functions' types and caches the result.)"""
+    path = native_path(name)
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as err:
+        raise UserError(f"cannot load {path}: {err}") from None

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
+
+from .errors import UserError
 
 
 MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
@@ -59,3 +63,68 @@ def level(text: str) -> float:
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError(f"level must be between 0 and 1 (got {text})")
     return v
+
+
+def seconds(text: object, what: str = "interval", allow_zero: bool = False) -> float:
+    """A duration a person writes: seconds (0.5), or with a unit (100ms, 0.1s, 250us).
+    ValueError with the reason otherwise."""
+    if isinstance(text, bool):
+        raise ValueError(f"{what}: '{text}' is not a duration (e.g. 0.5, 100ms, 2s)")
+    if isinstance(text, (int, float)):
+        v = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s)?\s*", str(text))
+        if not m:
+            raise ValueError(f"{what}: '{text}' is not a duration (e.g. 0.5, 100ms, 2s)")
+        v = float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[m.group(2)]
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{what}: '{text}' is not a positive duration" if not allow_zero
+                         else f"{what}: '{text}' is not a duration >= 0")
+    return v
+
+
+def interval(text: str) -> float:
+    """An argparse type: seconds, or with a unit: 100ms, 0.1s, 250us."""
+    try:
+        return seconds(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an interval (e.g. 0.5, 100ms, 2s)") from None
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """--listen: `HOST:PORT`, `[IPv6]:PORT`, `:PORT` (loopback) or `PORT`; UserError otherwise."""
+    text = text.strip()
+    host, port_s = "127.0.0.1", text
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0 or not text[end + 1:].startswith(":"):
+            raise UserError(f"--listen {text}: give [ADDRESS]:PORT")
+        host, port_s = text[1:end], text[end + 2:]
+    elif ":" in text:
+        host, port_s = text.rsplit(":", 1)
+        host = host or "127.0.0.1"
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise UserError(f"--listen {text}: '{port_s}' is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise UserError(f"--listen {text}: port {port} is out of range (0-65535)")
+    return host, port
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """A size in bytes: `4096`, `16KiB`, `256MiB`, `1g`, `1.5m` (K, M, G, T are powers of 1024,
+    with or without `iB`/`B`)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (examples: 4096, 16KiB, 256MiB, 1GiB)")
+    v = float(m.group(1)) * _UNITS[unit]
+    if v != int(v):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of bytes")
+    return int(v)

@@ -5,8 +5,11 @@ has (and, where known, NUMA nodes, clock, memory bandwidth and a calibration pro
 read from any of the forms a user has at hand (`parse_spec`):
 
 - a bundled name (`corecast.targets`, `src/corecast/targets/*.toml`),
-- a TOML file (the same keys as the bundled ones),
-- the JSON `corecast calibrate` writes (`"kind": "corecast-target"`),
+- a TOML file (the same keys as the bundled ones; `chase_profile = "memory.json"` names a
+  memory profile, corecast.memprofile, whose peak bandwidth per socket is used when the TOML
+  gives none),
+- the JSON `corecast calibrate` writes (`"kind": "corecast-target"`, shape in
+  `calibration_doc`; its memory profile gives the bandwidth per socket),
 - hwloc's XML (`lstopo --of xml` run on the target),
 - `lscpu` or `lscpu -J` output saved to a file,
 - an inline form: `sockets=2,cores=32,smt=2[,ghz=2.4][,numa=4]` (cores per socket; smt threads
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UserError, read_input
+from .memprofile import profile_from_doc, read_profile
 
 ORDERS = ("compact", "spread", "smt-last")
 
@@ -255,10 +259,22 @@ def _from_toml(body: str, where: str, default_name: str = "") -> MachineSpec:
     for k in ("sockets", "cores_per_socket"):
         if k not in d:
             raise UserError(f"{where}: '{k}' is missing")
-    return MachineSpec(sockets=d["sockets"], cores_per_socket=d["cores_per_socket"],
+    spec = MachineSpec(sockets=d["sockets"], cores_per_socket=d["cores_per_socket"],
                        threads_per_core=d.get("threads_per_core", 1), numa_nodes=d.get("numa_nodes"),
                        ghz=d.get("ghz"), memory_bandwidth_gbs_per_socket=d.get("memory_bandwidth_gbs_per_socket"),
                        name=d.get("name", default_name), model=d.get("model", ""), source=where)
+    if "chase_profile" in d:
+        # a memory profile (`corecast chase --profile` or `corecast calibrate` output), relative
+        # to the TOML file; the bandwidth given in the TOML wins over the profile's
+        ref = d["chase_profile"]
+        if not isinstance(ref, str) or not ref:
+            raise UserError(f"{where}: chase_profile must name a file")
+        path = Path(ref) if Path(ref).is_absolute() or where.startswith("bundled") else Path(where).parent / ref
+        profile = read_profile(path)
+        spec.calibration = {"memory": profile.to_dict()}
+        if spec.memory_bandwidth_gbs_per_socket is None:
+            spec.memory_bandwidth_gbs_per_socket = profile.bandwidth_gbs_per_socket
+    return spec
 
 
 def _flatten_lscpu(items: list[Mapping[str, Any]]) -> dict[str, str]:
@@ -322,4 +338,51 @@ def _from_calibration(doc: Mapping[str, Any], where: str) -> MachineSpec:
     except (KeyError, TypeError, ValueError) as err:
         raise UserError(f"{where}: calibration file without a usable machine block ({err})") from None
     spec.calibration = {k: doc.get(k) for k in ("core_to_core_ns", "memory") if doc.get(k) is not None}
+    if doc.get("memory") is not None:
+        profile = profile_from_doc(doc["memory"], f"{where}: memory")     # checked here, once
+        spec.memory_bandwidth_gbs_per_socket = profile.bandwidth_gbs_per_socket
     return spec
+
+
+CALIBRATION_KIND = "corecast-target"
+CALIBRATION_VERSION = 1
+
+
+def calibration_doc(machine: Mapping[str, Any], core_to_core: Mapping[str, Any] | None,
+                    memory: Mapping[str, Any] | None, **extra: Any) -> dict[str, Any]:
+    """The JSON `corecast calibrate` writes and `parse_spec` reads back (`_from_calibration`):
+
+        {"kind": "corecast-target", "version": 1,
+         "machine": {"sockets", "cores_per_socket", "threads_per_core", "numa_nodes", "cpus",
+                     "ghz", "model"},
+         "core_to_core_ns": {"smt", "same_socket", "cross_socket": ns per one-way cache-line
+                             transfer (median over pairs; null where the machine has no such
+                             pair), "pairs": [{"cpus": [a, b], "kind", "ns", "min_ns",
+                             "max_ns"}], "not_measured": {kind: why}, "method": "..."},
+         "memory": a memory profile (corecast.memprofile: "kind": "corecast-memory-profile"),
+         "memory_bandwidth_gbs_per_socket": the profile's peak per socket, GB/s,
+         ... and what `extra` adds (elapsed_s, created, corecast_version, warnings, host)}
+
+    `machine` is a corecast.dataset.Machine as a dict (sockets, cores, threads_per_core,
+    logical_cpus, numa_nodes, nominal_freq_hz, cpu_model)."""
+    sockets = int(machine.get("sockets") or 1)
+    cores = int(machine.get("cores") or machine.get("logical_cpus") or 1)
+    freq = machine.get("nominal_freq_hz")
+    bw = (memory or {}).get("peak_bandwidth_bytes_s_per_socket")
+    return {"kind": CALIBRATION_KIND, "version": CALIBRATION_VERSION,
+            "machine": {"sockets": sockets, "cores_per_socket": max(1, cores // sockets),
+                        "threads_per_core": int(machine.get("threads_per_core") or 1),
+                        "numa_nodes": machine.get("numa_nodes"), "cpus": machine.get("logical_cpus"),
+                        "ghz": round(freq / 1e9, 3) if freq else None, "model": machine.get("cpu_model") or ""},
+            "core_to_core_ns": dict(core_to_core) if core_to_core is not None else None,
+            "memory": dict(memory) if memory is not None else None,
+            "memory_bandwidth_gbs_per_socket": bw / 1e9 if bw else None, **extra}
+
+
+def write_calibration(doc: Mapping[str, Any], path: str | Path) -> None:
+    """Write a calibration document (after checking that `parse_spec` reads it back)."""
+    _from_calibration(doc, str(path))
+    try:
+        Path(path).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    except OSError as err:
+        raise UserError(f"{path}: cannot write: {err.strerror or err}") from None

@@ -37,14 +37,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message}\n")
 
 
-def add_verbosity(parser: argparse.ArgumentParser) -> None:
-    """-q and -v, which every command (and every `sim` action) takes: see corecast.messages."""
+def add_verbosity(parser: argparse.ArgumentParser, defaults: bool = True) -> None:
+    """-q and -v, which every command and every action of one takes (see corecast.messages):
+    on `parser` and on the parsers of its sub-commands, where they do not set the default (an
+    argparse sub-parser's default would undo a -q given before its action)."""
     g = parser.add_mutually_exclusive_group()
+    extra = {} if defaults else {"default": argparse.SUPPRESS}
     g.add_argument("-q", "--quiet", action="store_const", dest="verbosity", const=messages.QUIET,
-                   help="results, warnings and errors only: no progress, notes or names of files written")
+                   help="results, warnings and errors only: no progress, notes or names of files written", **extra)
     g.add_argument("-v", "--verbose", action="store_const", dest="verbosity", const=messages.VERBOSE,
-                   help="more detail on standard error: what was read, how long it took")
-    parser.set_defaults(verbosity=messages.NORMAL)
+                   help="more detail on standard error: what was read, how long it took", **extra)
+    if defaults:
+        parser.set_defaults(verbosity=messages.NORMAL)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                add_verbosity(sub, defaults=False)
 
 
 #: What a command's --format may ask for: its terminal text, its --json document, or a tidy

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 
 from .. import messages
 from ..collect.events import resolve
 from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
+from ..parsing import interval
 from ..region import load as load_regions
 
 COMMAND = "stat"
@@ -37,17 +37,6 @@ mnemonics (instr, cycles, llc_misses, backend_stalls, task_clock, ...), PMCTrack
 perf form cpu/event=..,umask=../, tracepoints sched:sched_switch, libpfm4 names.
 See `corecast events`.
 """
-
-
-def interval(text: str) -> float:
-    """-T / --interval: seconds, or with a unit: 100ms, 0.1s, 250us."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an interval (e.g. 0.5, 100ms, 2s)")
-    v = float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[m.group(2)]
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a positive interval")
-    return v
 
 
 def interval_ms(text: str) -> float:

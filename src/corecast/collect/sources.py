@@ -200,6 +200,49 @@ def psi(resource: str | None = None, proc: Path = PROC) -> dict[str, Pressure] |
 
 
 # --------------------------------------------------------------------------------------------
+# CPU times (/proc/stat): steal time
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """One CPU's line of /proc/stat, in clock ticks (USER_HZ): the time the hypervisor gave to
+    someone else while this virtual CPU wanted to run is `steal`."""
+
+    total: int
+    steal: int
+
+    def __sub__(self, other: "CpuTimes") -> "CpuTimes":
+        return CpuTimes(self.total - other.total, self.steal - other.steal)
+
+
+def parse_proc_stat(text: str) -> dict[int, CpuTimes]:
+    """Per-CPU times from /proc/stat text (`cpuN user nice system idle iowait irq softirq steal
+    ...`; guest time is already inside user and is not added twice)."""
+    out: dict[int, CpuTimes] = {}
+    for line in text.splitlines():
+        m = re.match(r"cpu(\d+)\s+(.*)", line)
+        if not m:
+            continue
+        f = [int(x) for x in m.group(2).split()[:8]]
+        f += [0] * (8 - len(f))
+        out[int(m.group(1))] = CpuTimes(total=sum(f), steal=f[7])
+    return out
+
+
+def cpu_times(proc: Path = PROC) -> dict[int, CpuTimes] | Unavailable:
+    try:
+        return parse_proc_stat((proc / "stat").read_text())
+    except OSError as err:
+        return Unavailable("steal", f"cannot read {proc / 'stat'}: {err.strerror}")
+
+
+def steal_fraction(before: Mapping[int, CpuTimes], after: Mapping[int, CpuTimes], cpus) -> float | None:
+    """Steal time over all time of `cpus` between two readings (None when no tick passed)."""
+    d = [after[c] - before[c] for c in set(cpus) if c in before and c in after]
+    total = sum(x.total for x in d)
+    return sum(x.steal for x in d) / total if total > 0 else None
+
+
+# --------------------------------------------------------------------------------------------
 # rusage
 
 @dataclass(frozen=True)

@@ -286,6 +286,32 @@ def _too_many(asked: int, available: int) -> None:
                     "--cores ...` speak for more")
 
 
+@dataclass(frozen=True)
+class Cache:
+    """One data (or unified) cache a CPU sees, from sysfs."""
+
+    level: int
+    size_bytes: int
+    shared_cpus: int        # how many logical CPUs share it
+
+
+def caches(cpu: int = 0, cpu_root: str | Path = SYSFS_CPU) -> list[Cache]:
+    """The data and unified caches of `cpu`, by level (empty where sysfs does not say: some VMs
+    and containers)."""
+    out = []
+    for d in sorted(Path(cpu_root, f"cpu{cpu}", "cache").glob("index[0-9]*")):
+        kind, level, size = _read(d / "type"), _read(d / "level"), _read(d / "size")
+        if kind not in ("Data", "Unified") or not (level and level.isdigit()) or not size:
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if not m:
+            continue
+        shared = _read(d / "shared_cpu_list")
+        out.append(Cache(level=int(level), size_bytes=int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)],
+                         shared_cpus=len(parse_cpulist(shared)) if shared else 1))
+    return sorted(out, key=lambda c: c.level)
+
+
 def cpuinfo() -> dict[str, str]:
     """The first processor's block of /proc/cpuinfo."""
     out: dict[str, str] = {}

@@ -265,10 +265,9 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     if not finite:
         # Too few points to validate: the stall method if its stalls explain the time, else the
         # corpus' default.
-        pick = ("estima" if "estima" in fits and not estima_note else
-                pri.default if pri.default in fits else "usl" if "usl" in fits else next(iter(fits)))
-        weights = {pick: 1.0}
-        reason = f"too few points to validate; used {pick}" + (f" ({estima_note})" if estima_note else "")
+        weights = {"estima": 1.0} if "estima" in fits and not estima_note else default_weights(fits, pri)
+        reason = (f"too few points to validate; used {' + '.join(weights)}" +
+                  (f" ({estima_note})" if estima_note else ""))
     elif "estima" in finite and not estima_note:
         others = {k: v for k, v in finite.items() if k != "estima"}
         best_other = min(others.values()) if others else math.inf
@@ -289,6 +288,16 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
                    prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns)
+
+
+def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:
+    """The corpus' default blend among the fitted members (the default alone without its
+    partner; the USL, else any member, without the default)."""
+    if pri.default in fits:
+        if pri.partner and pri.partner in fits and pri.default_weight < 1.0:
+            return {pri.default: pri.default_weight, pri.partner: 1.0 - pri.default_weight}
+        return {pri.default: 1.0}
+    return {"usl" if "usl" in fits else next(iter(fits)): 1.0}
 
 
 def choose(scores: dict[str, float], pri: Priors) -> tuple[dict[str, float], str]:

@@ -72,8 +72,8 @@ class Priors:
         for k, v in d.items():
             lines.append(f"{k} = {_toml(v)}")
         if sc:
-            lines += ["", "# What the choices scored on the corpus they were learned from (geometric mean over",
-                      "# the sources of each source's median absolute % error; for band_weight, the mean",
+            lines += ["", "# What the choices scored on the corpus they were learned from (median over the",
+                      "# sources of each source's median absolute % error; for band_weight, the mean",
                       "# distance of the sources' band coverage from the level).", "[scores]"]
             lines += [f'"{k}" = {_toml(v)}' for k, v in sc.items()]
         return "\n".join(lines) + "\n"

@@ -62,6 +62,12 @@ class CorpusEvaluation:
             out[m] = float(np.median(v)) if v else math.nan
         return out
 
+    def overall_common(self) -> dict[str, float]:
+        """Median over the sources where every method predicted (the same sources for all)."""
+        common = [s for s in self.sources if all(m in s.median_error for m in self.methods)]
+        return {m: float(np.median([s.median_error[m] for s in common])) if common else math.nan
+                for m in self.methods}
+
     def wins(self, method: str, against: str) -> tuple[int, int]:
         """(sources where `method`'s median error is below `against`'s, sources with both)."""
         both = [s for s in self.sources if method in s.median_error and against in s.median_error]
@@ -84,7 +90,8 @@ class CorpusEvaluation:
                                  "cross_domain": s.priors.cross_domain, "band_growth": s.priors.band_growth,
                                  "origin": s.priors.origin}}
                             for s in self.sources],
-                "overall_median_abs_pct_error": {m: num(v) for m, v in self.overall().items()}}
+                "overall_median_abs_pct_error": {m: num(v) for m, v in self.overall().items()},
+                "overall_on_common_sources": {m: num(v) for m, v in self.overall_common().items()}}
 
 
 def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> Any:

@@ -30,7 +30,7 @@ program's memory traffic (`memory_bytes` per run with `time_s`, or `memory_bandw
 with `throughput`) and the target's bandwidth is known (`bandwidth=` / the description's
 `memory_bandwidth_gbs_per_socket`, or a calibration run's memory profile), the throughput is
 capped at the bandwidth of the sockets the threads use over the bytes per unit of work (a
-roofline; per socket no more than its threads' per-core bandwidth where calibrated).
+roofline).
 
 Every prediction says which of these were used (`params["target"]`).
 """
@@ -207,9 +207,10 @@ class OnTarget(Fitted):
         return convert(out, p0.metric)
 
     def bandwidth(self, pos: Sequence[Position]) -> np.ndarray | None:
-        """Memory bandwidth (bytes/s) the threads can draw on the target: each socket's peak
-        for the sockets they use, and per socket no more than its threads' per-core bandwidth
-        where a calibration measured one."""
+        """Memory bandwidth (bytes/s) the threads can draw on the target: each socket's peak for
+        the sockets they use. (A calibration's per-core chase bandwidth is not used as a cap:
+        it is the bandwidth of dependent random misses, which a streaming program's prefetched
+        accesses exceed.)"""
         spec = self.target.spec
         peak = spec.memory_bandwidth_gbs_per_socket
         mem = (spec.calibration or {}).get("memory") or {}
@@ -217,16 +218,7 @@ class OnTarget(Fitted):
             peak = mem["peak_bandwidth_bytes_s_per_socket"] / 1e9
         if not peak:
             return None
-        per_core = mem.get("per_core_bandwidth_bytes_s")
-        out = []
-        for q in pos:
-            bw = 0.0
-            for k in q.per_socket:
-                if k:
-                    bw += min(peak * 1e9, k * per_core) if isinstance(per_core, (int, float)) and per_core > 0 \
-                        else peak * 1e9
-            out.append(bw)
-        return np.array(out, dtype=float)
+        return np.array([peak * 1e9 * sum(1 for k in q.per_socket if k) for q in pos], dtype=float)
 
     def bandwidth_source(self) -> str:
         spec = self.target.spec

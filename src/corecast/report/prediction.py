@@ -169,6 +169,10 @@ def render_evaluation(ev: Evaluation, con: Any) -> None:
 
 def render_corpus(ev: Any, con: Any) -> None:
     """The corpus evaluation (corecast.model.corpus.CorpusEvaluation) as one table."""
+    for note in getattr(ev, "notes", []):
+        con.print(f"note: {note}")
+    if getattr(ev, "leave_one_source_out", False):
+        con.print("auto's priors learned without the source scored (leave-one-source-out)")
     con.print(f"fitted on the cores up to {ev.train_frac:g} of each series' largest count (at least two), "
               f"predicting the rest; median absolute % error per source (median over its series), "
               f"coverage of the {100 * ev.level:.0f}% band in brackets")
@@ -190,6 +194,11 @@ def render_corpus(ev: Any, con: Any) -> None:
     overall = ev.overall()
     rows.append(["all sources (median)", sum(s.series for s in ev.sources)]
                 + [f"{overall[m]:.1f}%" if math.isfinite(overall[m]) else "-" for m in ev.methods])
+    common = ev.overall_common()
+    n_common = sum(1 for s in ev.sources if all(m in s.median_error for m in ev.methods))
+    if n_common < len(ev.sources):
+        rows.append([f"the {n_common} sources all predicted", ""]
+                    + [f"{common[m]:.1f}%" if math.isfinite(common[m]) else "-" for m in ev.methods])
     con.print(T.make_table("Corpus evaluation", headers, rows, justify=["left"] + ["right"] * (len(headers) - 1)))
 
 

@@ -12,31 +12,11 @@ from aiohttp import web
 
 from .. import messages
 from ..errors import UserError
+from ..parsing import listen_address as parse_listen
 from .app import Dashboard
 
 log = logging.getLogger("corecast.serve")
 DEFAULT_LISTEN = "127.0.0.1:8765"
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `[IPv6]:PORT`, `:PORT` (loopback) or `PORT`."""
-    text = text.strip()
-    host, port_s = "127.0.0.1", text
-    if text.startswith("["):
-        end = text.find("]")
-        if end < 0 or not text[end + 1:].startswith(":"):
-            raise UserError(f"--listen {text}: give [ADDRESS]:PORT")
-        host, port_s = text[1:end], text[end + 2:]
-    elif ":" in text:
-        host, port_s = text.rsplit(":", 1)
-        host = host or "127.0.0.1"
-    try:
-        port = int(port_s)
-    except ValueError:
-        raise UserError(f"--listen {text}: '{port_s}' is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise UserError(f"--listen {text}: port {port} is out of range (0-65535)")
-    return host, port
 
 
 def run(files: list[str], listen: str = DEFAULT_LISTEN, allow_commands: bool = False,

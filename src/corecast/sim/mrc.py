@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from ..native import native_path
+from ..native import load_library
 from .native import KIND_FETCH, KIND_LOAD, KIND_MODIFY, KIND_STORE
 
 KINDS = {"data": (1 << KIND_LOAD) | (1 << KIND_STORE) | (1 << KIND_MODIFY),
@@ -41,11 +41,7 @@ _P = C.c_void_p
 
 @lru_cache(maxsize=1)
 def lib() -> C.CDLL:
-    path = native_path("libcorecast_mrc.so")
-    try:
-        L = C.CDLL(str(path))
-    except OSError as err:
-        raise UserError(f"cannot load {path}: {err}") from None
+    L = load_library("libcorecast_mrc.so")
     L.cc_sd_new.restype = _P
     L.cc_sd_new.argtypes = [C.c_int, C.c_uint64, C.c_int]
     L.cc_sd_free.argtypes = [_P]

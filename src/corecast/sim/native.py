@@ -10,8 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import UserError
-from ..native import native_path
+from ..native import load_library
 
 MAX_CACHES = 8
 MAX_TLBS = 6
@@ -105,11 +104,7 @@ _P = C.c_void_p
 @lru_cache(maxsize=1)
 def lib() -> C.CDLL:
     """The loaded simulator library (UserError when corecast was built without it)."""
-    path = native_path("libcorecast_sim.so")
-    try:
-        L = C.CDLL(str(path))
-    except OSError as err:
-        raise UserError(f"cannot load {path}: {err}") from None
+    L = load_library("libcorecast_sim.so")
     L.cc_sim_new.restype = _P
     L.cc_sim_new.argtypes = [C.POINTER(Config), C.c_char_p, C.c_size_t]
     L.cc_sim_free.argtypes = [_P]

@@ -1,0 +1,421 @@
+"""corecast sched: scheduling on asymmetric (big/small) multicores -- simulate policies, fit
+speedup-factor models, reproduce the PMCTrack case study, enforce a policy on real programs."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from . import _Parser, add_verbosity
+
+COMMAND = "sched"
+HELP = "scheduling on big/small cores: simulate HSP, RR, A-DWRR, EQP, ACFS, energy-aware and CFS; SF models; enforce"
+DESCRIPTION = """\
+Scheduling on asymmetric multicores (big and small cores), after the PMCTrack case studies.
+
+  corecast sched sim WORKLOAD --machine M --policy P   simulate a workload under policies
+  corecast sched paper [--figure 8|9]                  the PMCTrack paper's Figures 8 and 9
+  corecast sched sfmodel fit DATA [-o MODEL.json]      SF models from per-window metrics
+  corecast sched run --policy P -- 'cmd1' 'cmd2'       enforce a policy on real programs
+  corecast sched machines|workloads|policies [NAME]    what is bundled
+
+Policies: hsp, rr, adwrr, eqp, acfs, energy, cfs (and acfs-big), or FILE.py:ClassName for your
+own (a corecast.sched.Policy). Run `corecast sched sim -h` (and so on) for each action's
+options. See docs/sched.md.
+
+examples:
+  corecast sched sim pmctrack-mix --machine 2b-2s --policy hsp,rr,acfs --plot mix.png
+  corecast sched paper --figure 9 --plot fig9.png
+  corecast sched run --policy rr -- './a.out' './b.out'"""
+
+ACTIONS = ("sim", "paper", "sfmodel", "run", "machines", "workloads", "policies")
+
+
+def _time(text: str, zero: bool = False) -> float:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a time (e.g. 10ms, 50us, 0.5s)")
+    v = float(m.group(1)) * {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[m.group(2)]
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a {'' if zero else 'positive '}time")
+    return v
+
+
+def _time0(text: str) -> float:
+    return _time(text, zero=True)
+
+
+def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
+    fmt = argparse.RawDescriptionHelpFormatter
+    sim = _Parser(prog=f"{prog} sim", formatter_class=fmt,
+                  description="Simulate a workload on an AMP under one or more policies (event-driven, "
+                              "deterministic with a seed) and report completion times, slowdowns, ASP, "
+                              "unfairness, STP, ANTT, energy and EDP.")
+    sim.add_argument("workload", metavar="WORKLOAD", help="bundled workload name or TOML file")
+    sim.add_argument("--machine", "-m", metavar="AMP",
+                     help="bundled machine name or TOML file (default: the workload's own)")
+    sim.add_argument("--policy", "-p", default="hsp,rr,adwrr,eqp,acfs,energy,cfs", metavar="P[,P...]",
+                     help="policies to compare (default all seven); all; or FILE.py:ClassName")
+    sim.add_argument("--quantum", type=_time, default=0.010, metavar="T", help="scheduling quantum (default 10ms)")
+    sim.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
+    sim.add_argument("--migration-cost", type=_time0, default=50e-6, metavar="T",
+                     help="CPU time a thread loses when it moves to another core type (default 50us)")
+    sim.add_argument("--sf-source", choices=["true", "ipc-sampling", "model"],
+                     help="where policies get speedup factors (default: EQP samples IPC, the others the true SF)")
+    sim.add_argument("--sf-model", metavar="MODEL.json", help="for --sf-source model: `sched sfmodel fit -o` output")
+    sim.add_argument("--sf-noise", type=float, default=0.05, metavar="SIGMA",
+                     help="IPC sampling: relative noise of one sample (default 0.05)")
+    sim.add_argument("--runs", type=int, metavar="N", help="runs of the slowest application (default: the workload's rules, 3)")
+    sim.add_argument("--no-restart", action="store_true", help="each application runs once (a batch)")
+    sim.add_argument("--seed", type=int, default=1, help="seed of the random choices (default 1)")
+    sim.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    sim.add_argument("--plot", metavar="FILE", help="grouped bar chart of slowdowns, ASP and unfairness (.png .svg .pdf)")
+
+    paper = _Parser(prog=f"{prog} paper", formatter_class=fmt,
+                    description="Reproduce the PMCTrack paper's Figures 8 (2B-2S) and 9 (2B-10S) in simulation: "
+                                "ASP and unfairness of HSP, RR, A-DWRR, EQP and ACFS on the Table 2 and 3 mixes "
+                                "by category, and the paper's findings checked beside its figures.")
+    paper.add_argument("--figure", choices=["8", "9", "all"], default="all", help="which figure (default all)")
+    paper.add_argument("--experiment", metavar="TOML", action="append",
+                       help="an experiment file of the same form instead (repeatable)")
+    paper.add_argument("--policies", metavar="P[,P...]", help="policies (default: the paper's five)")
+    paper.add_argument("--sf-source", choices=["true", "ipc-sampling", "model"],
+                       help="one SF source for every policy (default: EQP samples IPC, the others the true SF)")
+    paper.add_argument("--sf-model", metavar="MODEL.json", help="for --sf-source model")
+    paper.add_argument("--quantum", type=_time, default=0.010, metavar="T", help="scheduling quantum (default 10ms)")
+    paper.add_argument("--migration-cost", type=_time0, default=50e-6, metavar="T", help="(default 50us)")
+    paper.add_argument("--seed", type=int, default=1)
+    paper.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    paper.add_argument("--plot", metavar="FILE",
+                       help="the figure(s) as grouped bars; with both, FILE-fig8.EXT and FILE-fig9.EXT")
+
+    sfm = _Parser(prog=f"{prog} sfmodel", formatter_class=fmt,
+                  description="Speedup-factor models: `fit` builds SF from big-core metrics and SF from small-core "
+                              "metrics by regression with forward feature selection.")
+    sfsub = sfm.add_subparsers(dest="sfaction", metavar="ACTION", parser_class=_Parser)
+    fit = sfsub.add_parser("fit", formatter_class=fmt,
+                           help="fit the two models from per-window metrics recorded on both core types",
+                           description="Fit SF = b0 + Σ b_j x_j from the metrics seen on a big core, and from those "
+                                       "seen on a small core; features chosen forward by the error on held-out "
+                                       "applications; correlation in sample and on held-out applications; the "
+                                       "phase rule (running IPC average) applied to each application.\n\n"
+                                       "DATA: CSV, wide (app, window, sf, big_<metric>, small_<metric>) or long "
+                                       "(app, window, core, <metrics>, ips). Or two `corecast stat --format csv` runs "
+                                       "of one program with --stat-big/--stat-small.")
+    fit.add_argument("data", nargs="*", metavar="DATA", help="CSV files of windows")
+    fit.add_argument("--stat-big", metavar="CSV", help="a `corecast stat --format csv` run pinned to a big core")
+    fit.add_argument("--stat-small", metavar="CSV", help="the same program's run pinned to a small core")
+    fit.add_argument("--app", default="app", help="the application's name for --stat-big/--stat-small")
+    fit.add_argument("--max-features", type=int, default=4, metavar="N", help="features per model (default 4)")
+    fit.add_argument("--per-phase", action="store_true", help="fit on the phases' means, not the windows")
+    fit.add_argument("--threshold", type=float, default=0.25,
+                     help="phase rule: relative distance from the running IPC average that starts a new phase (default 0.25)")
+    fit.add_argument("-o", "--output", metavar="MODEL.json", help="write the model (for sim --sf-source model)")
+    fit.add_argument("--json", action="store_true", help="print the model as JSON")
+
+    run = _Parser(prog=f"{prog} run", formatter_class=fmt,
+                  description="Run programs together and apply a policy to their threads every quantum with "
+                              "sched_setaffinity, from per-thread progress (instructions where the PMU counts "
+                              "them, else the task clock; application progress files where given). The big and "
+                              "small CPUs come from --big/--small, else from sysfs on a hybrid machine, else the "
+                              "CPUs are split in two and the small half is slowed (an EMULATED AMP, said in "
+                              "every output). Each program is first run alone, for its slowdown.")
+    run.add_argument("--policy", "-p", required=True, metavar="P", help="hsp, rr, adwrr, eqp, acfs, energy, cfs or FILE.py:Class")
+    run.add_argument("--big", metavar="CPUS", help="the big CPUs, e.g. 0-3")
+    run.add_argument("--small", metavar="CPUS", help="the small CPUs, e.g. 4-7")
+    run.add_argument("--emulate", choices=["auto", "cgroup", "stealer", "none"], default="auto",
+                     help="how small CPUs are slowed on a machine whose CPUs are alike (default auto: a cgroup "
+                          "CPU limit where a cpu controller is mounted, else a duty-cycle stealer)")
+    run.add_argument("--small-speed", type=float, metavar="S", help="emulated speed of a small CPU, 0..1 (default 0.5)")
+    run.add_argument("--quantum", type=_time, default=0.05, metavar="T", help="decision period (default 50ms)")
+    run.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
+    run.add_argument("--sf", metavar="SF[,SF...]", help="declared speedup factor of each program, in order (- for none)")
+    run.add_argument("--progress", choices=["auto", "instructions", "taskclock"], default="auto",
+                     help="per-thread progress: instructions where countable (auto), or the task clock")
+    run.add_argument("--progress-file", action="append", metavar="FILE",
+                     help="a program's own progress report (its last number), in program order (repeatable)")
+    run.add_argument("--no-alone", action="store_true", help="do not run the programs alone first (no slowdowns)")
+    run.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    run.add_argument("commands", nargs=argparse.REMAINDER, metavar="-- 'CMD1' 'CMD2' ...",
+                     help="the programs, one quoted command line each")
+
+    lst = {}
+    for name, what in (("machines", "bundled AMP machine descriptions"), ("workloads", "bundled workloads"),
+                       ("policies", "the built-in policies")):
+        p = _Parser(prog=f"{prog} {name}", formatter_class=fmt, description=f"List the {what}, or show one.")
+        p.add_argument("name", nargs="?", help="one to show")
+        p.add_argument("--json", action="store_true")
+        lst[name] = p
+    subs = {"sim": sim, "paper": paper, "sfmodel": sfm, "run": run, **lst}
+    for sub in subs.values():
+        add_verbosity(sub)                  # -q and -v, as every command takes them
+    return subs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", metavar="ACTION", choices=ACTIONS,
+                        help="sim, paper, sfmodel fit, run, machines, workloads or policies")
+    subs = _sub_parsers(parser.prog)
+    orig = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
+        args = list(sys.argv[1:] if args is None else args)
+        if args and args[0] in subs:
+            ns, extra = subs[args[0]].parse_known_args(args[1:], namespace)
+            ns.action = args[0]
+            for key, value in parser._defaults.items():
+                if not hasattr(ns, key):
+                    setattr(ns, key, value)
+            return ns, extra
+        return orig(args, namespace)
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+# ----------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> int:
+    return {"sim": _sim, "paper": _paper, "sfmodel": _sfmodel, "run": _run, "machines": _list,
+            "workloads": _list, "policies": _list}[args.action](args)
+
+
+def _policies(text: str) -> list[str]:
+    from ..sched.policies import POLICIES
+    if text == "all":
+        return list(POLICIES)
+    out = [p.strip() for p in text.split(",") if p.strip()]
+    if not out:
+        raise UserError(f"--policy {text!r}: name at least one policy")
+    return out
+
+
+def _sf_model(path: str | None, source: str | None):
+    if source == "model" and not path:
+        raise UserError("--sf-source model needs --sf-model FILE (written by `corecast sched sfmodel fit -o`)")
+    if not path:
+        return None
+    from ..sched.sfmodel import load_model
+    return load_model(path)
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from ..report import plots
+    from ..report import sched as R
+    from ..report.terminal import console
+    from ..sched.engine import Options
+    from ..sched.machine import load_machine
+    from ..sched.metrics import References, evaluate
+    from ..sched.policies import make_policy
+    from ..sched.workload import load_workload
+
+    if args.plot:
+        plots.check_plot_path(args.plot)
+    if args.runs is not None and args.runs < 1:
+        raise UserError(f"--runs {args.runs}: at least 1")
+    if not (args.sf_noise >= 0 and math.isfinite(args.sf_noise)):
+        raise UserError(f"--sf-noise {args.sf_noise}: 0 or more")
+    names = _policies(args.policy)
+    pols = [make_policy(p) for p in names]
+    if args.period is not None:
+        # the period is for the periodic policies among those named (RR); none of them: a mistake
+        periodic = [i for i, p in enumerate(pols) if getattr(p, "period_s", None) is not None]
+        if not periodic:
+            make_policy(names[0], args.period)          # says why, in one line
+        for i in periodic:
+            pols[i] = make_policy(names[i], args.period)
+    wl = load_workload(args.workload)
+    if args.runs is not None or args.no_restart:
+        wl = wl.with_rules(runs=args.runs, restart=False if args.no_restart else None)
+    mname = args.machine or wl.machine
+    if not mname:
+        raise UserError(f"{args.workload}: the workload names no machine: give --machine (`corecast sched machines` lists them)")
+    machine = load_machine(mname)
+    opts = Options(quantum=args.quantum, migration_cost=args.migration_cost, sf_source=args.sf_source,
+                   sf_model=_sf_model(args.sf_model, args.sf_source), sf_noise=args.sf_noise, seed=args.seed)
+    refs = References(wl, machine, opts)
+    metrics = {}
+    for pol in pols:
+        _, met = evaluate(wl, machine, pol, opts, refs)
+        metrics[pol.name] = met
+    if args.json:
+        print(json.dumps(R.sim_doc(wl, machine, opts, metrics), indent=2, allow_nan=False, default=_jdefault))
+    else:
+        R.render_sim(console(), wl, machine, opts, metrics)
+    if args.plot:
+        fig = R.sim_figure(metrics, f"{wl.name} on {machine.name}")
+        plots.save(fig, args.plot)
+        plots.pyplot().close(fig)
+    return 0
+
+
+def _jdefault(x):
+    return None
+
+
+def _paper(args: argparse.Namespace) -> int:
+    from ..report import plots
+    from ..report import sched as R
+    from ..report.terminal import console
+    from ..sched.engine import Options
+    from ..sched.experiments import findings, load_experiment, run as run_exp
+
+    if args.plot:
+        plots.check_plot_path(args.plot)
+    names = args.experiment or {"8": ["pmctrack-2b2s"], "9": ["pmctrack-2b10s"],
+                                "all": ["pmctrack-2b2s", "pmctrack-2b10s"]}[args.figure]
+    exps = [load_experiment(n) for n in names]
+    pols = _policies(args.policies) if args.policies else None
+    if pols:
+        from ..sched.policies import POLICIES, VARIANTS
+        for p in pols:
+            if p not in POLICIES and p not in VARIANTS:
+                raise UserError(f"--policies: unknown policy '{p}' (choose {', '.join([*POLICIES, *VARIANTS])})")
+    opts = Options(quantum=args.quantum, migration_cost=args.migration_cost, seed=args.seed,
+                   sf_model=_sf_model(args.sf_model, args.sf_source))
+    err = sys.stderr if sys.stderr.isatty() else None
+    results = [run_exp(e, opts, args.sf_source, pols,
+                       progress=(lambda s: print(f"\r{s:40s}", end="", file=err, flush=True)) if err else None)
+               for e in exps]
+    if err:
+        print("\r" + " " * 40 + "\r", end="", file=err)
+    fnd = [findings(r) for r in results]
+    if args.json:
+        print(json.dumps(R.paper_doc(results, fnd), indent=2, allow_nan=False))
+    else:
+        R.render_paper(console(), results, fnd)
+    if args.plot:
+        p = Path(args.plot)
+        for res in results:
+            out = p if len(results) == 1 else p.with_name(f"{p.stem}-fig{res.experiment.figure.split()[-1]}{p.suffix}")
+            fig = R.paper_figure(res)
+            plots.save(fig, out)
+            plots.pyplot().close(fig)
+    return 0
+
+
+def _sfmodel(args: argparse.Namespace) -> int:
+    from ..report import sched as R
+    from ..report.terminal import console
+    from ..sched import sfmodel as M
+
+    if args.sfaction != "fit":
+        raise UserError("sfmodel: give an action: fit (`corecast sched sfmodel fit -h`)")
+    if not (args.threshold > 0 and math.isfinite(args.threshold)):
+        raise UserError(f"--threshold {args.threshold}: must be > 0")
+    parts = [M.load_windows(d) for d in args.data]
+    if args.stat_big or args.stat_small:
+        if not (args.stat_big and args.stat_small):
+            raise UserError("--stat-big and --stat-small go together")
+        parts.append(M.from_stat(args.stat_big, args.stat_small, args.app))
+    if not parts:
+        raise UserError("no windows: give DATA files or --stat-big/--stat-small")
+    model = M.fit(M.concat(parts), args.max_features, args.per_phase, args.threshold)
+    if args.output:
+        M.save(model, args.output)
+    if args.json:
+        print(json.dumps(model.to_dict(), indent=2, allow_nan=False, default=_jdefault))
+    else:
+        R.render_sfmodel(console(), model)
+        if args.output:
+            print(f"model written to {args.output}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..report import sched as R
+    from ..report.terminal import console
+    from ..sched.enforce.runner import enforce, prepare
+    from ..sched.policies import make_policy
+
+    cmds = list(args.commands)
+    if cmds and cmds[0] == "--":
+        cmds = cmds[1:]
+    if not cmds:
+        raise UserError("no programs: give them after --, e.g. -- './a' './b'")
+    make_policy(args.policy, args.period)  # an unknown policy before anything starts
+    sfs = None
+    if args.sf:
+        sfs = []
+        for x in args.sf.split(","):
+            x = x.strip()
+            if x in ("-", ""):
+                sfs.append(None)
+                continue
+            try:
+                v = float(x)
+            except ValueError:
+                raise UserError(f"--sf {args.sf}: '{x}' is not a number") from None
+            if not (v > 0 and math.isfinite(v)):
+                raise UserError(f"--sf {args.sf}: a speedup factor must be > 0")
+            sfs.append(v)
+        if len(sfs) != len(cmds):
+            raise UserError(f"--sf gives {len(sfs)} values for {len(cmds)} programs")
+    pf = args.progress_file
+    if pf and len(pf) != len(cmds):
+        raise UserError(f"--progress-file given {len(pf)} times for {len(cmds)} programs")
+    setup = prepare(args.big, args.small, args.emulate, args.small_speed, args.quantum)
+    res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress, args.period)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2, allow_nan=False))
+    else:
+        R.render_run(console(), res)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ..report.terminal import console, make_table
+    from ..sched.machine import bundled_machines, load_machine
+    from ..sched.policies import POLICIES, VARIANTS
+    from ..sched.workload import bundled_workloads, load_workload
+
+    con = console()
+    if args.action == "policies":
+        rows = [[n, (c.__doc__ or "").strip().splitlines()[0]] for n, c in {**POLICIES, **VARIANTS}.items()]
+        if args.json:
+            print(json.dumps({n: d for n, d in rows}, indent=2))
+        else:
+            con.print(make_table("Policies", ["name", "rule"], rows, justify=["left", "left"]))
+        return 0
+    if args.action == "machines":
+        if args.name:
+            m = load_machine(args.name)
+            if args.json:
+                print(json.dumps(m.to_dict(), indent=2))
+            else:
+                con.print(f"[bold]{m.name}[/bold]: {m.description}")
+                con.print(make_table(None, ["type", "count", "speed", "active W", "idle W", "CPUs"],
+                                     [[t.name, t.count, t.speed, t.active_w, t.idle_w, t.cpus or "-"] for t in m.types]))
+                for n in m.notes:
+                    con.print(f"note: {n}", style="dim")
+                con.print(f"source: {m.source}", style="dim")
+            return 0
+        names = bundled_machines()
+        ms = [load_machine(n) for n in names]
+        if args.json:
+            print(json.dumps([m.to_dict() for m in ms], indent=2))
+        else:
+            con.print(make_table("Bundled machines", ["name", "cores", "types", "description"],
+                                 [[m.name, m.cores, " + ".join(f"{t.count} {t.name}" for t in m.types), m.description]
+                                  for m in ms], justify=["left", "right", "left", "left"]))
+        return 0
+    if args.name:
+        w = load_workload(args.name)
+        if args.json:
+            print(json.dumps(w.to_dict(), indent=2))
+        else:
+            con.print(f"[bold]{w.name}[/bold]: {w.description}  (machine: {w.machine or '-'})")
+            con.print(make_table(None, ["application", "category", "threads", "nice", "phases", "work (s)", "SF"],
+                                 [[a.name, a.category or "-", a.threads, a.priority, len(a.phases), a.work_s,
+                                   ", ".join(f"{p.sf:g}" if p.sf else "-" for p in a.phases)] for a in w.apps]))
+        return 0
+    ws = [load_workload(n) for n in bundled_workloads()]
+    if args.json:
+        print(json.dumps([w.to_dict() for w in ws], indent=2))
+    else:
+        con.print(make_table("Bundled workloads", ["name", "machine", "applications", "threads", "description"],
+                             [[w.name, w.machine or "-", len(w.apps), w.threads, w.description] for w in ws],
+                             justify=["left", "left", "right", "right", "left"]))
+    return 0

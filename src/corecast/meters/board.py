@@ -1,0 +1,395 @@
+"""The blackboard: POSIX shared memory /dev/shm/corecast-NAME that one `corecast meters`
+daemon writes and anyone reads (layout: native/meters/corecast_meters.h, mirrored in
+`layout`).
+
+Reading (no root needed):
+
+    from corecast.meters import Board
+    with Board.open("default") as b:              # NAME; None: $CORECAST_METERS or "default"
+        if (why := b.stale()):
+            print("stale:", why)
+        r = b.read("cpu_busy", "node")            # Reading: current, avg, min, max, total, count
+        print(r.avg, b.meter("cpu_busy").source)
+        snap = b.snapshot()                       # every meter, trigger, advice and app value
+        gen = b.generation(); b.wait_change(gen, timeout=5.0)
+        b.publish("phase", 2)                     # the application area
+
+Every record is copied under its seqlock by the same C code as the header-only reader, so a
+Python reader never sees a torn record either. A value the daemon could not compute is None.
+
+Writing is the daemon's (writer.py).
+"""
+from __future__ import annotations
+
+import ctypes as C
+import errno
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from . import layout as L
+
+SHM = Path("/dev/shm")
+NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,%d}" % (L.NAME_MAX - 1))
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.fullmatch(name or ""):
+        raise UserError(f"--blackboard: '{name}' is not a blackboard name (1 to {L.NAME_MAX} letters, digits, "
+                        "'_', '-', '.'; not starting with '.')")
+    return name
+
+
+def default_name(name: str | None = None) -> str:
+    return name or os.environ.get("CORECAST_METERS") or "default"
+
+
+def board_path(name: str) -> Path:
+    return SHM / f"corecast-{name}"
+
+
+def socket_address(name: str) -> bytes:
+    return b"\0corecast-meters-" + name.encode()
+
+
+def _num(v: float) -> float | None:
+    return None if v is None or math.isnan(v) else v
+
+
+# ============================================================================================
+# what a reader gets
+
+@dataclass(frozen=True)
+class ScopeInfo:
+    index: int
+    name: str
+    kind: str
+    parent: int
+    cpus: str
+
+
+@dataclass(frozen=True)
+class MeterInfo:
+    index: int
+    name: str
+    scope: str
+    scope_kind: str
+    unit: str
+    quality: str          # measured | derived | unavailable
+    kind: str             # gauge | rate | ratio
+    source: str           # where the value comes from, or why it is unavailable
+    has_total: bool
+    total_unit: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    current: float | None
+    avg: float | None
+    min: float | None
+    max: float | None
+    total: float | None
+    count: int            # ticks with a value in the window
+    t_ns: int             # CLOCK_MONOTONIC of the tick that wrote it (0: never written)
+    aux: int              # a thread record's tid
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"current": self.current, "avg": self.avg, "min": self.min, "max": self.max, "total": self.total,
+                "count": self.count, "t_ns": self.t_ns}
+
+
+@dataclass(frozen=True)
+class TriggerInfo:
+    index: int
+    name: str
+    meter: str
+    scope: str
+    low: float
+    high: float
+    dwell_s: float
+    advice: int
+    actions: str
+
+
+@dataclass(frozen=True)
+class TriggerState:
+    state: str            # low | high
+    value: float | None   # the window average last evaluated
+    since_ns: int
+    pending_ns: int
+    transitions: int
+    ups: int
+    downs: int
+
+
+@dataclass(frozen=True)
+class AdviceInfo:
+    index: int
+    scope: str
+    min_workers: int
+    max_workers: int
+    interval_s: float
+    policy: str
+
+
+@dataclass(frozen=True)
+class AdviceState:
+    allowed: int
+    changed_ns: int
+    changes: int
+    high_triggers: int
+
+
+@dataclass(frozen=True)
+class AppValue:
+    pid: int
+    app: str
+    key: str
+    value: float | None
+    t_ns: int
+    alive: bool
+
+
+@dataclass
+class Snapshot:
+    """Everything on a board at one moment (each record consistent by itself)."""
+
+    name: str
+    pid: int
+    state: str
+    stale: str | None
+    interval_s: float
+    window_s: float
+    ticks: int
+    late_ticks: int
+    heartbeat_real_s: float
+    started_real_s: float
+    scopes: list[ScopeInfo] = field(default_factory=list)
+    meters: list[tuple[MeterInfo, Reading]] = field(default_factory=list)
+    triggers: list[tuple[TriggerInfo, TriggerState]] = field(default_factory=list)
+    advice: list[tuple[AdviceInfo, AdviceState]] = field(default_factory=list)
+    apps: list[AppValue] = field(default_factory=list)
+
+
+# ============================================================================================
+# the reader
+
+class Board:
+    """A blackboard opened for reading (and for publishing in the application area)."""
+
+    def __init__(self, name: str, handle: C.Array):
+        self.name = name
+        self._lib = L.lib()
+        self._h = handle
+        base = C.cast(handle, C.POINTER(C.c_void_p))[1]      # ccm_board: h, base, size, app, ...
+        self._base = int(base)
+        self.header = L.Header.from_address(self._base)
+        h = self.header
+        kinds = {}
+        self._scopes = []
+        for i in range(h.scope_count):
+            s = L.Scope.from_address(self._base + h.scope_off + i * h.scope_size)
+            info = ScopeInfo(i, L.text(s.name), L.text(s.kind), s.parent, L.text(s.cpus))
+            self._scopes.append(info)
+            kinds[info.name] = info.kind
+        self._meters = []
+        for i in range(h.meter_count):
+            d = L.MeterDesc.from_address(self._base + h.meter_desc_off + i * h.meter_desc_size)
+            scope = L.text(d.scope)
+            self._meters.append(MeterInfo(i, L.text(d.name), scope, kinds.get(scope, ""), L.text(d.unit),
+                                          L.QUALITIES[d.quality] if d.quality < 3 else "unknown",
+                                          L.KINDS[d.kind] if d.kind < 3 else "unknown", L.text(d.source),
+                                          bool(d.has_total), L.text(d.total_unit)))
+        self._index = {(m.name, m.scope): m.index for m in self._meters}
+        self._triggers = []
+        for i in range(h.trigger_count):
+            d = L.TriggerDesc.from_address(self._base + h.trigger_desc_off + i * h.trigger_desc_size)
+            self._triggers.append(TriggerInfo(i, L.text(d.name), L.text(d.meter), L.text(d.scope), d.low, d.high,
+                                              d.dwell_ns * 1e-9, d.advice_index, L.text(d.actions)))
+        self._advice = []
+        for i in range(h.advice_count):
+            d = L.AdviceDesc.from_address(self._base + h.advice_desc_off + i * h.advice_desc_size)
+            self._advice.append(AdviceInfo(i, L.text(d.scope), d.min_workers, d.max_workers, d.interval_ns * 1e-9,
+                                           L.text(d.policy)))
+        self._rec = L.MeterRec()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, name: str | None = None) -> "Board":
+        """Open board NAME (None: $CORECAST_METERS, else "default"); UserError when there is none."""
+        name = check_name(default_name(name))
+        lib = L.lib()
+        handle = (C.c_char * lib.ccmx_board_size())()
+        r = lib.ccmx_open(handle, name.encode())
+        if r == -errno.ENOENT:
+            raise UserError(f"no blackboard '{name}' ({board_path(name)} does not exist: is `corecast meters "
+                            f"--blackboard {name}` running?)")
+        if r == -errno.EPROTO:
+            raise UserError(f"{board_path(name)} is not a corecast blackboard of layout version {L.VERSION}")
+        if r != 0:
+            raise UserError(f"cannot open blackboard {board_path(name)}: {os.strerror(-r)}")
+        return cls(name, handle)
+
+    def close(self) -> None:
+        if self._h is not None:
+            self._lib.ccmx_close(self._h)
+            self._h = None
+
+    def __enter__(self) -> "Board":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ what is on it
+    @property
+    def pid(self) -> int:
+        return self.header.pid
+
+    @property
+    def state(self) -> str:
+        return {L.STARTING: "starting", L.RUNNING: "running", L.STOPPED: "stopped"}.get(self.header.state, "?")
+
+    @property
+    def interval_s(self) -> float:
+        return self.header.interval_ns * 1e-9
+
+    @property
+    def window_s(self) -> float:
+        return self.header.window_ns * 1e-9
+
+    def scopes(self) -> list[ScopeInfo]:
+        return list(self._scopes)
+
+    def meters(self) -> list[MeterInfo]:
+        return list(self._meters)
+
+    def meter(self, name: str, scope: str = "node") -> MeterInfo:
+        i = self._index.get((name, scope))
+        if i is None:
+            raise UserError(f"blackboard '{self.name}' has no meter '{name}' at scope '{scope}'")
+        return self._meters[i]
+
+    def triggers(self) -> list[TriggerInfo]:
+        return list(self._triggers)
+
+    def advice_scopes(self) -> list[AdviceInfo]:
+        return list(self._advice)
+
+    def stale(self, max_age_s: float = 0.0) -> str | None:
+        """Why the board is stale (the daemon stopped, died, or has not ticked for max(1 s, 5
+        intervals), or for `max_age_s`), or None when it is live."""
+        buf = C.create_string_buffer(200)
+        return buf.value.decode() if self._lib.ccmx_stale(self._h, max_age_s, buf, 200) else None
+
+    # ------------------------------------------------------------------ records
+    def _copy(self, addr: int, rec: C.Structure) -> C.Structure:
+        if self._lib.ccmx_read_rec(addr, C.byref(rec), C.sizeof(rec)) != 0:
+            raise UserError(f"blackboard '{self.name}': a record stays in the middle of a write (the daemon "
+                            "died while writing it): the board is stale")
+        return rec
+
+    def reading(self, index: int) -> Reading:
+        h = self.header
+        r = self._copy(self._base + h.meter_rec_off + index * h.meter_rec_size, L.MeterRec())
+        return Reading(_num(r.current), _num(r.avg), _num(r.min), _num(r.max), _num(r.total), r.count, r.t_ns, r.aux)
+
+    def read(self, meter: str, scope: str = "node") -> Reading:
+        return self.reading(self.meter(meter, scope).index)
+
+    def trigger_state(self, index: int) -> TriggerState:
+        h = self.header
+        r = self._copy(self._base + h.trigger_rec_off + index * h.trigger_rec_size, L.TriggerRec())
+        return TriggerState(L.STATES.get(r.state, "unknown"), _num(r.value), r.since_ns, r.pending_ns,
+                            r.transitions, r.ups, r.downs)
+
+    def advice_state(self, index: int) -> AdviceState:
+        h = self.header
+        r = self._copy(self._base + h.advice_rec_off + index * h.advice_rec_size, L.AdviceRec())
+        return AdviceState(r.allowed, r.changed_ns, r.changes, r.high_triggers)
+
+    def allowed_workers(self, scope: str = "node") -> int | None:
+        for a in self._advice:
+            if a.scope == scope:
+                return self.advice_state(a.index).allowed
+        return None
+
+    def apps(self) -> list[AppValue]:
+        app = C.cast(self._h, C.POINTER(C.c_void_p))[3]
+        if not app:
+            return []
+        ah = L.AppHeader.from_address(app)
+        out = []
+        for i in range(ah.slot_count):
+            s = self._copy(app + ah.header_size + i * ah.slot_size, L.AppSlot())
+            if not s.owner:
+                continue
+            alive = self._lib.ccmx_pid_start(s.pid) == s.pid_start
+            out.append(AppValue(s.pid, L.text(s.app), L.text(s.key), _num(s.value), s.t_ns, alive))
+        return out
+
+    def publish(self, key: str, value: float) -> None:
+        """Publish `value` under `key` in the application area, as this process."""
+        if not key or len(key.encode()) >= 40:
+            raise UserError(f"application key '{key}': 1 to 39 bytes")
+        r = self._lib.ccmx_app_publish(self._h, key.encode(), float(value))
+        if r == -errno.EACCES:
+            raise UserError(f"{board_path(self.name)}.app: no write permission (the daemon's --app-mode)")
+        if r == -errno.ENOSPC:
+            raise UserError(f"blackboard '{self.name}': every application slot is taken")
+        if r != 0:
+            raise UserError(f"blackboard '{self.name}' has no application area")
+
+    def generation(self) -> int:
+        return self.header.trigger_gen
+
+    def wait_change(self, generation: int, timeout: float | None = None) -> bool:
+        """Sleep until a trigger changes state after `generation` (True) or `timeout` s pass."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        return bool(self._lib.ccmx_wait_change(self._h, generation & 0xFFFFFFFF, ms))
+
+    def snapshot(self) -> Snapshot:
+        h = self.header
+        snap = Snapshot(self.name, h.pid, self.state, self.stale(), self.interval_s, self.window_s, h.ticks,
+                        h.late_ticks, h.heartbeat_real_ns * 1e-9, h.started_real_ns * 1e-9, self.scopes())
+        snap.meters = [(m, self.reading(m.index)) for m in self._meters]
+        snap.triggers = [(t, self.trigger_state(t.index)) for t in self._triggers]
+        snap.advice = [(a, self.advice_state(a.index)) for a in self._advice]
+        snap.apps = self.apps()
+        return snap
+
+
+def allowed_workers(scope: str | None = None) -> int | None:
+    """allowed_workers for `scope` on the process's advised board ($CORECAST_METERS or
+    "default"; scope None: $CORECAST_METERS_SCOPE or "node"), or None without a live daemon.
+    The same code as cc_allowed_workers() of corecast_meters.h."""
+    n = L.lib().ccmx_allowed_workers(scope.encode() if scope else None)
+    return None if n < 0 else n
+
+
+def throttle_point(worker: int) -> int:
+    """cc_throttle_point_as(): worker `worker` (0-based) sleeps here while it is beyond the
+    allowed count (the GIL is released meanwhile). Returns how many times it slept."""
+    return L.lib().ccmx_throttle_point_as(int(worker))
+
+
+def release() -> None:
+    """cc_throttle_release(): wake every worker sleeping in throttle_point, and let none sleep
+    there until reset() (the work is over)."""
+    L.lib().ccmx_throttle_release()
+
+
+def reset() -> None:
+    L.lib().ccmx_throttle_reset()
+
+
+def attach(name: str | None = None, scope: str | None = None) -> bool:
+    """Advise this process from board `name` and `scope` (cc_meters_attach); False when that
+    board is not there yet (it is looked for again every second)."""
+    return L.lib().ccmx_attach(name.encode() if name else None, scope.encode() if scope else None) == 0

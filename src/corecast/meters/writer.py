@@ -1,0 +1,233 @@
+"""The daemon's side of the blackboard: it takes the name (an abstract Unix socket
+"corecast-meters-NAME" bound for the daemon's life: a second daemon with the same name fails,
+and a crashed one frees it), builds the board in a temporary file and renames it into place
+(a reader never maps half a layout), marks it running and stopped, and tells subscribers
+(ccm_subscribe) of every trigger change with one byte on that socket. The records themselves
+are written by the C loop (engine.py)."""
+from __future__ import annotations
+
+import ctypes as C
+import errno
+import mmap
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import UserError
+from . import layout as L
+from .board import SHM, Board, board_path, check_name, socket_address
+
+
+@dataclass
+class Layout:
+    """What the daemon puts on the board: descriptors and the initial records' sizes."""
+
+    scopes: list[L.Scope]
+    meters: list[L.MeterDesc]
+    triggers: list[L.TriggerDesc]
+    advice: list[L.AdviceDesc]
+
+
+def _put(struct: C.Structure, **values: Any) -> C.Structure:
+    for k, v in values.items():
+        if isinstance(v, str):
+            size = getattr(type(struct), k).size
+            b = v.encode()
+            if len(b) >= size:                 # cut at a character boundary, NUL kept
+                b = v.encode()[: size - 1].decode("utf-8", "ignore").encode()
+            v = b
+        setattr(struct, k, v)
+    return struct
+
+
+class Writer:
+    """The daemon's board: created by `create()`, published `running()`, `stop()`ped."""
+
+    def __init__(self, name: str, path: Path, mm: mmap.mmap, app_mm: mmap.mmap | None, sock: socket.socket,
+                 replaced: str | None):
+        self.name, self.path, self.mm, self.app_mm, self.sock = name, path, mm, app_mm, sock
+        self.replaced = replaced                      # what was there before, when it was stale
+        self.header = L.Header.from_buffer(mm)
+        self.base = C.addressof(C.c_char.from_buffer(mm))
+        self._subs: list[socket.socket] = []
+        self._subs_lock = threading.Lock()
+        self._accept = threading.Thread(target=self._accepting, name="meters-subscribers", daemon=True)
+        self._accept.start()
+
+    @classmethod
+    def create(cls, name: str, layout: Layout, interval_ns: int, window_ns: int, app_slots: int = 64,
+               app_mode: int = 0o660) -> "Writer":
+        check_name(name)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(socket_address(name))
+        except OSError as err:
+            sock.close()
+            if err.errno != errno.EADDRINUSE:
+                raise UserError(f"blackboard '{name}': cannot take its name: {err.strerror}") from None
+            raise UserError(f"blackboard '{name}' is taken by a live daemon{_owner(name)}; stop it or give "
+                            "another --blackboard NAME") from None
+        sock.listen(64)
+        path = board_path(name)
+        replaced = None
+        if path.exists():
+            replaced = f"replaced a stale blackboard {path}{_owner(name)}"
+        scopes, meters, triggers, advice = layout.scopes, layout.meters, layout.triggers, layout.advice
+        off = C.sizeof(L.Header)
+        sections = []
+        for items, rec in ((scopes, None), (meters, L.MeterRec), (triggers, L.TriggerRec), (advice, L.AdviceRec)):
+            d_off = off
+            off += len(items) * (C.sizeof(items[0]) if items else 0)
+            r_off = off
+            if rec is not None:
+                off += len(items) * C.sizeof(rec)
+            sections.append((d_off, r_off))
+        size = max(off, 4096)
+        tmp = SHM / f".corecast-{name}.{os.getpid()}.tmp"
+        try:
+            mm = _mapped(tmp, size, 0o644)
+            app_mm = _make_app(name, app_slots, app_mode) if app_slots else None
+        except OSError as err:
+            sock.close()
+            raise UserError(f"cannot make the blackboard in {SHM}: {err.strerror or err}") from None
+        h = L.Header.from_buffer(mm)
+        (s_off, _), (md_off, mr_off), (td_off, tr_off), (ad_off, ar_off) = sections
+        _put(h, magic=L.MAGIC, version=L.VERSION, header_size=C.sizeof(L.Header), layout_size=size,
+             byte_order=L.BYTE_ORDER, state=L.STARTING, pid=os.getpid(), flags=1 if app_slots else 0,
+             pid_start=L.lib().ccmx_pid_start(os.getpid()), started_real_ns=time.time_ns(),
+             interval_ns=interval_ns, window_ns=window_ns,
+             scope_count=len(scopes), scope_off=s_off, scope_size=C.sizeof(L.Scope),
+             meter_count=len(meters), meter_desc_off=md_off, meter_desc_size=C.sizeof(L.MeterDesc),
+             meter_rec_off=mr_off, meter_rec_size=C.sizeof(L.MeterRec),
+             trigger_count=len(triggers), trigger_desc_off=td_off, trigger_desc_size=C.sizeof(L.TriggerDesc),
+             trigger_rec_off=tr_off, trigger_rec_size=C.sizeof(L.TriggerRec),
+             advice_count=len(advice), advice_desc_off=ad_off, advice_desc_size=C.sizeof(L.AdviceDesc),
+             advice_rec_off=ar_off, advice_rec_size=C.sizeof(L.AdviceRec), name=name)
+        for items, d_off in ((scopes, s_off), (meters, md_off), (triggers, td_off), (advice, ad_off)):
+            for i, it in enumerate(items):
+                mm[d_off + i * C.sizeof(it): d_off + (i + 1) * C.sizeof(it)] = bytes(it)
+        nan = float("nan")
+        for i, _m in enumerate(meters):
+            r = L.MeterRec(current=nan, avg=nan, min=nan, max=nan, total=nan)
+            mm[mr_off + i * C.sizeof(r): mr_off + (i + 1) * C.sizeof(r)] = bytes(r)
+        for i, _t in enumerate(triggers):
+            r = L.TriggerRec(state=L.LOW, value=nan)
+            mm[tr_off + i * C.sizeof(r): tr_off + (i + 1) * C.sizeof(r)] = bytes(r)
+        for i, a in enumerate(advice):
+            r = L.AdviceRec(allowed=a.max_workers)
+            mm[ar_off + i * C.sizeof(r): ar_off + (i + 1) * C.sizeof(r)] = bytes(r)
+        del h
+        os.replace(tmp, path)        # readers see the whole layout or nothing
+        return cls(name, path, mm, app_mm, sock, replaced)
+
+    def running(self) -> None:
+        self.header.heartbeat_ns = time.monotonic_ns()
+        self.header.state = L.RUNNING
+
+    def notify(self) -> None:
+        """One byte to every subscriber (a trigger changed)."""
+        with self._subs_lock:
+            keep = []
+            for s in self._subs:
+                try:
+                    s.send(b"!", socket.MSG_DONTWAIT)
+                    keep.append(s)
+                except BlockingIOError:
+                    keep.append(s)          # it has bytes it did not read yet: it will look anyway
+                except OSError:
+                    s.close()
+            self._subs = keep
+
+    def subscribers(self) -> int:
+        with self._subs_lock:
+            return len(self._subs)
+
+    def _accepting(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self._subs_lock:
+                self._subs.append(conn)
+
+    def stop(self, unlink: bool = True) -> None:
+        """Mark the board stopped (readers see it stale) and remove it."""
+        self.header.state = L.STOPPED
+        if unlink:
+            for p in (self.path, Path(f"{self.path}.app")):
+                try:
+                    p.unlink()
+                except FileNotFoundError:
+                    pass
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)     # wakes the accepting thread, which ends:
+        except OSError:                              # the name is free once it has let go
+            pass
+        self._accept.join(2.0)
+        self.sock.close()
+        with self._subs_lock:
+            for s in self._subs:
+                s.close()
+            self._subs = []
+
+
+def _mapped(path: Path, size: int, mode: int) -> mmap.mmap:
+    """A new file of `size` bytes with `mode` (whatever the umask), mapped for writing."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, mode)
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+
+
+def _make_app(name: str, slots: int, mode: int) -> mmap.mmap:
+    path = SHM / f"corecast-{name}.app"
+    tmp = SHM / f".corecast-{name}.app.{os.getpid()}.tmp"
+    mm = _mapped(tmp, C.sizeof(L.AppHeader) + slots * C.sizeof(L.AppSlot), mode)
+    ah = L.AppHeader(magic=L.APP_MAGIC, version=L.VERSION, header_size=C.sizeof(L.AppHeader), slot_count=slots,
+                     slot_size=C.sizeof(L.AppSlot), daemon_pid=os.getpid())
+    mm[:C.sizeof(ah)] = bytes(ah)
+    os.replace(tmp, path)
+    return mm
+
+
+def _owner(name: str) -> str:
+    """` (pid N, since ...)` from the board there now, or ''."""
+    try:
+        with Board.open(name) as b:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b.header.started_real_ns * 1e-9))
+            return f" (pid {b.pid}, started {when})"
+    except (UserError, OSError):
+        return ""
+
+
+def scope_struct(name: str, kind: str, parent: int, cpus: Sequence[int], cpus_text: str) -> L.Scope:
+    return _put(L.Scope(), name=name, kind=kind, parent=parent, ncpus=len(cpus), cpus=cpus_text)
+
+
+def meter_struct(name: str, scope: str, scope_index: int, unit: str, quality: int, kind: int, has_total: bool,
+                 total_unit: str, source: str) -> L.MeterDesc:
+    return _put(L.MeterDesc(), name=name, scope=scope, scope_index=scope_index, unit=unit, quality=quality,
+                kind=kind, has_total=int(has_total), total_unit=total_unit, source=source)
+
+
+def trigger_struct(name: str, meter: str, scope: str, meter_index: int, scope_index: int, low: float, high: float,
+                   dwell_ns: int, advice_index: int, actions: str) -> L.TriggerDesc:
+    return _put(L.TriggerDesc(), name=name, meter=meter, scope=scope, meter_index=meter_index,
+                scope_index=scope_index, low=low, high=high, dwell_ns=dwell_ns, advice_index=advice_index,
+                actions=actions)
+
+
+def advice_struct(scope: str, scope_index: int, min_workers: int, max_workers: int, interval_ns: int,
+                  policy: str) -> L.AdviceDesc:
+    return _put(L.AdviceDesc(), scope=scope, scope_index=scope_index, min_workers=min_workers,
+                max_workers=max_workers, interval_ns=interval_ns, policy=policy)

@@ -1,0 +1,76 @@
+"""Triggers on a real machine: a bundled workload (corecast-phases) idles, spins, idles; the
+daemon watches it (--pid) and a trigger on its CPU use goes HIGH once and LOW once, each after
+its dwell, while a trigger with a dwell longer than the busy phase never changes."""
+from __future__ import annotations
+
+import math
+import subprocess
+import time
+
+import pytest
+
+from corecast.dataset import load
+from corecast.native import native_path
+
+from test_meters import board_name
+from test_meters_live import start_daemon, stop
+
+DWELL = 0.3
+WINDOW = 0.2
+
+
+@pytest.mark.slow
+def test_workload_drives_a_trigger_across_both_levels_once_each_way(tmp_path):
+    # two spinning threads: even on a 2-CPU machine loaded by other work they use well over
+    # high = 0.2 CPUs, and the idle process well under low = 0.05
+    phases = subprocess.Popen([str(native_path("corecast-phases")), "-t", "2", "idle:4", "busy:2.5", "idle:3"],
+                              stdout=subprocess.PIPE, text=True)
+    actions = tmp_path / "actions.txt"
+    trig = tmp_path / "t.toml"
+    trig.write_text(f"""
+[[trigger]]
+name = "busy"
+meter = "process_cpu"
+scope = "process"
+low = 0.05
+high = 0.2
+dwell = "{int(DWELL * 1000)}ms"
+command = "echo $CORECAST_STATE $CORECAST_PREVIOUS_STATE $CORECAST_TIME $CORECAST_SCOPE >> {actions}"
+
+[[trigger]]
+name = "patient"
+meter = "process_cpu"
+scope = "process"
+low = 0.05
+high = 0.2
+dwell = "6s"
+""")
+    rec = tmp_path / "rec.csv"
+    name = board_name()
+    d = start_daemon(name, "--pid", phases.pid, "--meters", "process_cpu,process_threads", "--interval", "10ms",
+                     "--window", f"{int(WINDOW * 1000)}ms", "--triggers", trig, "--record", rec)
+    started = time.time()
+    out, _ = phases.communicate(timeout=60)
+    rc, _, err = stop(d)
+    assert rc == 0, err
+    # the workload's lines: "phase N KIND REALTIME MONOTONIC"
+    busy_start = [float(l.split()[3]) for l in out.splitlines() if " busy " in l][0]
+    idle_again = [float(l.split()[3]) for l in out.splitlines() if l.startswith("phase 3 ")][0]
+    assert started < busy_start, "the daemon started after the busy phase had begun (a very busy machine)"
+    lines = actions.read_text().splitlines() if actions.exists() else []
+    assert [l.split()[:2] for l in lines] == [["high", "low"], ["low", "high"]], (lines, err)
+    assert all(l.split()[3] == f"pid{phases.pid}" for l in lines)
+    t_high, t_low = float(lines[0].split()[2]), float(lines[1].split()[2])
+    # dwell respected: each change comes at least DWELL after the phase that caused it began
+    # (and the window average needs part of a window to cross), and well before the next phase
+    assert busy_start + DWELL <= t_high < busy_start + 2.0, (busy_start, t_high)
+    assert idle_again + DWELL <= t_low < idle_again + 2.5, (idle_again, t_low)
+    assert err.count("trigger busy at") == 2 and "trigger patient" not in err
+    ds = load(rec)
+    col = ds.metrics[f"trigger:busy@pid{phases.pid}"]
+    changes = [(a, b) for a, b in zip(col, col[1:]) if a != b]
+    assert changes == [(0.0, 1.0), (1.0, 0.0)]
+    assert set(ds.metrics[f"trigger:patient@pid{phases.pid}"]) == {0.0}
+    cpu = ds.metrics[f"process_cpu@pid{phases.pid}"]
+    assert max(v for v in cpu if not math.isnan(v)) > 0.2
+    assert max(v for v in ds.metrics[f"process_threads@pid{phases.pid}"] if not math.isnan(v)) == 3
