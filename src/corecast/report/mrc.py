@@ -6,17 +6,9 @@ from typing import Any
 import numpy as np
 
 from ..dataset import ColumnInfo, Dataset
-from ..sim.mrc import MrcResult, auto_sizes
+from ..sim.mrc import MrcResult, auto_sizes, fmt_bytes
 from .plots import pyplot
 from .terminal import fmt, titled_table
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:g} {unit}" if v == int(v) else f"{v:.3g} {unit}"
-    return f"{n:g} B"
 
 
 def render_terminal(res: MrcResult, con: Any) -> None:
