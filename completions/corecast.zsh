@@ -51,7 +51,8 @@ _shtab_corecast_calibrate_options=(
   {-o,--output}"[where to write the target description (default target.json)]:FILE.json:"
   "--no-memory[leave the memory profile out (core-to-core only)]"
   "--json[print the file\'s JSON instead of tables]"
-  {-q,--quiet}"[no progress bar]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -80,7 +81,8 @@ _shtab_corecast_chase_options=(
   "--plot[write a plot (.png, .svg or .pdf)]:FILE:"
   {-o,--output}"[write the points as a corecast Dataset (.csv or .json)]:DATASET:"
   "--profile[also measure what is missing (the sweep or the staircase) and write the memory profile]:FILE.json:"
-  {-q,--quiet}"[no progress bar]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -102,7 +104,10 @@ _shtab_corecast_evaluate_options=(
   "--target-machine[the machine the data were measured on, as predict reads it\: every method is fitted on effective cores and predicts the held-out threads\' (SMT, oversubscription, NUMA crossing)\; with --corpus, \'source\' takes each source\'s machine from its source.toml]:SPEC:"
   "--placement[with --target-machine SPEC\: how the threads were laid out (default compact)]:placement:(compact spread smt-last)"
   "--leave-one-source-out[with --corpus\: auto\'s priors learned from the other sources only, source by source]"
-  "--json[print a JSON object instead of tables]"
+  "--json[print a JSON object instead of tables (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per method and held-out core count (with --corpus\: per source and method) for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset (CSV, JSON or campaign file):"
 )
 
@@ -114,7 +119,9 @@ _shtab_corecast_events_options=(
   "*--translate[print the perf encoding of SPEC (repeatable)]:SPEC:"
   {--cpu,--pmu}"[encode for this CPU model\: haswell, skylake, icelake, goldencove, fam10h, zen1..zen5, a libpfm4 PMU name, intel\:6\:0x3f or GenuineIntel-6-3F]:CPU:"
   "--libpfm[list the events libpfm4 knows for PMU]:PMU:"
-  "--format[format]:format:(table json)"
+  "--format[table (default), json (one object\: the machine and its events), or a tidy table with one row per event for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -125,6 +132,8 @@ _shtab_corecast_export_options=(
   {-o,--output}"[output file (.csv or .json)\; default\: standard output]:FILE:"
   "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json records)"
   "--metadata[CSV only\: where the metadata goes (default\: sidecar with -o, none on standard output)]:metadata:(sidecar inline none)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset or campaign file:"
 )
 
@@ -133,7 +142,10 @@ _shtab_corecast_export_defaults_added=0
 
 _shtab_corecast_info_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
-  "--json[print a JSON object]"
+  "--json[print a JSON object (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per column for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset (CSV, JSON) or campaign file:"
 )
 
@@ -155,8 +167,10 @@ _shtab_corecast_measure_options=(
   "--no-shim[do not preload the sync shim (no lock\/barrier\/condition wait categories)]"
   {-o,--output}"[campaign file to write (default campaign.db)\; it must not exist unless --resume]:CAMPAIGN:"
   "--resume[continue the campaign in -o\: run only what is not recorded yet, with its own settings]"
-  {-q,--quiet}"[no progress bar]"
-  "--json[print the summary as JSON instead of a table]"
+  "--json[print the summary as JSON instead of a table (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per core count for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   "(-)*::the program to measure and its arguments:"
 )
 
@@ -179,6 +193,8 @@ _shtab_corecast_meters_options=(
   "--memory-profile[the idle memory latency for the memory-latency probe\: a \`corecast chase --profile\` or \`corecast calibrate\` file (default\: measured at start)]:FILE:"
   "--probe-cpu[the CPU the probe\'s pointer chase runs on (default\: the last one)]:CPU:"
   "--probe-period[time between the probe\'s 2 ms bursts (default 1s)]:TIME:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -188,6 +204,8 @@ _shtab_corecast_meters_list_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--pid[with the meters of a watched process]:PID:"
   "--meters[only these meters or groups]:LIST:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -199,6 +217,8 @@ _shtab_corecast_meters_replay_options=(
   "--meters[only these meters]:LIST:"
   "--scope[only these scopes (node, socket0, core1, ...)]:LIST:"
   "--json[print the statistics and trigger changes as JSON (what \`corecast serve\` shows)]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":a recording (.csv or .json):"
 )
 
@@ -209,6 +229,8 @@ _shtab_corecast_meters_show_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--blackboard[which blackboard]:NAME:"
   "--json[print \/meters.json\'s document]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -233,10 +255,12 @@ _shtab_corecast_predict_options=(
   "--measured-machine[the machine the data were measured on, in the same forms as --target-machine, where the file does not record it (a plain CSV\; a campaign records its machine)]:SPEC:"
   "--measured-placement[how the measured threads were laid out (default\: the campaign\'s --order, else compact)]:measured_placement:(compact spread smt-last)"
   "--smt-yield[what a thread on an SMT sibling adds, as a share of a core (default\: the prior learned from the corpus)]:Y:"
-  "--json[print a JSON object instead of tables]"
-  "--format[table (default), json (\= --json\: one object), or a tidy table of the rows for data frames\: csv, or records (a JSON array of objects)]:format:(table json csv records)"
+  "--json[print a JSON object instead of tables (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per predicted core count for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
   "--plot[write the prediction plot (.png, .svg or .pdf)]:FILE:"
   "--report[write a self-contained HTML report]:FILE.html:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset\: CSV with cores and time_s and\/or throughput (other numeric columns are stall categories), JSON, or a campaign file:"
 )
 
@@ -245,6 +269,8 @@ _shtab_corecast_predict_defaults_added=0
 
 _shtab_corecast_sched_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":sim, paper, sfmodel fit, run, machines, workloads or policies:(sim paper sfmodel run machines workloads policies)"
 )
 
@@ -255,6 +281,8 @@ _shtab_corecast_serve_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--listen[address to listen on (default 127.0.0.1\:8765\; port 0\: any free port)]:HOST:PORT:"
   "--allow-commands[let the page start \`stat\` of a command even when --listen is not a loopback address]"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   "(*)::campaign files, Datasets, stat traces, meters recordings, or folders:"
 )
 
@@ -265,7 +293,8 @@ _shtab_corecast_sim_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   {--machine,-m}"[bundled machine name or TOML file (see \`corecast sim machines\`)]:M:"
   "--cores[simulated cores (default 1)]:N:"
-  "--json[print the result as JSON]"
+  "--json[print the result as JSON (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per cache and TLB for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
   {-o,--output}"[also write the JSON result here]:FILE:"
   "--split[how the trace is spread over cores (default auto\: threads if there are several, else transactions if marked, else chunks)]:split:(auto threads transactions chunks)"
   "--chunk[instructions per chunk with --split chunks (default 100000)]:INSTR:"
@@ -275,6 +304,8 @@ _shtab_corecast_sim_options=(
   "--straddle[a line-straddling miss sends the missing line (line, default) or the whole access (access, as cachegrind) to the next level]:straddle:(line access)"
   "--no-tlb[leave the TLBs out]"
   "--seed[seed of random replacement]:seed:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":trace file (or an action\: capture, convert, gen, machines, mrc, mrc-online):"
 )
 
@@ -297,6 +328,8 @@ _shtab_corecast_stat_options=(
   "--threads[how threads are followed\: \'kernel\' (default) from the kernel\'s task records, so every thread has exact rows however short its life\; \'poll\' finds them in \/proc (no inherited counters\: with hardware events, leaves the PMU\'s counters to the per-thread ones)]:thread_tracking:(kernel poll)"
   "--wake[when the monitor wakes between ticks\: \'records\' at once for each task record (a new thread is picked up as it is created) and for the target\'s end\; \'tick\' only at the ticks (a plain sleep, cheaper\: new threads are picked up at the next tick, exit rows stay exact)\; \'auto\' (default)\: \'tick\' at -T 0.02 or less, else \'records\']:wake:(auto records tick)"
   "--duration[stop after this long (with -p or -S and no command)]:TIME:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   "(-)*::command and arguments:"
 )
 
@@ -322,7 +355,10 @@ _shtab_corecast_throughput_options=(
   "--measured[measured throughput to compare with, e.g. 1\:128000,2\:174000]:LIST:"
   "--mrc[a miss-rate curve (\`corecast sim mrc --count exposed --json\`)\: the last-level events then follow each core count\'s share of the last-level cache]:CURVE:"
   "--cache-size[with --mrc\: the last-level cache each core has, e.g. 4MiB, for every core count (default\: the cache divided among the cores that share it)]:SIZE:"
-  "--json[print JSON instead of tables]"
+  "--json[print JSON instead of tables (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per core count for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
 )
 
 # guard to ensure default positional specs are added only once per session
@@ -333,10 +369,12 @@ _shtab_corecast_usl_options=(
   "--metric[column to use as throughput (default\: throughput, else 1\/time_s)]:metric:"
   "--level[level of intervals and bands (default 0.95)]:level:"
   "--predict[also predict throughput at these core counts, e.g. 64,128 or 32-256\:2x]:CORES:"
-  "--json[print a JSON object instead of tables]"
-  "--format[table (default), json (\= --json\: one object), or a tidy table of the rows for data frames\: csv, or records (a JSON array of objects)]:format:(table json csv records)"
+  "--json[print a JSON object instead of tables (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per measured or predicted core count for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
   "--plot[write a plot (.png, .svg or .pdf)]:FILE:"
   "--report[write a self-contained HTML report]:FILE.html:"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
   ":Dataset\: CSV (cores,throughput ...), JSON, or a campaign file:"
 )
 

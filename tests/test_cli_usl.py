@@ -133,6 +133,25 @@ def test_no_library_warning_reaches_the_user(tmp_path):
     assert "Warning" not in r.stderr and ".py:" not in r.stderr
 
 
+def test_no_warning_of_any_category_reaches_the_user(data_dir):
+    """Only RuntimeWarning was kept off stderr: a library's UserWarning (scipy's fit warnings,
+    numpy's RankWarning) still printed its source path."""
+    import subprocess
+    import sys
+    code = ("import sys, warnings\n"
+            "import corecast.report.usl as R\n"
+            "render = R.render_terminal\n"
+            "def noisy(*a, **k):\n"
+            "    warnings.warn('Covariance of the parameters could not be estimated', UserWarning)\n"
+            "    return render(*a, **k)\n"
+            "R.render_terminal = noisy\n"
+            "from corecast.cli import main\n"
+            f"sys.exit(main(['usl', {str(data_dir / 'usl' / 'specsdm91.csv')!r}]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Covariance" not in r.stderr and ".py:" not in r.stderr
+
+
 def test_piped_output_is_not_wrapped(data_dir):
     """Piped into grep, a wrapped line was missed: output to a pipe keeps its lines whole."""
     from conftest import run_corecast

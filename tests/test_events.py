@@ -261,3 +261,19 @@ def test_fuzz_pmctrack_encoding_roundtrip(event, umask, cmask, inv, edge, n):
     e = resolve(spec, "skylake")[0]
     assert e.config & 0xFF == event and e.config >> 8 & 0xFF == umask and e.config >> 24 & 0xFF == cmask
     assert bool(e.config >> 23 & 1) == inv and bool(e.config >> 18 & 1) == edge
+
+
+def test_catalogue_says_why_once_for_the_events_it_concerns(capsys):
+    """A VM without a PMU printed the same sentence under each of its 25 events."""
+    from corecast.report.events import render_catalogue
+    why = "this machine has no hardware PMU for it"
+    data = {"cpu": "x", "perf_event_paranoid": 2, "pmus": ["software"], "tracefs": None, "libpfm": "-",
+            "events": [{"name": f"e{i}", "status": "not supported", "description": f"event {i}", "message": why}
+                       for i in range(25)] + [{"name": "task_clock", "status": "ok", "description": "t",
+                                               "message": None}],
+            "backend_stalls": "9 events", "sources": {"psi": "ok"}}
+    render_catalogue(data)
+    out = capsys.readouterr().out
+    assert out.count(why) == 1
+    assert f"[1] {why} (25 events)" in out
+    assert out.count("not supported [1]") == 25

@@ -443,3 +443,24 @@ def test_shim_sees_the_program_not_its_supervisor(cli, tmp_path):
     assert r.code == 0, r.err
     shim = runs(out)[0]["details"]["shim"]
     assert shim["processes"] == 1 and shim["threads"] == 1
+
+
+def test_campaign_summary_has_one_number_format_and_is_not_wrapped():
+    """The summary mixed 1.5764e+06 (5 digits) beside 1.87e+06 (3 digits); titles wrapped to
+    the table's width on a pipe."""
+    import io
+    import re
+
+    from corecast.dataset import Dataset
+    from corecast.report.campaign import render_summary
+    from corecast.report.terminal import console
+    rows = [{"cores": c, "repetition": r, "time_s": 1.0 / c, "throughput": 1576400.0 * c + r,
+             "lock_wait_cycles": 1.87e6 * c, "rss_bytes": 2e6} for c in (1, 2, 4) for r in range(3)]
+    ds = Dataset.from_rows(rows)
+    out = io.StringIO()
+    render_summary(ds, console(out))
+    text = out.getvalue()
+    numbers = re.findall(r"\d\.\d+e[+-]\d+", text)
+    assert numbers, text
+    assert len({len(n.split("e")[0]) for n in numbers}) == 1, numbers     # one mantissa width
+    assert "stall categories: median cycles per run, summed over threads" in text

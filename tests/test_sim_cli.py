@@ -167,3 +167,33 @@ def test_one_reader_of_result_files(tmp_path):
         for read in (SimResult.load, load_sim):
             with pytest.raises(UserError, match=message):
                 read(f)
+
+
+def test_sim_text_to_a_pipe_is_not_wrapped(cli, pp_trace):
+    r = cli("sim", pp_trace, "-m", "penryn-l5420", "--cores", "2")
+    assert r.code == 0, r.err
+    # the longest sentence of the report is on one line, whatever COLUMNS says
+    line = next(x for x in r.out.splitlines() if x.startswith("baseline_cpi: unavailable"))
+    assert line.rstrip().endswith("disassembling the program with objdump)")
+    assert max(len(x) for x in r.out.splitlines()) > 120
+
+
+def test_a_long_simulation_stops_at_ctrl_c(tmp_path):
+    """The native simulator runs a slice of the trace per call, so Ctrl-C ends a long
+    simulation between slices (issue 15: an access at the top of the address space once made
+    one call loop forever, deaf to it)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    trace = tmp_path / "t.cctrace"
+    subprocess.run([sys.executable, "-m", "corecast", "sim", "gen", "transactions", "-n", "100000", "-o", trace],
+                   check=True, capture_output=True)
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "sim", trace, "-m", "zen4-genoa", "--cores", "4"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 130, err
+    assert "corecast sim: interrupted" in err

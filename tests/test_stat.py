@@ -1142,3 +1142,49 @@ def test_duration_ends_a_command_that_ignores_sigterm():
                         "sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
                        capture_output=True, text=True, timeout=60)
     assert "was ended by SIGKILL" in r.stderr and r.returncode == 128 + 9
+
+
+# ---------------------------------------------------------------- --threads poll says what it missed (issue 15)
+def test_poll_says_how_many_threads_it_missed(cli, progs, tmp_path):
+    """`--threads poll` saw 17 of 501 short-lived threads and said nothing: the kernel counts
+    the tasks created (sched:sched_process_fork) and the note says how many got no row."""
+    out = tmp_path / "o.json"
+    r = cli("stat", "--threads", "poll", "-c", "task_clock", "-T", "0.05", "--format", "json", "-o", out,
+            "--", progs["short_threads"], "200", "300", "0", "0")
+    assert r.code == 0, r.err
+    samples, summary = _samples(out)
+    assert summary["threads"] == "poll"
+    seen = len({s["tid"] for s in samples}) - 1                   # less the main thread
+    notes = [n for n in summary["notes"] if "--threads poll" in n]
+    assert len(notes) == 1, summary["notes"]
+    if "cannot be known" in notes[0]:                            # no tracefs or no permission here
+        pytest.skip(notes[0])
+    assert f"saw {seen:,} of the 200 tasks created" in notes[0]
+    assert f"{200 - seen:,} lived shorter than a look" in notes[0]
+    assert seen < 200
+
+
+def test_fake_poll_without_a_creation_count_says_it_cannot_know():
+    pmu = FakePMU({"a": 1.0}, {1: (0, 0.3), 2: (0.1, 0.2)}, k=4)
+    mon, rows = run_fake(pmu, [[hw("a")]], target_kind="command")
+    notes = [n for n in mon.notes if "--threads poll" in n]
+    assert len(notes) == 1 and "how many did cannot be known" in notes[0]
+
+
+def test_fake_poll_counts_what_it_missed():
+    class Created:
+        def read(self):
+            return [CounterValue("sched:sched_process_fork", 5.0, 5, 1, 1, "ok", "")]
+
+        def close(self):
+            pass
+
+    pmu = FakePMU({"a": 1.0}, {1: (0, 0.3), 2: (0.1, 0.2)}, k=4)
+    pmu.open_creations = lambda pid, enable_on_exec: Created()
+    mon, rows = run_fake(pmu, [[hw("a")]], target_kind="command")
+    assert {r.tid for r in rows} == {1, 2}
+    notes = [n for n in mon.notes if "--threads poll" in n]
+    assert len(notes) == 1 and "saw 1 of the 5 tasks created" in notes[0] and "4 lived shorter" in notes[0]
+    pmu = FakePMU({"a": 1.0}, {1: (0, 0.3), 2: (0.1, 0.2)}, k=4)
+    mon, rows = run_fake(pmu, [[hw("a")]], target_kind="pid")          # attached: nothing to count with
+    assert [n for n in mon.notes if "cannot be known" in n and "attached" in n]

@@ -31,15 +31,14 @@ import math
 import os
 import shlex
 import sqlite3
-import stat
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import store
-from .errors import UserError, where
+from . import messages, store
+from .errors import UserError, read_input, where
 
 FORMAT_NAME = "corecast-dataset"
 FORMAT_VERSION = 1
@@ -392,14 +391,17 @@ class Dataset:
             _write_atomic(Path(path), text)
         return text
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path) -> list[Path]:
+        """Write the Dataset as CSV (with its metadata beside it) or JSON, by the extension;
+        the files written."""
         p = Path(path)
         if p.suffix.lower() == ".json":
             self.to_json(p)
-        elif p.suffix.lower() == ".csv":
+            return [p]
+        if p.suffix.lower() == ".csv":
             self.to_csv(p)
-        else:
-            raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
+            return [p, sidecar_path(p)]
+        raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
 
 
 # ====================================================================== helpers
@@ -706,39 +708,8 @@ def sidecar_path(path: str | Path) -> Path:
 
 
 def _read_bytes(path: str | Path) -> tuple[bytes, bool]:
-    """The whole file, and whether it is a regular file. A named pipe (FIFO) or `<(...)` is
-    opened without waiting for a writer: with one, it is read to its end; with none, it reads
-    as empty -- never a read that waits forever."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a file") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise UserError(f"{path}: is a directory, not a file")
-        regular = stat.S_ISREG(st.st_mode)
-        if not regular:               # a pipe with a writer: wait for its data (blocking again)
-            import fcntl
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        chunks = []
-        while True:
-            try:
-                b = os.read(fd, 1 << 20)
-            except OSError as err:
-                raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks), regular
-    finally:
-        os.close(fd)
+    """The whole file and whether it is a regular one (a FIFO never blocks: errors.read_input)."""
+    return read_input(path)
 
 
 def _decode(path: object, data: bytes) -> str:
@@ -763,9 +734,14 @@ def load(path: str | Path) -> Dataset:
     if data.startswith(SQLITE_MAGIC):
         if not regular:
             raise UserError(f"{path}: a campaign file must be read from a file, not a pipe")
-        return read_campaign(p)
-    text = _decode(p, data)
-    stripped = text.lstrip()
-    if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
-        return read_json(p, text)
-    return read_csv(p, text)
+        ds, kind = read_campaign(p), "campaign"
+    else:
+        text = _decode(p, data)
+        stripped = text.lstrip()
+        if p.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
+            ds, kind = read_json(p, text), "JSON"
+        else:
+            ds, kind = read_csv(p, text), "CSV"
+    messages.detail(f"read {path} ({kind}): {len(ds)} rows, {len(ds.distinct_cores)} core counts, "
+                    f"columns {', '.join(['cores', *ds.metric_names])}")
+    return ds

@@ -26,13 +26,13 @@ import json
 import math
 import os
 import sqlite3
-import sys
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
-from . import __version__
+from . import __version__, messages
 from .errors import UserError, opened
 
 FORMAT = "corecast-campaign"
@@ -114,6 +114,15 @@ class RunRecord:
         return self.status == OK
 
 
+#: The kind of each metadata value corecast writes (what reading a damaged file checks).
+_META_TYPES: dict[str, Any] = {"format": str, "version": int, "corecast_version": str, "command": list,
+                               "config": dict, "machine": dict, "topology": dict,
+                               "created_at": (int, float), "updated_at": (int, float)}
+
+_NULLABLE = ("metadata 'machine'", "metadata 'topology'")
+_STRINGS = ("metadata 'command'",)
+_KIND_NAMES = {str: "a string", int: "a whole number", list: "a list", dict: "an object"}
+
 #: How long a campaign file locked by another program is waited for.
 LOCK_WAIT_S = 30.0
 
@@ -127,8 +136,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError as err:
         if "locked" not in str(err) and "busy" not in str(err):
             raise
-        print(f"corecast: {path} is locked by another program (an open transaction); waiting up to "
-              f"{LOCK_WAIT_S:g} s", file=sys.stderr, flush=True)
+        # a wait, however quiet the command was asked to be: said at every verbosity
+        messages.warning(f"{path} is locked by another program (an open transaction); waiting up to "
+                         f"{LOCK_WAIT_S:g} s")
         con.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_S * 1000)}")
         try:
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -273,7 +283,25 @@ class Campaign:
 
     # ------------------------------------------------------------ reading
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._con.execute("SELECT key, value FROM meta")}
+        """The campaign's metadata; a value that is not what corecast wrote (damaged JSON, or
+        the wrong kind of value) is a UserError naming it."""
+        out = {}
+        for k, v in self._con.execute("SELECT key, value FROM meta"):
+            out[k] = self._value(v, f"metadata '{k}'", _META_TYPES.get(k))
+        return out
+
+    def _value(self, text: Any, what: str, kind: Any = None) -> Any:
+        try:
+            v = json.loads(text)
+        except (TypeError, ValueError):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON") from None
+        if kind is None or (v is None and what in _NULLABLE):
+            return v
+        if not isinstance(v, kind) or isinstance(v, bool) or (
+                kind is list and what in _STRINGS and not all(isinstance(a, str) for a in v)):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is "
+                            f"{json.dumps(v)[:40]}, not {_KIND_NAMES.get(kind, 'a number')}")
+        return v
 
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
@@ -296,9 +324,12 @@ class Campaign:
         for rec in cur:
             r = dict(zip(names, rec))
             r["warmup"] = bool(r["warmup"])
-            r["cpus"] = json.loads(r["cpus"])
-            r["argv"] = json.loads(r["argv"])
-            r["details"] = json.loads(r["details"] or "{}")
+            r["cpus"] = self._value(r["cpus"], f"run {r['slot']}'s cpus", list)
+            r["argv"] = self._value(r["argv"], f"run {r['slot']}'s command", list)
+            if not all(isinstance(a, str) for a in r["argv"]):
+                raise UserError(f"{self.path}: damaged campaign file: run {r['slot']}'s command is not a list "
+                                "of strings")
+            r["details"] = self._value(r["details"] or "{}", f"run {r['slot']}'s details", dict)
             rows.append(r)
         values: dict[int, dict[str, float | None]] = {}
         for slot, name, value in self._con.execute("SELECT slot, name, value FROM run_values"):
@@ -353,8 +384,10 @@ def half_created(p: Path) -> bool:
     milliseconds, a full disk): empty, or SQLite with no corecast metadata and no run. Anything
     else -- another program's file included -- is not touched."""
     try:
-        size = p.stat().st_size
-        if size == 0:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):         # a pipe or a device is never a campaign
+            return False
+        if st.st_size == 0:
             return True
         with open(p, "rb") as fh:
             if fh.read(16) != b"SQLite format 3\x00":

@@ -37,7 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import UserError
+from .errors import UserError, read_input
 from .memprofile import profile_from_doc, read_profile
 
 ORDERS = ("compact", "spread", "smt-last")
@@ -186,14 +186,10 @@ def parse_spec(text: str) -> MachineSpec:
         names = ", ".join(bundled())
         raise UserError(f"machine description '{text}': no such file, bundled name ({names}) or inline form "
                         "(sockets=2,cores=32,smt=2 or cpus=64)")
-    if p.is_dir():
-        raise UserError(f"{p}: is a directory, not a machine description")
     try:
-        body = p.read_text(encoding="utf-8-sig")
+        body = read_input(p, "machine description")[0].decode("utf-8-sig")   # a FIFO never blocks
     except UnicodeDecodeError:
         raise UserError(f"{p}: not a text file (TOML, JSON, hwloc XML or lscpu output expected)") from None
-    except OSError as err:
-        raise UserError(f"{p}: cannot read: {err.strerror}") from None
     s = body.lstrip()
     if s.startswith("<"):
         return _from_hwloc(body, str(p))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .. import messages
+
 COMMAND = "calibrate"
 HELP = "measure this machine for predict --target-machine: core-to-core latency and the memory profile"
 DESCRIPTION = """\
@@ -25,7 +27,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where to write the target description (default target.json)")
     p.add_argument("--no-memory", action="store_true", help="leave the memory profile out (core-to-core only)")
     p.add_argument("--json", action="store_true", help="print the file's JSON instead of tables")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.output).resolve().parent.is_dir():             # before the work, not after it
         raise UserError(f"{args.output}: directory {Path(args.output).parent} does not exist")
     started = time.monotonic()
-    bar = R.ProgressBar(enabled=not args.quiet and not args.json)
+    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and not args.json)
     try:
         c2c = C.core_to_core(progress=bar.phase("core-to-core"))
         runs = {} if args.no_memory else C.measure(C.calibration_request(), bar.phase)
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
                             corecast_version=__version__, host=machine.to_dict(),
                             warnings=[w for r in runs.values() for w in r.warnings])
     T.write_calibration(doc, args.output)
+    messages.wrote(args.output, "the calibration")
     if args.json:
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import messages
 from ..parsing import byte_size
 
 COMMAND = "chase"
@@ -84,7 +85,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the points as a corecast Dataset (.csv or .json)")
     p.add_argument("--profile", metavar="FILE.json",
                    help="also measure what is missing (the sweep or the staircase) and write the memory profile")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     req = C.Request(settings, mode=mode, threads=args.threads, chains=args.chains, sizes=args.sizes,
                     delays=args.delays, loaders=args.loaders, order=args.order, oversubscribe=args.oversubscribe,
                     duration_s=args.duration, profile=bool(args.profile))
-    bar = R.ProgressBar(enabled=not args.quiet and not args.json)
+    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and not args.json)
     try:
         runs = C.measure(req, bar.phase)
     finally:
@@ -120,18 +120,19 @@ def run(args: argparse.Namespace) -> int:
     profile = res.profile(datasets) if args.profile else None
     if profile is not None:
         profile.write(args.profile)
+        messages.wrote(args.profile, "the memory profile")
     if args.output and mode in datasets:
-        datasets[mode].save(args.output)
+        for path in datasets[mode].save(args.output):
+            messages.wrote(path)
     if args.json:
         print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
     else:
         R.render(runs, res.concurrency, res.plateaus, terminal.console())
         if profile is not None:
             R.render_profile(profile, args.profile, terminal.console())
-        if args.output:
-            print(f"wrote {args.output}")
     if args.plot and mode in runs:
         R.save_plot(runs[mode], res.concurrency, res.plateaus, args.plot)
+        messages.wrote(args.plot, "plot")
     if stopped:
         print("corecast chase: interrupted; the points measured before it are above"
               + (f" and in {args.output}" if args.output else ""), file=sys.stderr)

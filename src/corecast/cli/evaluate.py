@@ -1,20 +1,19 @@
-"""corecast evaluate: hold-out evaluation of every prediction method on a dataset."""
+"""corecast evaluate: hold-out evaluation of every prediction method on a dataset.
+
+The Dataset reader, the models and their renderers are imported where they are used, for
+start-up time (numpy and scipy: 0.7 s of CPU that `evaluate -h` never needs).
+"""
 from __future__ import annotations
 
 import json
 import sys
 
-from .. import dataset as ds_mod
-from ..model import corpus as C
-from ..model import evaluate as E
-from ..model import scorecard
-from ..model import predictors
+from .. import messages
 from ..errors import UserError
-from ..report import prediction as R
-from ..report import terminal
-from ..target import parse_spec
+from ..report import tables as T
+from . import add_format, output_format
 from ._args import level
-from .predict import options
+from .predict import METHODS, options
 
 COMMAND = "evaluate"
 HELP = "fit every method on the smaller core counts, predict the larger ones, and score them"
@@ -50,7 +49,7 @@ def add_arguments(p) -> None:
                    help="with --corpus: fit on the cores up to F of each series' largest count "
                         "(at least its two smallest; default 0.25)")
     p.add_argument("--methods", default=None, metavar="LIST",
-                   help=f"methods to compare (comma-separated from {', '.join(predictors.METHODS)}; "
+                   help=f"methods to compare (comma-separated from {', '.join(METHODS)}; "
                         "default: all that apply)")
     p.add_argument("--level", type=level, default=0.8, help="level of the bands (default 0.8)")
     p.add_argument("--clock", type=float, default=None, metavar="GHZ",
@@ -68,10 +67,16 @@ def add_arguments(p) -> None:
                    help="with --target-machine SPEC: how the threads were laid out (default compact)")
     p.add_argument("--leave-one-source-out", action="store_true",
                    help="with --corpus: auto's priors learned from the other sources only, source by source")
-    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    add_format(p, "method and held-out core count (with --corpus: per source and method)")
 
 
 def run(args) -> int:
+    from .. import dataset as ds_mod
+    from ..model import evaluate as E
+    from ..report import prediction as R
+    from ..report import terminal
+    from ..target import parse_spec
+
     if args.corpus:
         return _corpus(args)
     if not args.file:
@@ -92,7 +97,10 @@ def run(args) -> int:
     ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
                     **opts)
     ev.label = str(args.file)
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(T.table_text(T.evaluation_rows(R.evaluation_doc(ev)), fmt))
+    elif fmt == "json":
         print(json.dumps(R.evaluation_doc(ev), indent=2, allow_nan=False))
     else:
         R.render_evaluation(ev, terminal.console())
@@ -104,17 +112,24 @@ def run(args) -> int:
 
 
 def _corpus(args) -> int:
+    from ..model import corpus as C
+    from ..model import scorecard
+    from ..report import prediction as R
+    from ..report import terminal
+
     if args.file:
         raise UserError("give either a file or --corpus, not both")
     if args.target_machine not in (None, "source"):
         raise UserError("with --corpus, --target-machine takes 'source' (each source's machine from its "
                         "source.toml); a corpus has no one machine")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    say = None if args.json else (lambda msg: terminal.console(sys.stderr).print(f"[dim]{msg}…[/]"))
     ev = scorecard.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac,
                                    level=args.level, target=args.target_machine == "source",
-                                   leave_one_source_out=args.leave_one_source_out, progress=say)
-    if args.json:
+                                   leave_one_source_out=args.leave_one_source_out, progress=messages.step)
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(T.table_text(T.corpus_rows(ev.to_dict()), fmt))
+    elif fmt == "json":
         print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
     else:
         R.render_corpus(ev, terminal.console())

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..collect.catalogue import catalogue
 from ..collect.events import backend_stall_events, parse_cpu, pfm, resolve
 from ..errors import UserError
 from ..report import events as R
+from ..report.tables import table_text
+from . import FORMATS
 
 COMMAND = "events"
 HELP = "list this machine's PMUs and events with their status; translate an event spec"
@@ -30,12 +33,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="encode for this CPU model: haswell, skylake, icelake, goldencove, fam10h, zen1..zen5, "
                         "a libpfm4 PMU name, intel:6:0x3f or GenuineIntel-6-3F")
     p.add_argument("--libpfm", metavar="PMU", help="list the events libpfm4 knows for PMU")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (default), json (one object: the machine and its events), or a tidy table "
+                        "with one row per event for data frames: csv, or records (a JSON array of "
+                        "objects); see docs/outputs.md")
 
 
 def _translate(args) -> int:
     out = [e for spec in args.translate for e in resolve(spec, args.cpu)]
-    if args.format == "json":
+    if args.format in ("csv", "records"):
+        sys.stdout.write(table_text([e.to_dict() for e in out], args.format))
+    elif args.format == "json":
         print(json.dumps([e.to_dict() for e in out], indent=1))
     else:
         R.render_translation(out)
@@ -48,7 +56,10 @@ def _libpfm(args) -> int:
         evs = lib.events(args.libpfm)
     except LookupError as err:
         raise UserError(str(err)) from None
-    if args.format == "json":
+    if args.format in ("csv", "records"):
+        rows = [dict(e, attrs=[a["name"] for a in e["attrs"]]) for e in R.libpfm_doc(evs)]
+        sys.stdout.write(table_text(rows, args.format))
+    elif args.format == "json":
         print(json.dumps(R.libpfm_doc(evs), indent=1))
     else:
         R.render_libpfm(evs)
@@ -65,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         R.render_stalls(cpu, backend_stall_events(cpu))
         return 0
     data = catalogue()
-    if args.format == "json":
+    if args.format in ("csv", "records"):
+        sys.stdout.write(table_text(data["events"], args.format))
+    elif args.format == "json":
         print(json.dumps(data, indent=1))
     else:
         R.render_catalogue(data)

@@ -1,10 +1,13 @@
-"""corecast export: write any Dataset (CSV, JSON, campaign file) as CSV or JSON."""
+"""corecast export: write any Dataset (CSV, JSON, campaign file) as CSV or JSON.
+
+The Dataset module (numpy) is imported in `run`, for start-up time: `export -h` never needs it.
+"""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from .. import dataset as ds_mod
+from .. import messages
 from ..errors import UserError
 
 COMMAND = "export"
@@ -34,6 +37,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .. import dataset as ds_mod
+
     data = ds_mod.load(args.file)
     fmt = args.format
     if fmt is None and args.output:
@@ -51,14 +56,15 @@ def run(args) -> int:
             raise UserError("--metadata sidecar needs -o FILE (a sidecar lives beside a file)")
         text = data.to_csv(out, metadata=how)
         if out is not None:
-            written = [str(out)] + ([str(ds_mod.sidecar_path(out))] if how == "sidecar" else [])
-            print(f"wrote {', '.join(written)}", file=sys.stderr)
+            messages.wrote(out, f"{len(data.cores)} rows, CSV")
+            if how == "sidecar":
+                messages.wrote(ds_mod.sidecar_path(out), "its metadata")
         else:
             sys.stdout.write(text)
         return 0
     text = data.to_json(out) if fmt == "json" else data.to_records(out)
     if out is not None:
-        print(f"wrote {out}", file=sys.stderr)
+        messages.wrote(out, f"{len(data.cores)} rows, {'JSON' if fmt == 'json' else 'JSON records'}")
     else:
         sys.stdout.write(text)
     return 0

@@ -1,5 +1,9 @@
 """`corecast measure`: a scaling campaign -- run a program at several core counts, repeatedly,
-pinned, and record time, throughput, memory and every stall source into a campaign file."""
+pinned, and record time, throughput, memory and every stall source into a campaign file.
+
+The runner, the Dataset and the summary (numpy) are imported in `run`, for start-up time:
+`measure -h` and a mistyped option never need them.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,12 +11,10 @@ import json
 import shlex
 import sys
 
-from ..collect import campaign as api
-from ..collect.runner import Interrupted, Reporter
-from ..dataset import read_campaign
+from .. import messages
 from ..errors import UserError
-from ..report.campaign import RichReporter, render_summary, summary_console
-from ..report.documents import campaign_summary
+from ..report.tables import campaign_rows, table_text
+from . import add_format, output_format
 
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
@@ -59,19 +61,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="campaign file to write (default campaign.db); it must not exist unless --resume")
     p.add_argument("--resume", action="store_true",
                    help="continue the campaign in -o: run only what is not recorded yet, with its own settings")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    add_format(p, "core count", json_help="print the summary as JSON instead of a table")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
                    help="the program to measure and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..collect import campaign as api
+    from ..collect.runner import Interrupted, Reporter
+    from ..dataset import read_campaign
+    from ..report.campaign import RichReporter, render_summary
+    from ..report.documents import campaign_summary
+    from ..report.terminal import console
+
     command = list(args.program or [])
     if command and command[0] == "--":
         command = command[1:]
     options = {k: getattr(args, k) for k in ("cores", "reps", "warmup", "timeout", "order", "events",
                                              "throughput", "plugin", "env", "threads_per_core", "no_shim")}
-    reporter = Reporter() if args.quiet else RichReporter()
+    # -q: no progress bar and no notes (failed runs are still in the summary); -v: a line a run
+    quiet, verbose = args.verbosity == messages.QUIET, args.verbosity == messages.VERBOSE
+    reporter = Reporter() if quiet else RichReporter(verbose=verbose)
     if args.resume:
         given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
         if given:
@@ -91,11 +101,16 @@ def run(args: argparse.Namespace) -> int:
     finally:
         setup.close()
     ds = read_campaign(args.output)
+    messages.wrote(args.output, f"{len(ds.cores)} run(s) recorded")
     failed = [r for r in records if r.status != "ok"]
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        doc = json.loads(json.dumps(campaign_summary(ds, args.output), default=str))
+        sys.stdout.write(table_text(campaign_rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
     else:
-        render_summary(ds, summary_console())
+        render_summary(ds, console())
         if failed:
             print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
                   f"(see `corecast export {args.output}`)")

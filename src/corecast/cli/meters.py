@@ -1,17 +1,15 @@
-"""corecast meters: the contention-meter daemon, and what reads its blackboard and recordings."""
+"""corecast meters: the contention-meter daemon, and what reads its blackboard and recordings.
+
+The daemon, the blackboard and the renderers (numpy, rich) are imported in `run`, for start-up
+time: `meters -h` and a mistyped option never need them.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 
-from ..meters import Board
-from ..meters import daemon as D
-from ..meters import record
-from ..meters.exporter import to_json
 from ..parsing import interval
-from ..report import meters as R
-from ..report import plots, terminal
 
 COMMAND = "meters"
 HELP = "contention meters of this machine in a shared-memory blackboard, with triggers, advice and Prometheus"
@@ -97,6 +95,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..meters import Board
+    from ..meters import daemon as D
+    from ..meters import record
+    from ..meters.exporter import to_json
+    from ..report import meters as R
+    from ..report import plots, terminal
+
     action = getattr(args, "action", None)
     if action == "show":
         with Board.open(args.show_board or args.blackboard) as b:

@@ -1,18 +1,20 @@
-"""corecast predict: extrapolate time and throughput to more cores."""
+"""corecast predict: extrapolate time and throughput to more cores.
+
+The Dataset reader, the models and their renderers are imported in `run`, for start-up time:
+they load numpy and scipy (0.7 s of CPU), which `predict -h` and a mistyped option never need.
+So the methods' names are written here (tests/test_cli_conventions.py checks they are the
+model registry's, `corecast.model.predictors.METHODS`).
+"""
 from __future__ import annotations
 
 import json
 import sys
 
-from .. import dataset as ds_mod
+from .. import messages
 from ..errors import UserError
-from ..model import methods, predictors
-from ..report import documents as D
-from ..report import html as H
 from ..report import plots
-from ..report import prediction as R
-from ..report import terminal
-from ..target import parse_spec
+from ..report import tables as T
+from . import add_format, output_format
 from ._args import core_list, level
 
 COMMAND = "predict"
@@ -43,12 +45,16 @@ examples:
   corecast predict run.csv --cores 48 --freq-ratio 1.2 --size-ratio 2 --json"""
 
 
+#: `corecast.model.predictors.METHODS`, without importing the models (see the docstring).
+METHODS = ("auto", "estima", "timex", "usl")
+
+
 def add_arguments(p) -> None:
     p.add_argument("file", help="Dataset: CSV with cores and time_s and/or throughput (other numeric columns are "
                                 "stall categories), JSON, or a campaign file")
     p.add_argument("--cores", type=core_list, required=True, metavar="CORES",
                    help="core counts to predict, e.g. 16,24,32 or 16-64:2x")
-    p.add_argument("--method", choices=predictors.METHODS, default="auto", help="default: auto")
+    p.add_argument("--method", choices=METHODS, default="auto", help="default: auto")
     p.add_argument("--level", type=level, default=0.8, help="level of the band (default 0.8)")
     p.add_argument("--size-ratio", type=float, default=None, metavar="R",
                    help="target / measured problem size: scales the stalls (weak scaling)")
@@ -84,16 +90,15 @@ def add_arguments(p) -> None:
     p.add_argument("--smt-yield", type=float, default=None, metavar="Y",
                    help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
                         "learned from the corpus)")
-    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
-    p.add_argument("--format", choices=("table", "json", "csv", "records"), default=None,
-                   help="table (default), json (= --json: one object), or a tidy table of the rows "
-                        "for data frames: csv, or records (a JSON array of objects)")
+    add_format(p, "predicted core count")
     p.add_argument("--plot", metavar="FILE", help="write the prediction plot (.png, .svg or .pdf)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
 
 
 def options(args, data) -> dict:
     """Fit options shared by predict and evaluate (built by report.documents.fit_options)."""
+    from ..report import documents as D
+
     return D.fit_options(data, kernels=args.kernels, checkpoints=args.checkpoints, refit=args.refit,
                          size=args.size, freq_ratio=getattr(args, "freq_ratio", 1.0),
                          size_ratio=getattr(args, "size_ratio", None), target_size=getattr(args, "target_size", None),
@@ -101,6 +106,14 @@ def options(args, data) -> dict:
 
 
 def run(args) -> int:
+    from .. import dataset as ds_mod
+    from ..model import methods
+    from ..report import documents as D
+    from ..report import html as H
+    from ..report import prediction as R
+    from ..report import terminal
+    from ..target import parse_spec
+
     if args.plot:
         plots.check_plot_path(args.plot)
     data = ds_mod.load(args.file)
@@ -120,9 +133,9 @@ def run(args) -> int:
         measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
     doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
                               target=target, measured=measured)
-    fmt = args.format or ("json" if args.json else "table")
+    fmt = output_format(args)
     if fmt in ("csv", "records"):
-        sys.stdout.write(D.table_text(D.predict_rows(doc), fmt))
+        sys.stdout.write(T.table_text(T.predict_rows(doc), fmt))
     elif fmt == "json":
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
@@ -133,8 +146,10 @@ def run(args) -> int:
         fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
     if args.plot:
         plots.save(fig, args.plot)
+        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(doc, fig))
+        messages.wrote(args.report, "HTML report")
     if fig is not None:
         plots.pyplot().close(fig)
     return 0

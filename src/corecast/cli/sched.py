@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from . import _Parser
+from . import _Parser, add_verbosity
 
 COMMAND = "sched"
 HELP = "scheduling on big/small cores: simulate HSP, RR, A-DWRR, EQP, ACFS, energy-aware and CFS; SF models; enforce"
@@ -150,7 +150,10 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
         p.add_argument("name", nargs="?", help="one to show")
         p.add_argument("--json", action="store_true")
         lst[name] = p
-    return {"sim": sim, "paper": paper, "sfmodel": sfm, "run": run, **lst}
+    subs = {"sim": sim, "paper": paper, "sfmodel": sfm, "run": run, **lst}
+    for sub in subs.values():
+        add_verbosity(sub)                  # -q and -v, as every command takes them
+    return subs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,13 +9,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from .. import messages
 from ..errors import UserError
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
+from ..report.tables import mrc_rows, sim_rows, table_text
 from ..sim.machine import bundled, load_machine, parse_size
-from . import _Parser
+from . import _Parser, add_format, add_verbosity, output_format
 
 COMMAND = "sim"
 HELP = "simulate a memory trace on a machine description: MPKI, TLB, branch, coherence, CPI"
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bundled machine name or TOML file (see `corecast sim machines`)")
     parser.add_argument("--cores", type=int, default=1, metavar="N",
                         help="simulated cores (default 1)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_format(parser, "cache and TLB", json_help="print the result as JSON")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
     parser.add_argument("--split", default="auto",
                         choices=["auto", "threads", "transactions", "chunks"],
@@ -153,7 +155,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                           "for (fetches, loads, read-modify-writes; stores still move lines), as the "
                           "CPI stack's events count them: the curve `throughput --mrc` takes")
     mrc.add_argument("--per-thread", action="store_true", help="a curve per thread beside the shared one")
-    mrc.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_format(mrc, "curve and cache size", json_help="print the result as JSON")
     mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
     mrc.add_argument("-o", "--output", metavar="DATASET", help="write the curve as a Dataset (CSV or JSON)")
     online = _Parser(prog=f"{prog} mrc-online", formatter_class=fmt,
@@ -173,8 +175,10 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     online.add_argument("-o", "--output", metavar="DATASET", help="write the points as a Dataset")
     online.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]",
                         help="the program to run")
-    return {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc,
-            "mrc-online": online}
+    subs = {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc, "mrc-online": online}
+    for sub in subs.values():
+        add_verbosity(sub)
+    return subs
 
 
 # ----------------------------------------------------------------------------------------
@@ -228,13 +232,19 @@ def _simulate(args: argparse.Namespace) -> int:
                       stack_hash=False if args.no_stack_hash else None,
                       warmup_instructions=args.warmup, seed=args.seed,
                       straddle_all=args.straddle == "access", tlb=not args.no_tlb)
-    res = simulate(trace, machine, args.cores, opts)
+    messages.detail(f"read {args.trace}: {len(trace):,} records; machine {machine.name}")
+    with messages.Progress("simulating", total=len(trace), unit="records") as bar:
+        res = simulate(trace, machine, args.cores, opts, chunk=1 << 18, progress=bar.update)
     if args.output:
         try:
             Path(args.output).write_text(res.to_json() + "\n")
         except OSError as err:
             raise UserError(f"{args.output}: cannot write: {err.strerror}") from None
-    if args.json:
+        messages.wrote(args.output, "the result as JSON")
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
+    elif fmt == "json":
         print(res.to_json())
     else:
         render_result(res, machine)
@@ -247,25 +257,27 @@ def _capture(args: argparse.Namespace) -> int:
     cmd = list(args.program)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    progress = None
-    if sys.stderr.isatty():
-        def progress(n: int) -> None:
-            print(f"\rcapturing: {n:,} instructions", end="", file=sys.stderr, flush=True)
-    info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
-                   backend=args.backend, progress=progress)
-    if progress:
-        print(file=sys.stderr)
-    err = sys.stderr
-    print(f"wrote {info.path}: {info.records:,} records, {info.instructions:,} instructions, "
-          f"{info.threads} thread{'s' if info.threads > 1 else ''}"
-          + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
-             and info.annotated_fraction is not None else "")
-          + f" ({info.seconds:.1f} s)", file=err)
+    bar, dec = messages.Progress("capturing", unit="instructions"), messages.Progress("decoding", unit="records")
+
+    def decoding(done: int, total: int) -> None:     # the disassembly pass, after the run
+        if dec.total is None:
+            bar.close()
+            dec.begin(total)
+        dec.update(done)
+
+    with bar, dec:
+        info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
+                       backend=args.backend, progress=bar.update, decoding=decoding)
+    messages.wrote(info.path, f"{info.records:,} records, {info.instructions:,} instructions, "
+                   f"{info.threads} thread{'s' if info.threads > 1 else ''}"
+                   + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
+                      and info.annotated_fraction is not None else "")
+                   + f" ({info.seconds:.1f} s)")
     for name, addr in info.markers.items():
         if addr is not None:
-            print(f"marker {name} at {addr:#x}", file=err)
+            messages.note(f"marker {name} at {addr:#x}")
     for w in info.warnings:
-        print(f"warning: {w}", file=err)
+        messages.warning(w)
     return 0
 
 
@@ -286,27 +298,36 @@ def _mrc(args: argparse.Namespace) -> int:
     if args.plot:
         check_plot_path(args.plot)
     tr = load(args.trace)
-    res = mrc.analyse(tr, sizes=sizes, line=args.line, accesses=args.accesses,
-                      rate=args.sample, assoc=assoc, per_thread=args.per_thread, count=args.count)
+    messages.detail(f"read {args.trace}: {len(tr):,} records")
+    with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
+        res = mrc.analyse(_counted(tr.chunks(1 << 20), bar), sizes=sizes, line=args.line,
+                          accesses=args.accesses, rate=args.sample, assoc=assoc, per_thread=args.per_thread,
+                          count=args.count)
     _show(args, res.to_dict(), lambda: R.render_terminal(res, console()),
           lambda: R.figure(res, f"miss-rate curve: {Path(args.trace).name}"),
-          lambda: R.to_dataset(res, str(args.trace)))
+          lambda: R.to_dataset(res, str(args.trace)), rows=mrc_rows)
     return 0
 
 
-def _show(args: argparse.Namespace, doc: dict[str, Any], render: Any, figure: Any, dataset: Any) -> None:
-    """The JSON document or the table, then the plot and the Dataset when asked for (each made
-    by its callable only then)."""
-    if args.json:
+def _show(args: argparse.Namespace, doc: dict[str, Any], render: Any, figure: Any, dataset: Any,
+          rows: Any = None) -> None:
+    """The JSON document, a tidy table (with `rows`) or the table, then the plot and the Dataset
+    when asked for (each made by its callable only then)."""
+    fmt = output_format(args)
+    if fmt in ("csv", "records") and rows is not None:
+        sys.stdout.write(table_text(rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(doc, indent=1))
     else:
         render()
     if args.plot:
         save(figure(), args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
+        messages.wrote(args.plot, "plot")
     if args.output:
-        dataset().save(args.output)
-        print(f"wrote {args.output}", file=sys.stderr)
+        first, *rest = dataset().save(args.output)
+        messages.wrote(first, "the points as a Dataset")
+        for path in rest:
+            messages.wrote(path, "its metadata")
 
 
 def _mrc_online(args: argparse.Namespace) -> int:
@@ -329,12 +350,19 @@ def _mrc_online(args: argparse.Namespace) -> int:
     ways = occupancy.parse_ways(args.ways, l3)
 
     def progress(text: str) -> None:
-        print(f"running with {text}", file=sys.stderr, flush=True)
+        messages.note(f"running with {text}")
 
     res = occupancy.measure(cmd, ways, l3, interval=args.interval, progress=progress)
     _show(args, res.to_dict(), lambda: R.render_online(res, console()),
           lambda: R.online_figure(res, f"LLC ways: {Path(cmd[0]).name}"), lambda: R.online_dataset(res))
     return 0
+
+
+def _counted(chunks: Any, bar: messages.Progress) -> Any:
+    """The chunks as they are, advancing `bar` by each one's records."""
+    for part in chunks:
+        yield part
+        bar.advance(len(part))
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -343,7 +371,7 @@ def _convert(args: argparse.Namespace) -> int:
     if args.to_csv:
         tr = load(args.input)
         write_csv(tr.records, args.output)
-        print(f"wrote {args.output}: {len(tr.records):,} records", file=sys.stderr)
+        messages.wrote(args.output, f"{len(tr.records):,} records as CSV")
         return 0
     markers = []
     for m in args.marker:
@@ -352,17 +380,16 @@ def _convert(args: argparse.Namespace) -> int:
         except ValueError:
             raise UserError(f"--marker {m}: give an instruction address in hex") from None
     path, info = convert(args.input, args.output, args.fmt, markers=markers)
-    msg = f"wrote {path} from {info['format']} text"
+    messages.wrote(path, f"from {info['format']} text")
     if info.get("bad_lines"):
-        msg += (f"; {info['bad_lines']:,} lines were not trace lines (first at line "
-                f"{info['first_bad_line']})")
-    print(msg, file=sys.stderr)
+        messages.warning(f"{info['bad_lines']:,} lines of {args.input} were not trace lines (first at line "
+                         f"{info['first_bad_line']})")
     return 0
 
 
 def _gen(args: argparse.Namespace) -> int:
     from ..sim import synth
-    from ..sim.trace import Trace, write_trace
+    from ..sim.trace import TraceWriter
 
     if args.n < 1:
         raise UserError(f"-n {args.n}: must be at least 1")
@@ -373,30 +400,35 @@ def _gen(args: argparse.Namespace) -> int:
     if args.width < 1:
         raise UserError(f"--width {args.width}: at least 1")
     ws = parse_size(args.working_set, "--working-set", "working_set")
+    meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
+    parts: Iterable[Any]
     if args.kind == "stream":
-        recs = synth.stream(args.n, stride=args.stride)
+        parts, total = [synth.stream(args.n, stride=args.stride)], 2 * args.n
     elif args.kind == "random":
-        recs = synth.random_accesses(args.n, ws, write_fraction=args.write_fraction,
-                                     seed=args.seed)
+        parts = [synth.random_accesses(args.n, ws, write_fraction=args.write_fraction, seed=args.seed)]
+        total = 2 * args.n
     elif args.kind == "pingpong":
         if not 2 <= args.threads <= 65536:
             raise UserError(f"--threads {args.threads}: ping-pong needs 2 to 65,536 threads")
-        from ..sim.trace import TraceWriter
-        with TraceWriter(args.output, {"source": "synthetic pingpong"}) as w:   # streamed
-            for part in synth.pingpong_chunks(args.n, args.threads, args.pattern,
-                                              false_sharing=args.false_sharing):
-                w.write(part)
-        print(f"wrote {args.output}: {w.count:,} records", file=sys.stderr)
-        return 0
+        parts = synth.pingpong_chunks(args.n, args.threads, args.pattern, false_sharing=args.false_sharing)
+        total = 2 * args.n * args.threads
     elif args.kind == "transactions":
-        recs = synth.transactions(args.n, seed=args.seed)
-    else:
-        recs = synth.chains(args.n, width=max(1, args.width))
-    meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
-    if args.kind == "transactions":
         meta["stack"] = [synth.STACK_TOP - (1 << 20), synth.STACK_TOP]
-    write_trace(args.output, Trace(recs, meta))
-    print(f"wrote {args.output}: {len(recs):,} records", file=sys.stderr)
+        parts, total = synth.transactions_chunks(args.n, seed=args.seed), (2 * 200 + 1) * args.n
+    else:
+        parts = [synth.chains(args.n, width=max(1, args.width))]
+        total = 2 * args.n                    # a fetch and a uop an instruction
+    # streamed (pingpong and transactions are made a slice at a time): memory stays bounded,
+    # and the file is whole or absent (TraceWriter), Ctrl-C included
+    with TraceWriter(args.output, meta) as w, messages.Progress("generating", total=total, unit="records") as bar:
+        try:
+            for part in parts:
+                w.write(part)
+                bar.update(w.count)
+        except KeyboardInterrupt:
+            w.abort()
+            raise
+    messages.wrote(args.output, f"{w.count:,} records")
     return 0
 
 

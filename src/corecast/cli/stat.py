@@ -5,6 +5,7 @@ import argparse
 import math
 import sys
 
+from .. import messages
 from ..collect.events import resolve
 from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
@@ -114,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if args.interval < MIN_INTERVAL:
         raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
     sets = [resolve(s) for s in args.events]
+    for i, specs in enumerate(sets):
+        for e in specs:
+            messages.detail(f"set {i}: {e.translate()}")
     virtual = parse_virtual(args.virtual)
     metrics = [parse_metric(m) for m in args.metric]
     if cmd and args.pid is not None:
@@ -193,9 +197,11 @@ def run(args: argparse.Namespace) -> int:
                 name = signal.Signals(-status).name
             except ValueError:
                 name = f"signal {-status}"
-            print(f"corecast stat: note: '{cmd[0]}' was ended by {name}", file=sys.stderr)
+            messages.note(f"'{cmd[0]}' was ended by {name}")
         else:
-            print(f"corecast stat: note: '{cmd[0]}' exited with status {status}", file=sys.stderr)
+            messages.note(f"'{cmd[0]}' exited with status {status}")
+    if args.output:
+        messages.wrote(args.output, f"{args.format} report")
     if status is not None and cmd:
         # as perf: corecast's own status is the command's (128 + N when a signal N ended it)
         return 128 - status if status < 0 else status

@@ -10,9 +10,8 @@ import sys
 from typing import Any
 
 from ..errors import UserError
-from ..model.throughput import analyse
-from ..report.throughput import render
-from ..sim.machine import parse_size
+from ..report.tables import table_text, throughput_rows
+from . import add_format, output_format
 
 COMMAND = "throughput"
 HELP = "CPI stack and predicted throughput on N cores from event rates (the memcached method)"
@@ -124,6 +123,7 @@ def _penalty(text: str) -> tuple[str, float]:
 
 
 def _size(text: str) -> int:
+    from ..sim.machine import parse_size        # the sim package: only when the option is given
     try:
         v = parse_size(text, "--cache-size")
     except UserError as err:
@@ -207,17 +207,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-size", type=_size, metavar="SIZE",
                    help="with --mrc: the last-level cache each core has, e.g. 4MiB, for every core count "
                         "(default: the cache divided among the cores that share it)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_format(p, "core count", json_help="print JSON instead of tables")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..model.throughput import analyse      # numpy and the queueing models: not for -h
+    from ..report.throughput import render
+
     out = analyse(mpki=args.mpki, sim=args.sim, machine=args.machine, frequency=args.frequency,
                   baseline_cpi=args.baseline_cpi, instructions=args.instructions,
                   lock_fraction=args.lock_fraction, lock_model=args.lock_model, cores=args.cores,
                   penalties=args.penalty, target=args.target, percentile=args.percentile,
                   clients=args.clients, think_time=args.think_time, measured=args.measured,
                   mrc=args.mrc, cache_size=args.cache_size)
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        plain = json.loads(json.dumps(out, allow_nan=False, default=_json_default))
+        sys.stdout.write(table_text(throughput_rows(plain), fmt))
+    elif fmt == "json":
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=_json_default)
         sys.stdout.write("\n")
     else:

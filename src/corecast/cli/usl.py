@@ -1,15 +1,17 @@
-"""corecast usl: Gunther's Universal Scalability Law methodology on a Dataset."""
+"""corecast usl: Gunther's Universal Scalability Law methodology on a Dataset.
+
+The Dataset reader, the fit and its renderers are imported in `run`, for start-up time: they
+load numpy and scipy (0.7 s of CPU), which `usl -h` and a mistyped option never need.
+"""
 from __future__ import annotations
 
 import json
 import sys
 
-from .. import dataset as ds_mod
-from ..report import documents as D
-from ..report import html as H
+from .. import messages
 from ..report import plots
-from ..report import terminal
-from ..report import usl as R
+from ..report import tables as T
+from . import add_format, output_format
 from ._args import core_list, level
 
 COMMAND = "usl"
@@ -33,23 +35,26 @@ def add_arguments(p) -> None:
     p.add_argument("--level", type=level, default=0.95, help="level of intervals and bands (default 0.95)")
     p.add_argument("--predict", type=core_list, metavar="CORES",
                    help="also predict throughput at these core counts, e.g. 64,128 or 32-256:2x")
-    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
-    p.add_argument("--format", choices=("table", "json", "csv", "records"), default=None,
-                   help="table (default), json (= --json: one object), or a tidy table of the rows "
-                        "for data frames: csv, or records (a JSON array of objects)")
+    add_format(p, "measured or predicted core count")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png, .svg or .pdf)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
 
 
 def run(args) -> int:
+    from .. import dataset as ds_mod
+    from ..report import documents as D
+    from ..report import html as H
+    from ..report import terminal
+    from ..report import usl as R
+
     if args.plot:
         plots.check_plot_path(args.plot)
     data = ds_mod.load(args.file)
     label = str(args.file)
     doc, analysis = D.usl_doc(data, label, metric=args.metric, level=args.level, predict_at=args.predict)
-    fmt = args.format or ("json" if args.json else "table")
+    fmt = output_format(args)
     if fmt in ("csv", "records"):
-        sys.stdout.write(D.table_text(D.usl_rows(doc), fmt))
+        sys.stdout.write(T.table_text(T.usl_rows(doc), fmt))
     elif fmt == "json":
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
@@ -58,6 +63,8 @@ def run(args) -> int:
         fig = R.figure(analysis, title=f"USL: {label}", predict_at=args.predict)
         plots.save(fig, args.plot)
         plots.pyplot().close(fig)
+        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(analysis, label, dataset=data, predict_at=args.predict))
+        messages.wrote(args.report, "HTML report")
     return 0

@@ -4,10 +4,11 @@ with its own settings. The runs themselves are `corecast.collect.runner`'s.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import UserError
 from ..store import Campaign, RunRecord
@@ -102,13 +103,44 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
     return Prepared(runner, camp)
 
 
+#: What each stored setting must be (a damaged campaign file is refused, not run).
+_CONFIG_KINDS: dict[str, Any] = {
+    "command": list, "cores": list, "reps": int, "warmup": int, "timeout": (int, float, type(None)),
+    "order": str, "cpu_order": list, "env": dict, "throughput": (str, type(None)), "plugins": list,
+    "shim": bool, "events": (str, type(None)), "threads_per_core": int, "cwd": str, "grace_s": (int, float)}
+_ITEMS: dict[str, Any] = {"command": str, "cores": int, "cpu_order": int, "plugins": str}
+
+
+def _stored_config(d: Any, output: str) -> CampaignConfig:
+    """The settings a campaign file records, checked kind by kind."""
+    def damaged(what: str) -> UserError:
+        return UserError(f"{output}: damaged campaign file: its settings (metadata 'config') {what}; "
+                         "start a new campaign")
+    for key, kind in _CONFIG_KINDS.items():
+        if key not in d:
+            if key in ("command", "cores"):
+                raise damaged(f"have no '{key}'")
+            continue
+        v = d[key]
+        bad = not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool)
+        if not bad and key in _ITEMS:
+            bad = not all(isinstance(x, _ITEMS[key]) and not isinstance(x, bool) for x in v)
+        if not bad and key == "env":
+            bad = not all(isinstance(x, str) for kv in v.items() for x in kv)
+        if bad:
+            raise damaged(f"give '{key}' as {json.dumps(v)[:40]}")
+    if not all(c > 0 for c in d["cores"]) or d.get("reps", 1) < 0 or d.get("warmup", 0) < 0:
+        raise damaged("have a count out of range")
+    return CampaignConfig.from_dict(d)
+
+
 def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
     """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
     reporter = reporter or Reporter()
     camp = Campaign.open(output)
     try:
         meta = camp.meta()
-        cfg = CampaignConfig.from_dict(meta.get("config") or {})
+        cfg = _stored_config(meta.get("config") or {}, output)
         if not cfg.command:
             raise UserError(f"{output}: the campaign records no command")
         if command and list(command) != cfg.command:

@@ -42,7 +42,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, read_input
 from ..sim.result import check_document, read_document
 from . import queueing
 from .base import Prediction
@@ -494,10 +494,8 @@ def load_mpki(path: str | Path) -> CPIInputs:
     """Read an `--mpki` file: TOML (.toml), JSON (.json) or CSV (.csv); see docs/throughput.md."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_input(p)[0].decode("utf-8")          # a FIFO never blocks
+    except UnicodeDecodeError as err:
         raise UserError(f"{p}: cannot read: {err}") from None
     suffix = p.suffix.lower()
     if suffix == ".json":

@@ -6,6 +6,7 @@ rich is imported where it draws (for start-up time): `corecast measure -q --json
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -13,15 +14,17 @@ import numpy as np
 from ..collect.runner import Reporter, Slot
 from ..dataset import Dataset
 from ..store import OK, RunRecord
+from .terminal import console as terminal_console
+from .terminal import fmt
 
 
 # ====================================================================== progress
 class RichReporter(Reporter):
     """A progress bar with ETA on stderr; a line for every run that fails and every notice."""
 
-    def __init__(self, console: Any = None):
-        from rich.console import Console
-        self.console = console or Console(stderr=True, highlight=False)
+    def __init__(self, console: Any = None, verbose: bool = False):
+        self.console = console or terminal_console(sys.stderr)
+        self.verbose = verbose
         self.progress = None
         self.task = None
 
@@ -41,6 +44,10 @@ class RichReporter(Reporter):
             self.progress.update(self.task, description=f"{slot.cores} core{'s' if slot.cores != 1 else ''}, {kind}")
 
     def run_finished(self, record: RunRecord) -> None:
+        if self.verbose and record.status == OK:
+            kind = "warm-up" if record.warmup else f"rep {record.repetition + 1}"
+            cores = f"{record.cores} core{'s' if record.cores != 1 else ''}"
+            self.console.print(f"run {record.slot} ({cores}, {kind}): ok, {fmt(record.values.get('time_s'))} s")
         if record.status != OK:
             tail = (record.stderr_tail or "").strip().splitlines()[-3:]
             msg = f"[yellow]run {record.slot} ({record.cores} cores, {'warm-up' if record.warmup else f'rep {record.repetition + 1}'}): " \
@@ -109,20 +116,15 @@ def summary_rows(ds: Dataset) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_console() -> Any:
-    """The console the summary is printed on: the terminal's width, else 200 columns."""
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=200)
-
-
 def render_summary(ds: Dataset, console: Any) -> None:
     """Two tables: time/throughput/memory per core count, then the stall categories."""
+    from rich.markup import escape
     from rich.table import Table
 
     rows = summary_rows(ds)
-    t = Table(title=f"{ds.path}: {ds.command or ''}", title_justify="left")
+    # Titles are lines of their own, not table titles (rich wraps those to the table's width).
+    console.print(escape(f"{ds.path}: {ds.command or ''}"))
+    t = Table()
     t.add_column("cores", justify="right")
     t.add_column("runs ok", justify="right")
     t.add_column("time_s", justify="right")
@@ -137,9 +139,9 @@ def render_summary(ds: Dataset, console: Any) -> None:
         if r["failed"]:
             runs = f"[red]{runs}[/]"
         ts = r.get("time_s")
-        cells = [str(r["cores"]), runs, f"{ts[0]:.4g}" if ts else "-", f"{ts[1]:.3g}-{ts[2]:.3g}" if ts else "-"]
+        cells = [str(r["cores"]), runs, fmt(ts[0]) if ts else "-", f"{fmt(ts[1])}-{fmt(ts[2])}" if ts else "-"]
         if has_x:
-            cells.append(f"{r['throughput']:.5g}" if r.get("throughput") is not None else "-")
+            cells.append(fmt(r.get("throughput")))
         cells.append(f"{r['speedup']:.2f}" if r.get("speedup") else "-")
         rss = r.get("rss_bytes")
         cells.append(f"{rss[0] / 2**20:.1f} MiB" if rss else "-")
@@ -147,10 +149,11 @@ def render_summary(ds: Dataset, console: Any) -> None:
     console.print(t)
     names = [n for n in ds.stall_names if any(r["stalls"].get(n, 0) > 0 for r in rows)]
     if names:
-        st = Table(title="stall categories: median cycles per run, summed over threads", title_justify="left")
+        console.print("stall categories: median cycles per run, summed over threads")
+        st = Table()
         st.add_column("cores", justify="right")
         for n in names:
             st.add_column(n.removesuffix("_cycles"), justify="right")
         for r in rows:
-            st.add_row(str(r["cores"]), *[f"{r['stalls'][n]:.3g}" if n in r["stalls"] else "-" for n in names])
+            st.add_row(str(r["cores"]), *[fmt(r["stalls"].get(n)) for n in names])
         console.print(st)

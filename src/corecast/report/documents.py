@@ -132,39 +132,3 @@ def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:
     return {"campaign": path, "command": data.command, "runs": len(data),
             "failed": len([f for f in data.notes.get("failed_runs", [])]),
             "summary": summary_rows(data)}
-
-
-# ============================================================================ tidy tables
-def table_text(rows: list[dict[str, Any]], fmt: str) -> str:
-    """Rows (dicts with the same keys) as a tidy table: "csv" (a header, one line a row) or
-    "records" (a JSON array of objects) -- what pandas.read_csv / read_json load as they are.
-    Lists inside a cell (a point's flags) are joined with ';'."""
-    import csv as _csv
-    import io
-    import json as _json
-
-    keys: list[str] = []
-    for r in rows:
-        keys.extend(k for k in r if k not in keys)
-    flat = [{k: (";".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keys} for r in rows]
-    if fmt == "records":
-        return _json.dumps(flat, indent=1, allow_nan=False) + "\n"
-    buf = io.StringIO()
-    w = _csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    w.writeheader()
-    for r in flat:
-        w.writerow({k: "" if v is None else v for k, v in r.items()})
-    return buf.getvalue()
-
-
-def usl_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """`usl --format csv|records`: one row per measured core count (kind "measured") and per
-    core count of --predict (kind "predicted")."""
-    out = [{"kind": "measured", **p} for p in doc["points"]]
-    out += [{"kind": "predicted", **p} for p in doc.get("predictions", [])]
-    return out
-
-
-def predict_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """`predict --format csv|records`: one row per predicted core count."""
-    return [dict(p, method=doc["method"], metric=doc["metric"]) for p in doc["predictions"]]

@@ -51,13 +51,21 @@ def render_catalogue(data: dict[str, Any]) -> None:
     print(f"tracepoints: {data['tracefs'] or 'tracefs not mounted'}")
     print(f"libpfm4: {data['libpfm']}")
     print("[Events]")
+    # why an event cannot be counted, said once for all the events it concerns (a VM without a
+    # PMU gave the same sentence under 25 events): the status points to it by number
+    reasons: dict[str, int] = {}
     for e in data["events"]:
-        print(f"  {e['name']:<30} {e['status']:<14} {e['description']}")
-        if e["status"] != "ok" and e["message"]:
-            print(f"  {'':<30} {'':<14} ({e['message']})")
+        status = e["status"]
+        if status != "ok" and e["message"]:
+            n = reasons.setdefault(e["message"], len(reasons) + 1)
+            status = f"{status} [{n}]"
+        print(f"  {e['name']:<30} {status:<18} {e['description']}")
+    for why, n in reasons.items():
+        count = sum(1 for e in data["events"] if e["status"] != "ok" and e["message"] == why)
+        print(f"  [{n}] {why} ({count} event{'s' if count != 1 else ''})")
     if not data["backend_stalls"].endswith(" events"):
-        print(f"  {BACKEND_STALLS:<30} {'-':<14} {data['backend_stalls']}")
+        print(f"  {BACKEND_STALLS:<30} {'-':<18} {data['backend_stalls']}")
     print("[Software sources]")
     for k, v in data["sources"].items():
-        print(f"  {k:<30} {'ok' if v == 'ok' else 'unavailable':<14} {'' if v == 'ok' else v}")
+        print(f"  {k:<30} {'ok' if v == 'ok' else 'unavailable':<18} {'' if v == 'ok' else v}".rstrip())
     sys.stdout.flush()

@@ -9,20 +9,19 @@ import numpy as np
 from ..dataset import ColumnInfo, Dataset
 from ..sim.mrc import MrcResult, auto_sizes, fmt_bytes
 from .plots import pyplot
-from .terminal import fmt
+from .terminal import fmt, titled_table
 
 if TYPE_CHECKING:                     # the online curve's collector loads the perf layer
     from ..collect.occupancy import OnlineCurve
 
 
 def render_terminal(res: MrcResult, con: Any) -> None:
-    from rich.table import Table
     shared = res.curves[0]
     kind = "fully associative LRU" + (f"; {shared.set_associative['ways']}-way LRU beside it"
                                       if shared.set_associative else "")
     counted = "; misses of fetches, loads and read-modify-writes" if res.counted == "exposed" else ""
-    t = Table(title=f"miss ratio against cache size ({kind}; {res.line}-byte lines; {res.accesses_kind} accesses"
-                    + counted + (f"; SHARDS rate {res.sample_rate:.4g}" if res.sample_rate < 1 else "") + ")")
+    t = titled_table(f"miss ratio against cache size ({kind}; {res.line}-byte lines; {res.accesses_kind} accesses"
+                     + counted + (f"; SHARDS rate {res.sample_rate:.4g}" if res.sample_rate < 1 else "") + ")")
     t.add_column("cache size", justify="right")
     for c in res.curves:
         t.add_column(c.scope, justify="right")

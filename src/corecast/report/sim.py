@@ -5,7 +5,6 @@ rich is imported when drawing (for start-up time: `sim --json` never loads it).
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Sequence
 
 from ..sim.machine import MachineDescription
@@ -22,10 +21,9 @@ def _fmt(x: Any, digits: int = 2) -> str:
 
 def render_result(res: SimResult, machine: MachineDescription) -> None:
     """The tables of `corecast sim TRACE` (without --json)."""
-    from rich.console import Console
-    from rich.table import Table
+    from .terminal import console, titled_table
 
-    con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    con = console()
     d = res.to_dict()
     con.print(f"[bold]{machine.summary()}[/bold]")
     tr = d["trace"]
@@ -43,7 +41,7 @@ def render_result(res: SimResult, machine: MachineDescription) -> None:
     con.print(f"accesses: {acc['load']:,} loads, {acc['store']:,} stores, {acc['modify']:,} "
               f"read-modify-writes, {acc['split_loads'] + acc['split_stores']:,} straddle a line")
 
-    t = Table(title="caches (MPKI: misses per 1,000 instructions)", title_justify="left")
+    t = titled_table("caches (MPKI: misses per 1,000 instructions)")
     for col in ("cache", "accesses", "misses", "MPKI", "load MPKI", "store MPKI",
                 "fetch MPKI", "miss ratio", "writebacks"):
         t.add_column(col, justify="left" if col == "cache" else "right")
@@ -59,7 +57,7 @@ def render_result(res: SimResult, machine: MachineDescription) -> None:
         t.add_row(*row)
     con.print(t)
     if d["tlbs"]:
-        t = Table(title="TLBs", title_justify="left")
+        t = titled_table("TLBs")
         for col in ("TLB", "entries", "accesses", "misses", "MPKI", "miss ratio"):
             t.add_column(col, justify="left" if col == "TLB" else "right")
         for x in d["tlbs"]:
@@ -85,7 +83,7 @@ def render_result(res: SimResult, machine: MachineDescription) -> None:
             con.print(f"  note: {iss['note']}")
     ev = d["events_per_kilo_instruction"]
     if ev:
-        t = Table(title="events per 1,000 instructions (for the CPI stack)", title_justify="left")
+        t = titled_table("events per 1,000 instructions (for the CPI stack)")
         t.add_column("event")
         t.add_column("per 1K instr", justify="right")
         t.add_column("penalty (cycles)", justify="right")

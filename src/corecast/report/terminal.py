@@ -1,13 +1,17 @@
-"""Terminal output: rich tables and consistent number formatting."""
+"""Terminal output: rich tables and consistent number formatting.
+
+rich is imported by the functions that draw (for start-up time: `fmt` is used by commands that
+print no table, and `measure -q --json` never loads rich).
+"""
 from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 
 def console(file: Any = None) -> Console:
@@ -17,6 +21,8 @@ def console(file: Any = None) -> Console:
     text keeps its lines and tables take their natural width, whatever COLUMNS says (shells
     and test runners export it for the terminal, not for the file).
     """
+    from rich.console import Console
+
     out = file or sys.stdout
     if not (hasattr(out, "isatty") and out.isatty()):
         return Console(file=out, highlight=False, soft_wrap=True, width=PIPE_WIDTH)
@@ -48,10 +54,22 @@ def fmt(v: Any, sig: int = 4) -> str:
     return str(v)
 
 
+def titled_table(title: str, **options: Any) -> Table:
+    """A rich Table with its title on the left, at least as wide as its title: rich would wrap
+    a longer title to the table's width (and grep would miss it)."""
+    from rich.table import Table
+
+    return Table(title=title, title_justify="left", min_width=len(title), **options)
+
+
 def make_table(title: str | None, headers: Sequence[str], rows: Iterable[Sequence[Any]],
                justify: Sequence[str] | None = None, styles: Sequence[str | None] | None = None) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    # at least as wide as its title, which rich would otherwise wrap to the table's width
     t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False,
-              header_style="bold")
+              header_style="bold", min_width=len(title) if title else None)
     for i, h in enumerate(headers):
         t.add_column(h, justify=(justify[i] if justify else ("left" if i == 0 else "right")), no_wrap=(i == 0))
     for i, row in enumerate(rows):
@@ -61,6 +79,8 @@ def make_table(title: str | None, headers: Sequence[str], rows: Iterable[Sequenc
 
 
 def print_notices(con: Console, items: Iterable[str], kind: str = "warning") -> None:
+    from rich.text import Text
+
     label, style = ("warning", "bold yellow") if kind == "warning" else ("note", "cyan")
     for it in items:
         con.print(Text(f"{label}: ", style=style) + Text(it))

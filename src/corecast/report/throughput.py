@@ -31,12 +31,11 @@ def _rps(v: float | None) -> str:
 
 
 def render(out: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    probe = Console()
-    console = Console(highlight=False, soft_wrap=False,
-                      width=probe.width if probe.is_terminal else 200)
+    from .terminal import console as make_console
+
+    console = make_console()
     mach = out["machine"]["name"] if out["machine"] else "(no machine)"
     st = out["stack"]
     console.print(f"CPI stack: {mach} at {out['frequency_hz'] / 1e9:.4g} GHz, "

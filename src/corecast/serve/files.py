@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..errors import UserError, opened
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".csv", ".json", ".jsonl", ".ndjson")
@@ -28,13 +28,8 @@ JSON_SNIFF_BYTES = 64 << 20  # a JSON Dataset larger than this is not looked int
 
 def sniff(path: Path) -> str:
     """The kind of a file, from its first bytes. UserError when it is none of them."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder") from None
-    except OSError as err:
-        raise UserError(f"{path}: {err.strerror or err}") from None
+    with opened(path, "rb") as fh:                   # a FIFO never blocks the server
+        head = fh.read(4096)
     if head.startswith(SQLITE_MAGIC):
         return "campaign"
     if b"\x00" in head:
@@ -185,11 +180,7 @@ def read_trace(path: Path, expect: str) -> Trace:
     cut short (a trace still being written), which is left out with a note."""
     sig = Entry("", path, "", "").signature()
     t = Trace(path, sig)
-    try:
-        fh = open(path, "r", encoding="utf-8")
-    except OSError as err:
-        raise UserError(f"{path}: {err.strerror or err}") from None
-    with fh:
+    with opened(path, "r", encoding="utf-8") as fh:
         try:
             raw = fh.read()
         except UnicodeDecodeError:

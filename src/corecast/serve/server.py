@@ -10,6 +10,7 @@ from typing import Callable
 
 from aiohttp import web
 
+from .. import messages
 from ..errors import UserError
 from ..parsing import listen_address as parse_listen
 from .app import Dashboard
@@ -24,12 +25,16 @@ def run(files: list[str], listen: str = DEFAULT_LISTEN, allow_commands: bool = F
     host, port = parse_listen(listen)
     dash = Dashboard(files, host, port, allow_commands=allow_commands)
     logging.basicConfig(level=logging.INFO, format="corecast serve: %(message)s", stream=sys.stderr)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # -v: a line per request (aiohttp's access log); else only what goes wrong
+    logging.getLogger("aiohttp.access").setLevel(logging.INFO if messages.level() >= messages.VERBOSE
+                                                 else logging.WARNING)
     return asyncio.run(_serve(dash, host, port, ready))
 
 
 async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], None] | None) -> int:
-    runner = web.AppRunner(dash.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
+    verbose = messages.level() >= messages.VERBOSE
+    runner = web.AppRunner(dash.app(), handle_signals=False, shutdown_timeout=2.0,
+                           **({} if verbose else {"access_log": None}))
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:
@@ -53,9 +58,8 @@ async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], N
     url = f"http://{shown}:{port}/"
     print(f"corecast serve: {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     if not dash.loopback:
-        print(f"corecast serve: note: listening on {host}, reachable from other machines; the server is "
-              "read-only" + ("" if not dash.allow_commands else ", and the page can start commands"),
-              file=sys.stderr, flush=True)
+        messages.warning(f"listening on {host}, reachable from other machines; the server is read-only"
+                         + ("" if not dash.allow_commands else ", and the page can start commands"))
     if ready:
         ready(url)
     stop = asyncio.Event()
@@ -68,6 +72,6 @@ async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], N
     try:
         await stop.wait()
     finally:
-        print("corecast serve: stopping", file=sys.stderr, flush=True)
+        messages.note("stopping")
         await runner.cleanup()
     return 0

@@ -139,12 +139,14 @@ def resolve_markers(markers: Sequence[str], objects: list[x86.LoadedObject]) -> 
 def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
             annotate: bool = True, chunk_bytes: int = 8 << 20,
             progress: Callable[[int], None] | None = None,
-            env: dict[str, str] | None = None, backend: str = "lackey") -> CaptureInfo:
+            env: dict[str, str] | None = None, backend: str = "lackey",
+            decoding: Callable[[int, int], None] | None = None) -> CaptureInfo:
     """Run `cmd` under the chosen back end and write its trace to `out` (`env`: the program's
-    environment, default corecast's own). `progress` is called with the instructions so far."""
+    environment, default corecast's own). `progress` is called with the instructions so far;
+    `decoding` with the records annotated so far and their total, in the disassembly pass."""
     if choose_backend(backend) == "qemu":
         return capture_qemu(cmd, out, markers=markers, annotate=annotate, chunk_bytes=chunk_bytes,
-                            progress=progress, env=env)
+                            progress=progress, env=env, decoding=decoding)
     vg = valgrind_path()
     _resolve_program(cmd)
     out = Path(out)
@@ -218,7 +220,7 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
     if use_objdump:
         try:
             _annotate_file(raw_path, out, objects,
-                           [a for a in marker_addrs.values() if a is not None], info)
+                           [a for a in marker_addrs.values() if a is not None], info, decoding)
         finally:
             _unlink(raw_path)
     info.seconds = time.monotonic() - t0
@@ -228,6 +230,7 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
 def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
                  annotate: bool = True, chunk_bytes: int = 8 << 20,
                  progress: Callable[[int], None] | None = None,
+                 decoding: Callable[[int, int], None] | None = None,
                  env: dict[str, str] | None = None) -> CaptureInfo:
     """`capture` through QEMU user mode and corecast's TCG plugin (see the module doc)."""
     qemu = qemu_path()
@@ -312,7 +315,7 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
     if use_objdump:
         try:
             _annotate_file(raw_path, out, objects,
-                           [a for a in marker_addrs.values() if a is not None], info)
+                           [a for a in marker_addrs.values() if a is not None], info, decoding)
         finally:
             _unlink(raw_path)
     info.seconds = time.monotonic() - t0
@@ -415,8 +418,11 @@ def _unlink(p: Path) -> None:
 
 
 def _annotate_file(raw: Path, out: Path, objects: list[x86.LoadedObject],
-                   marker_pcs: list[int], info: CaptureInfo) -> None:
+                   marker_pcs: list[int], info: CaptureInfo,
+                   decoding: Callable[[int, int], None] | None = None) -> None:
     tr = read_trace(raw)
+    if decoding:
+        decoding(0, len(tr.records))
     pcs = []
     for chunk in tr.chunks(1 << 22):
         f = chunk["addr"][chunk["kind"] == N.KIND_FETCH]
@@ -431,6 +437,8 @@ def _annotate_file(raw: Path, out: Path, objects: list[x86.LoadedObject],
     for i, start in enumerate(chunks):
         part = np.ascontiguousarray(tr.records[start:start + (1 << 20)])
         w.write(annot.run(part, final=(i == len(chunks) - 1)))
+        if decoding:
+            decoding(start + len(part), len(tr.records))
     found, missing = annot.counts()
     frac = found / (found + missing) if found + missing else None
     meta.update({"annotated": True, "annotated_objects": ann.objects,

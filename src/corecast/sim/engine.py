@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes as C
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -361,8 +361,9 @@ def guess_stack(trace: Trace, max_size: int = 8 << 20) -> tuple[int, int] | None
 
 def simulate(trace: Trace | np.ndarray | str | Path, machine: MachineDescription | str,
              cores: int | None = None, options: SimOptions | None = None,
-             chunk: int = 1 << 20) -> SimResult:
-    """Simulate a whole trace (a Trace, a record array, or a file) on `machine`."""
+             chunk: int = 1 << 20, progress: Callable[[int], None] | None = None) -> SimResult:
+    """Simulate a whole trace (a Trace, a record array, or a file) on `machine`; `progress`
+    is called with the number of records simulated so far after each slice of `chunk`."""
     opts = options or SimOptions()
     if isinstance(trace, (str, Path)):
         trace = load_trace(trace)
@@ -378,8 +379,12 @@ def simulate(trace: Trace | np.ndarray | str | Path, machine: MachineDescription
             opts = SimOptions(**{**opts.__dict__, "stack": (int(stack[0]), int(stack[1]))})
     sim = Simulator(mach, ncores, opts, split)
     try:
+        done = 0
         for part in trace.chunks(chunk):
             sim.feed(np.ascontiguousarray(part))
+            done += len(part)
+            if progress is not None:
+                progress(done)
         if opts.warmup_instructions and not sim.stats().warm:
             raise UserError(f"--warmup {opts.warmup_instructions}: the trace has only "
                             f"{int(sim.stats().instructions):,} instructions")

@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError
+from ..errors import UserError, read_input
 
 MACHINES_DIR = Path(__file__).resolve().parent / "machines"
 
@@ -223,16 +223,11 @@ def load_machine(name_or_path: str | Path) -> MachineDescription:
     if not path.exists():
         raise UserError(f"{path}: no such machine description")
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(read_input(path, "machine description")[0].decode("utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{path}: not valid TOML: {err}") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (a machine description is TOML)") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a machine description") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror}") from None
     return parse_machine(data, str(path))
 
 

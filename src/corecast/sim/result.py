@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError
+from ..errors import UserError, read_input
 
 FORMAT = "corecast-sim-result"
 VERSION = 1
@@ -91,10 +91,8 @@ def read_document(path: str | Path) -> Any:
     `check_document` says whether it is one)."""
     p = Path(path)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
+        return json.loads(read_input(p)[0].decode("utf-8"))
+    except UnicodeDecodeError as err:
         raise UserError(f"{p}: cannot read: {err}") from None
     except json.JSONDecodeError as err:
         raise UserError(f"{p}:{err.lineno}: not valid JSON (expected `corecast sim --json` output): "

@@ -42,7 +42,7 @@ from typing import IO, Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, need_regular_file
 from . import native as N
 from .native import RECORD_DTYPE
 
@@ -298,9 +298,14 @@ def _prefault(part: np.ndarray) -> None:
     _libc().madvise(start, part.ctypes.data + part.nbytes - start, _MADV_POPULATE_READ)
 
 
+#: Why a trace must be a regular file.
+_IN_PLACE = "a trace is read in place, and text traces twice"
+
+
 def read_trace(path: str | Path) -> Trace:
     """Open a corecast trace file (records memory-mapped)."""
     path = Path(path)
+    need_regular_file(path, "trace file", _IN_PLACE)
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -562,8 +567,7 @@ def convert(src: str | Path, out: str | Path, fmt: str = "auto", *,
             markers: Sequence[int] = ()) -> tuple[Path, dict[str, Any]]:
     """Convert a text trace (lackey, din, csv) into a corecast trace file."""
     src = Path(src)
-    if not src.exists():
-        raise UserError(f"{src}: no such file")
+    need_regular_file(src, "file", _IN_PLACE)
     if fmt == "auto":
         fmt = _guess_format(src)
     if fmt == "lackey":
@@ -602,10 +606,7 @@ def _guess_format(path: Path) -> str:
 def load(path: str | Path) -> Trace:
     """A trace from a corecast trace file, or converted in memory from lackey/din/csv text."""
     path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such trace file")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, not a trace")
+    need_regular_file(path, "trace file", _IN_PLACE)
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: permission denied")
     if is_trace_file(path):

@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from .. import sources
 from . import ticks as native_ticks
-from ..events.spec import EventSpec
+from ..events.spec import EventSpec, resolve
 from ..perf import CounterValue, open_counters, open_sampler, open_tracker
 
 if TYPE_CHECKING:
     from .target import Target
+
+#: The tracepoint that fires for every task (thread or process) the kernel creates.
+CREATIONS = "sched:sched_process_fork"
 
 
 # ============================================================================================
@@ -90,6 +93,14 @@ class PerfBackend:
 
     def open_sampler(self, specs, pid, cpu, enable_on_exec, enabled):
         return open_sampler(specs, pid=pid, cpu=cpu, enable_on_exec=enable_on_exec, enabled=enabled)
+
+    def open_creations(self, pid, enable_on_exec):
+        """A counter of the tasks (threads and processes) created below `pid` from now on (the
+        sched:sched_process_fork tracepoint, inherited): how many threads `--threads poll` may
+        have missed. Raises UserError when it cannot be counted (tracefs, permission)."""
+        specs = resolve(CREATIONS)
+        return open_counters(specs, pid=pid, cpu=-1, inherit=True, enable_on_exec=enable_on_exec,
+                             enabled=not enable_on_exec)
 
     def open_tracker(self, sets, roots, cpus, enable_on_exec, live):
         return open_tracker(sets, roots, cpus, enable_on_exec=enable_on_exec, live=live)

@@ -2,7 +2,6 @@
 expression over event and virtual-counter names."""
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass
 
@@ -25,8 +24,12 @@ BUILTIN_METRICS = {
     "stall_ratio": "backend_stalls / cycles",
     "utilization": "task_clock / interval_ns",
 }
-_ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div,
-                  ast.USub, ast.UAdd, ast.Constant, ast.Name, ast.Load, ast.Pow)
+def _allowed_nodes() -> tuple[type, ...]:
+    """The syntax a metric may use (ast is imported when a metric is parsed: for start-up time)."""
+    import ast
+
+    return (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div,
+            ast.USub, ast.UAdd, ast.Constant, ast.Name, ast.Load, ast.Pow)
 
 
 @dataclass
@@ -68,13 +71,16 @@ def parse_metric(text: str) -> Metric:
     expr = expr.strip()
     if not expr:
         raise UserError(f"-m '{text}': empty expression")
+    import ast
+
+    allowed = _allowed_nodes()
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError:
         raise UserError(f"-m '{text}': cannot parse the expression '{expr}'") from None
     names = []
     for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED_NODES):
+        if not isinstance(node, allowed):
             raise UserError(f"-m '{text}': only numbers, names, + - * / ** and parentheses are allowed")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
             raise UserError(f"-m '{text}': '{node.value!r}' is not a number")

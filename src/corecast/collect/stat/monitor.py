@@ -126,6 +126,9 @@ class Monitor:
         self._empty_wakes = 0
         self._record_gaps = 0                 # threads whose exit counts came from their own counters
         self.threads_followed = ""            # per-thread mode: "kernel" (task records) or "poll" (/proc)
+        self.threads_seen = 0                 # threads given rows of their own, the root included
+        self._creations: Handle | None = None  # with "poll": the kernel's count of tasks created
+        self._creations_why = ""              # why that count is not known
         self.mappings: list[list[tuple[str, EventSpec]]] = [
             [(e.label if e.pmc is not None else f"pmc{j}", e) for j, e in enumerate(s)] for s in self.sets]
         # ticks taken in C, several per call (backend.ticks): see _next_tick
@@ -196,6 +199,7 @@ class Monitor:
             ts = _ThreadState(tid, comm, [None] * len(self.sets), [None] * len(self.sets), pid=pid,
                               root=root, opened=False)
         self.threads[tid] = ts
+        self.threads_seen += 1
         self._plan_gen += 1
         if self.vsampler is not None and ts.opened:
             self.vsampler.add_threads([tid])
@@ -258,6 +262,48 @@ class Monitor:
         self.notes.append(f"exact per-thread counts unavailable ({reason}): threads are found in /proc every "
                           f"{ms} or each tick, so a thread that lives shorter may have no row and each thread "
                           f"misses what it counted before it was found; -A counts the whole process exactly")
+
+    def _count_creations(self, launched: bool) -> None:
+        """Threads found in /proc miss those that live less than a look: count what the kernel
+        creates below a launched command, so that the end can say how many may have no row."""
+        opener = getattr(self.backend, "open_creations", None)
+        if not launched:
+            self._creations_why = ("threads an attached process created before it was attached, or between "
+                                   "looks, are not counted anywhere")
+        elif opener is None:
+            self._creations_why = "this counter backend does not count task creations"
+        else:
+            try:
+                self._creations = opener(self.target.pid, True)
+            except UserError as err:
+                self._creations_why = f"the kernel's count of task creations is unavailable: {err}"
+
+    def _missed_threads(self) -> None:
+        """With threads found in /proc: say how many the kernel created that got no row of their
+        own (or that it cannot be known)."""
+        look = f"{self.discover_period * 1000:.0f} ms"
+        created = None
+        if self._creations is not None:
+            vals = self._creations.read()
+            self._creations.close()
+            self._creations = None
+            if vals and vals[0].status == "ok" and vals[0].value is not None:
+                created = int(vals[0].value)
+            else:
+                why = vals[0].message if vals else "-"
+                self._creations_why = f"the kernel's count of task creations failed ({why})"
+        if created is None:
+            self.notes.append(f"--threads poll finds threads in /proc (every {look} or each tick): a thread that "
+                              f"lived shorter may have no row, and how many did cannot be known "
+                              f"({self._creations_why})")
+            return
+        seen = self.threads_seen - 1           # the root was not created below itself
+        missed = max(0, created - seen)
+        if missed:
+            self.notes.append(f"--threads poll saw {seen:,} of the {created:,} tasks created (threads and child "
+                              f"processes, by the kernel's sched:sched_process_fork count): {missed:,} lived "
+                              f"shorter than a look ({look} or a tick), or were child processes, and have no "
+                              f"row; -A or --threads kernel counts them all")
 
     def _stop_tracker(self, reason: str) -> None:
         if self.tracker is not None:
@@ -618,6 +664,8 @@ class Monitor:
                 # the roots' own counters (not inherited) are open first: see perf.TaskTracker
                 self.threads_followed = "poll"
                 self._start_tracker(launched)
+                if self.threads_followed == "poll":
+                    self._count_creations(launched)
             self.t0 = self.backend.now()
             tgt.start()
             if self.proc_state is not None and not self.proc_state.comm:
@@ -964,6 +1012,9 @@ class Monitor:
                                       f"process total ({_fmt_num(v.value, v.spec.unit if v.spec else 'count')})")
 
     def close(self) -> None:
+        if self.threads_followed == "poll" and (self._creations is not None or self._creations_why):
+            self._missed_threads()
+            self._creations_why = ""
         if self.tracker is not None:
             try:
                 self._settle_tracker()

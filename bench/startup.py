@@ -1,0 +1,95 @@
+"""The cost of starting corecast: CPU time (user + system, the whole process tree) of short
+commands that do almost nothing, against `perf stat` doing the same, in one run.
+
+Issue 15 measured `corecast stat -- true` at 0.27 s of CPU against perf's 0.01 s: the cost of
+starting is to be proportional to what is asked. Each command is run `--reps` times,
+interleaved; the median CPU time is printed, and the ratio to perf for the stat commands.
+`python -c pass` (this environment's interpreter, with its site packages) is the floor
+no Python command can go under: in the editable install it includes meson-python's loader,
+which also runs ninja at corecast's first import to rebuild changed C parts (about 10 ms).
+`--installed BIN/corecast` measures a second corecast beside it, e.g. a wheel installed into a
+bare virtual environment (`pip wheel . -w W; python3 -m venv V; V/bin/pip install --no-deps
+W/corecast-*.whl`: stat needs nothing beyond the standard library).
+
+Run it without PYTHONDONTWRITEBYTECODE (a user's Python writes and reads byte code; meson-
+python's editable loader reads but never writes it, which is why scripts/setup.sh compiles it).
+
+    .venv/bin/python bench/startup.py [--reps N] [--corecast PATH] [--installed PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
+
+
+def cpu_seconds(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    """User + system CPU of `cmd` and every descendant it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--corecast", default=str(Path(sys.executable).with_name("corecast")))
+    ap.add_argument("--installed", metavar="PATH", help="a second corecast to measure (e.g. from a wheel)")
+    a = ap.parse_args()
+    _machine.header("start-up cost: CPU time of short commands (median over repetitions)")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("# note: PYTHONDONTWRITEBYTECODE is set: modules without fresh byte code are compiled at each start")
+    cc = a.corecast
+    cases: dict[str, list[str]] = {
+        "python -c pass (floor)": [sys.executable, "-c", "pass"],
+        "corecast --version": [cc, "--version"],
+        "corecast stat -- true": [cc, "stat", "--", "true"],
+        "corecast stat -c task_clock -- true": [cc, "stat", "-c", "task_clock", "--", "true"],
+        "corecast usl -h": [cc, "usl", "-h"],
+    }
+    envs: dict[str, dict[str, str]] = {}
+    if a.installed:
+        cases["installed: python -c pass (floor)"] = [str(Path(a.installed).with_name("python")), "-c", "pass"]
+        cases["installed: corecast stat -- true"] = [a.installed, "stat", "--", "true"]
+        cases["installed: corecast stat -c task_clock -- true"] = [a.installed, "stat", "-c", "task_clock",
+                                                                   "--", "true"]
+    perf = shutil.which("perf")
+    if perf:
+        cases["perf stat -- true"] = [perf, "stat", "--", "true"]
+        cases["perf stat -e task-clock -- true"] = [perf, "stat", "-e", "task-clock", "--", "true"]
+    else:
+        print("# perf not installed: no peer figures")
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(a.reps):
+        for name, cmd in cases.items():
+            times[name].append(cpu_seconds(cmd, envs.get(name)))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"{'command':<48} {'CPU ms (median)':>16} {'quartiles':>16}")
+    for name, v in times.items():
+        q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0], v[0], v[0]]
+        print(f"{name:<48} {1e3 * med[name]:>16.1f} {1e3 * q[0]:>7.1f}-{1e3 * q[2]:<8.1f}")
+    if perf:
+        for mine, peer in (("corecast stat -- true", "perf stat -- true"),
+                           ("corecast stat -c task_clock -- true", "perf stat -e task-clock -- true"),
+                           ("installed: corecast stat -- true", "perf stat -- true"),
+                           ("installed: corecast stat -c task_clock -- true", "perf stat -e task-clock -- true")):
+            if mine in med and med[peer] > 0:
+                print(f"ratio {mine!r} / {peer!r}: {med[mine] / med[peer]:.1f}x")
+    floor = med["python -c pass (floor)"]
+    print(f"corecast stat -- true above the interpreter's floor: {1e3 * (med['corecast stat -- true'] - floor):.1f} ms")
+    print(f"# load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
