@@ -380,7 +380,10 @@ def test_ctrl_c_keeps_the_points_measured(tmp_path):
     out = tmp_path / "part.csv"
     p = subprocess.Popen([sys.executable, "-m", "corecast", "chase", "-q", "--threads", "1", "--chains", "1-30",
                           "--size", "16MiB", "--duration", "0.2", "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # a shell that started the tests in the background ignores SIGINT, and
+                         # its children inherit that: Ctrl-C is what is tested, so restore it
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)                                   # start-up, the buffer, a few points
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=60)
