@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 from pathlib import Path
 
@@ -106,24 +105,26 @@ def test_the_file_has_the_shape_parse_spec_reads(calibration):
 def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, tmp_path):
     """calibrate's core-to-core figure (what c2c.core_to_core measures for it) against an
     independent ping-pong, run alternately: on this VM the figure for one pair moves between
-    ~40 and ~200 ns as the host moves the virtual CPUs, so each comparison is made between two
-    runs a few milliseconds apart, and the median of the ratios is tested."""
+    ~35 and ~200 ns as the host moves the virtual CPUs, so the two are run alternately, a few
+    milliseconds apart, and their least figures are compared: the host's interference only ever
+    adds to a transfer (a median of the ratios failed when the host was slow during three of
+    five of corecast's runs and none of the reference's)."""
     src, exe = tmp_path / "pp.c", tmp_path / "pp"
     src.write_text(REF_PINGPONG)
     subprocess.run(["gcc", "-O2", "-std=gnu11", "-pthread", "-o", str(exe), str(src)], check=True)
     pair = json.loads(calibration.read_text())["core_to_core_ns"]["pairs"][0]
     a, b = pair["cpus"]
     topo = topology.read_topology()
-    ratios, seen = [], []
-    for _ in range(5):
+    seen = []
+    for _ in range(7):
         ref = float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
         ours = c2c.core_to_core(topo, per_kind=1)
         ns = next(p["ns"] for p in ours["pairs"] if p["cpus"] == [a, b])
         assert ours[pair["kind"]] == ns                               # one pair: the kind's figure
-        ratios.append(ns / ref)
         seen.append((ns, ref))
     assert min(r for _, r in seen) > 5                                 # a real transfer, not a cached read
-    assert abs(statistics.median(ratios) - 1) < 0.25, seen
+    ours_min, ref_min = min(n for n, _ in seen), min(r for _, r in seen)
+    assert abs(ours_min / ref_min - 1) < 0.25, seen
 
 
 def test_predict_accepts_the_file(calibration, cli):
