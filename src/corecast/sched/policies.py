@@ -25,6 +25,7 @@ Where each rule comes from, and what was chosen here, is in docs/sched.md. In sh
 from __future__ import annotations
 
 import importlib.util
+from abc import abstractmethod
 import math
 from pathlib import Path
 
@@ -155,8 +156,9 @@ class _Ranked(Policy):
     trusted = True
     kind = 0
 
+    @abstractmethod
     def order(self, v: View) -> np.ndarray:
-        raise NotImplementedError
+        """The runnable threads, most deserving of a big core first."""
 
     def decide(self, v: View) -> np.ndarray | None:
         if len(v.runnable) == 0:

@@ -29,6 +29,7 @@ not write them; keep your own state on the policy object (`setup` is called once
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,7 @@ class View:
         return len(self.counts)
 
 
-class Policy:
+class Policy(ABC):
     """Base class of scheduling policies (see the module documentation)."""
 
     name = "policy"
@@ -99,8 +100,9 @@ class Policy:
     def setup(self, view: View) -> None:
         """Called once before the simulation starts (or the enforcing mode's first quantum)."""
 
+    @abstractmethod
     def decide(self, view: View) -> np.ndarray | None:
-        raise NotImplementedError
+        """Where each runnable thread runs this quantum (see the class doc); None: no change."""
 
     def describe(self) -> str:
         return (self.__doc__ or self.name).strip().splitlines()[0]
