@@ -69,6 +69,17 @@ def add_format(parser: argparse.ArgumentParser, rows: str,
                              "for data frames: csv, or records (a JSON array of objects); see docs/outputs.md")
 
 
+def program(words: list[str] | None, usage: str | None = None) -> list[str]:
+    """The program and its arguments given after `--` (argparse keeps the `--` in a REMAINDER);
+    with `usage`, none given is a UserError saying it."""
+    cmd = list(words or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd and usage:
+        raise UserError(usage)
+    return cmd
+
+
 def output_format(args: argparse.Namespace) -> str:
     """The format asked for: --format, else json for --json, else the terminal's tables."""
     return getattr(args, "format", None) or ("json" if getattr(args, "json", False) else "table")

@@ -14,7 +14,7 @@ import sys
 from .. import messages
 from ..errors import UserError
 from ..report.tables import campaign_rows, table_text
-from . import add_format, output_format
+from . import add_format, output_format, program
 
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
@@ -74,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.documents import campaign_summary
     from ..report.terminal import console
 
-    command = list(args.program or [])
-    if command and command[0] == "--":
-        command = command[1:]
+    command = program(args.program)
     options = {k: getattr(args, k) for k in ("cores", "reps", "warmup", "timeout", "order", "events",
                                              "throughput", "plugin", "env", "threads_per_core", "no_shim")}
     # -q: no progress bar and no notes (failed runs are still in the summary); -v: a line a run

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from . import _Parser, add_verbosity
+from . import _Parser, add_verbosity, program
 
 COMMAND = "sched"
 HELP = "scheduling on big/small cores: simulate HSP, RR, A-DWRR, EQP, ACFS, energy-aware and CFS; SF models; enforce"
@@ -330,11 +330,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..sched.enforce.runner import enforce, prepare
     from ..sched.policies import make_policy
 
-    cmds = list(args.commands)
-    if cmds and cmds[0] == "--":
-        cmds = cmds[1:]
-    if not cmds:
-        raise UserError("no programs: give them after --, e.g. -- './a' './b'")
+    cmds = program(args.commands, "no programs: give them after --, e.g. -- './a' './b'")
     make_policy(args.policy, args.period)  # an unknown policy before anything starts
     sfs = None
     if args.sf:

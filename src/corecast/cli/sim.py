@@ -17,7 +17,7 @@ from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
 from ..report.tables import mrc_rows, sim_rows, table_text
 from ..sim.machine import bundled, load_machine, parse_size
-from . import _Parser, add_format, add_verbosity, output_format
+from . import _Parser, add_format, add_verbosity, output_format, program
 
 COMMAND = "sim"
 HELP = "simulate a memory trace on a machine description: MPKI, TLB, branch, coherence, CPI"
@@ -254,9 +254,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _capture(args: argparse.Namespace) -> int:
     from ..sim.capture import capture
 
-    cmd = list(args.program)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    cmd = program(args.program)
     bar, dec = messages.Progress("capturing", unit="instructions"), messages.Progress("decoding", unit="records")
 
     def decoding(done: int, total: int) -> None:     # the disassembly pass, after the run
@@ -335,11 +333,7 @@ def _mrc_online(args: argparse.Namespace) -> int:
     from ..report import mrc as R
     from ..report.terminal import console
 
-    cmd = list(args.program)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise UserError("no program given: corecast sim mrc-online [--ways LIST] -- PROGRAM [ARGS]")
+    cmd = program(args.program, "no program given: corecast sim mrc-online [--ways LIST] -- PROGRAM [ARGS]")
     if not args.interval > 0:
         raise UserError(f"--interval {args.interval:g}: must be above 0 seconds")
     if args.plot:

@@ -11,6 +11,7 @@ from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric,
 from ..errors import UserError
 from ..parsing import interval
 from ..region import load as load_regions
+from . import program
 
 COMMAND = "stat"
 HELP = "count performance events per thread or per CPU, sampled over time (PMCTrack-style)"
@@ -109,9 +110,7 @@ def _perf_hints(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cmd = list(args.argv)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    cmd = program(args.argv)
     if args.interval < MIN_INTERVAL:
         raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
     sets = [resolve(s) for s in args.events]
