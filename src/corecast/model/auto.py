@@ -9,7 +9,7 @@ Members: the methods that apply (`estima` with stall categories, `timex`, `usl`)
 laws `amdahl`, `power`, `pmnf`: the registry of `corecast.model.methods`, in its order.
 
 Choice (the numbers are priors learned from a corpus of real many-core curves by
-`corecast.model.corpus.learn_priors`, `corecast.model.priors`):
+`corecast.model.learn`, `corecast.model.priors`):
 - with stall categories, the stall method is used when its categories *explain the measured
   time* (`stalls_explain`: the growth of the stalls accounts for a material share of the
   core-time lost to imperfect scaling, and moves with it across the measured counts) and it does

@@ -10,19 +10,21 @@ without fitting again.
 
 The score of a choice is the **median over the sources of each source's median, over its
 series, of the series' median absolute % error** on the held-out points (every source weighs the
-same, however many series it has; no single source decides; the geometric mean breaks ties). In
-order:
+same, however many series it has; no single source decides; the geometric mean breaks ties).
+Each choice scored so is **bagged** over the sources (`choose_bagged`, BAGS): made on 200
+resamples of the sources and settled by their median (their most frequent choice for a member),
+so that no one source tips it. In order:
 
 1. `smt_yield`: over the series measured on an SMT machine at C/2, C and 2C threads (C physical
    cores), (X(2C)/X(C) − 1) / (X(C)/X(C/2) − 1) in [0, 1] -- what the SMT doubling gave against
    the last doubling of cores; the median over the sources of each source's median.
 2. `default`: the member whose predictions score best; then, for the USL, `partner` (Amdahl's
-   law) and `default_weight` (from 0.85 down to 0.25 on the USL) when the blend in log space
-   scores better still: the USL's coherency term shrunk toward none.
+   law) and `default_weight` (1, the USL alone, down to 0.25 on the USL) for the blend in log
+   space: the USL's coherency term shrunk toward none.
 3. `switch_ratio`: ∞ (the default is never displaced by validation; see SWITCH_RATIOS).
-4. `coherency_share`: from a grid in [0, 1], the best score of the two-point USL through the
+4. `coherency_share`: from a grid in [0, 1], by the score of the two-point USL through the
    last two fitted points of every series.
-5. `cross_domain`: from a grid, the best score with the target machine given, on the series
+5. `cross_domain`: from a grid, by the score with the target machine given, on the series
    whose held-out threads cross more NUMA nodes than the fitted ones (0 when there are none).
 6. `band_weight` and `band_growth`: for each weight w (how many of a series' own validation
    errors the corpus' growth counts as), the growth g₀ that makes the 80% band hold 80% of the
@@ -39,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -63,9 +65,18 @@ MEMBERS = ("usl", "amdahl", "power", "pmnf", "timex")
 #: none -- β fitted on a short range is the least certain thing about it. (Free partners were
 #: tried: which one won changed with the source left out, and held-out errors were no better.)
 PARTNERS = {"usl": ("amdahl",)}
-BLEND_WEIGHTS = (0.85, 0.75, 0.65, 0.5, 0.25)
+BLEND_WEIGHTS = (0.95, 0.9, 0.85, 0.75, 0.65, 0.5, 0.25)
 BAND_WEIGHTS = (0.5, 1.0, 2.0, 4.0, 8.0)
 LEVEL = 0.8
+#: Every choice scored by error (the default member, the blend weight, the coherency share, the
+#: cross-node cost) is *bagged* over the sources: made afresh on BAGS resamples of the sources
+#: (drawn with replacement, a fixed seed, so the result is reproducible), and the choice is the
+#: one most resamples made (the median of them for a number). A plain argmin of the median over
+#: ~15 sources flipped with the source left out (the blend weight 0.85 without one source, 0.5
+#: without another), and the sources it flipped for lost most; bagged, leave-one-source-out
+#: chose the same weight for almost every source and its errors went down (docs/predict.md).
+BAGS = 200
+BAG_SEED = 20261125
 
 
 @dataclass
@@ -123,7 +134,7 @@ def make_trials(series: Sequence[Series], train_frac: float = 0.25, target: bool
             if target and s.machine is not None:
                 fitted: Fitted = fit_for_target(lambda d: auto.fit_dataset(d, priors=Priors()), tr, s.machine,
                                                 s.order, measured=s.machine, measured_order=s.order,
-                                                smt_yield=smt_yield, priors=Priors(smt_yield=smt_yield))
+                                                priors=Priors(smt_yield=smt_yield))
             else:
                 fitted = auto.fit_dataset(tr, priors=Priors())
         except (UserError, ValueError, np.linalg.LinAlgError):
@@ -141,12 +152,9 @@ def series_error(t: Trial, value: np.ndarray) -> float:
     return float(np.median(np.abs(value / t.truth - 1.0))) * 100.0
 
 
-def score(trials: Sequence[Trial], predict: Callable[[Trial], np.ndarray | None]) -> float:
-    """Over the sources, the median of each source's median over its series of the median
-    absolute % error (a series a choice cannot predict counts as 100%), plus a thousandth of
-    their geometric mean to break ties. The median over sources is what a user meeting a new
-    source should expect, and no single source decides (the plain mean let one source of
-    collapsing lock curves make the power law the default)."""
+def series_errors(trials: Sequence[Trial], predict: Callable[[Trial], np.ndarray | None]) -> dict[str, list[float]]:
+    """Per source, the median absolute % error of each of its series (a series the choice cannot
+    predict counts as 100%)."""
     per: dict[str, list[float]] = {}
     for t in trials:
         try:
@@ -155,8 +163,60 @@ def score(trials: Sequence[Trial], predict: Callable[[Trial], np.ndarray | None]
             v = None
         e = series_error(t, v) if v is not None and np.all(np.isfinite(v)) and np.all(v > 0) else 100.0
         per.setdefault(t.series.source, []).append(e)
-    meds = [max(float(np.median(v)), 0.1) for v in per.values()]
+    return per
+
+
+def _aggregate(meds: Sequence[float]) -> float:
+    meds = [max(float(m), 0.1) for m in meds]
     return float(np.median(meds) + 1e-3 * np.exp(np.mean(np.log(meds)))) if meds else math.nan
+
+
+def score(trials: Sequence[Trial], predict: Callable[[Trial], np.ndarray | None]) -> float:
+    """Over the sources, the median of each source's median over its series of the median
+    absolute % error (a series a choice cannot predict counts as 100%), plus a thousandth of
+    their geometric mean to break ties. The median over sources is what a user meeting a new
+    source should expect, and no single source decides (the plain mean let one source of
+    collapsing lock curves make the power law the default)."""
+    return _aggregate([float(np.median(v)) for v in series_errors(trials, predict).values()])
+
+
+@dataclass
+class Choice:
+    """A choice among candidates, bagged over the sources (see BAGS)."""
+
+    value: Any
+    scores: dict[Any, float]          # each candidate's score on all the sources
+    votes: dict[Any, float]           # the share of the resamples that chose each candidate
+
+
+def choose_bagged(trials: Sequence[Trial], candidates: Sequence[Any],
+                  predict_for: Callable[[Any], Callable[[Trial], np.ndarray | None]],
+                  numeric: bool = True) -> Choice:
+    """The candidate the resamples of the sources choose: for numbers the median of their
+    choices (the candidate nearest it), otherwise the most chosen. On a tie within a resample
+    the earlier candidate wins (list the simplest first)."""
+    meds: dict[Any, dict[str, float]] = {}
+    for c in candidates:
+        meds[c] = {src: float(np.median(v)) for src, v in series_errors(trials, predict_for(c)).items()}
+    scores = {c: _aggregate(list(m.values())) for c, m in meds.items()}
+    sources = sorted({t.series.source for t in trials})
+    if not sources:
+        return Choice(candidates[0], scores, {})
+    rng = np.random.default_rng(BAG_SEED)
+    table = np.array([[meds[c].get(src, 100.0) for src in sources] for c in candidates])
+    picks = []
+    for _ in range(BAGS):
+        idx = rng.integers(0, len(sources), len(sources))
+        sub = np.maximum(table[:, idx], 0.1)
+        sc = np.median(sub, axis=1) + 1e-3 * np.exp(np.mean(np.log(sub), axis=1))
+        picks.append(int(np.argmin(sc)))
+    votes = {c: picks.count(i) / BAGS for i, c in enumerate(candidates)}
+    if numeric:
+        mid = float(np.sort([float(candidates[i]) for i in picks])[BAGS // 2])
+        value = min(candidates, key=lambda c: (abs(float(c) - mid), -votes[c]))
+    else:
+        value = max(candidates, key=lambda c: votes[c])
+    return Choice(value, scores, votes)
 
 
 def coverage(trials: Sequence[Trial], pri: Priors) -> float:
@@ -233,20 +293,23 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
     sources = tuple(sorted({t.series.source for t in trials}))
     base = Priors(smt_yield=y, smt_quartiles=q13, smt_series=n_smt, sources=sources,
                   series=len(trials), train_frac=train_frac, origin=origin or f"{len(sources)} corpus sources")
-    scores: dict[str, float] = {}
+    scores: dict[str, Any] = {}
     valid = [t for t in trials if isinstance(t.fitted, auto.AutoFit)]
-    member = {m: score(valid, _member(m)) for m in MEMBERS}
-    default = min(member, key=lambda m: (member[m] if math.isfinite(member[m]) else math.inf))
-    scores.update({f"member {m}": round(v, 3) for m, v in member.items()})
+    mem = choose_bagged(valid, MEMBERS, _member, numeric=False)
+    default = mem.value
+    scores.update({f"member {m}": round(v, 3) for m, v in mem.scores.items()})
+    scores["votes member"] = _votes(mem)
     pri = dataclasses.replace(base, default=default, switch_ratio=1e9)
-    best = member[default]
-    for partner in PARTNERS.get(default, ()):
-        for w in BLEND_WEIGHTS:
-            cand = dataclasses.replace(pri, partner=partner, default_weight=w)
-            sc = score(valid, lambda t, c=cand: t.predict(c)[0])
-            scores[f"blend {default}:{partner} {w:g}"] = round(sc, 3)
-            if sc < best - 1e-9:
-                best, pri = sc, cand
+    partners = PARTNERS.get(default, ())
+    if partners:
+        # The blend with the partner, weight 1 on the default being the default alone.
+        partner = partners[0]
+        cand = {w: dataclasses.replace(pri, partner=partner if w < 1.0 else "", default_weight=w)
+                for w in (1.0,) + BLEND_WEIGHTS}
+        blend = choose_bagged(valid, tuple(cand), lambda w: (lambda t, c=cand[w]: t.predict(c)[0]))
+        scores.update({f"blend {default}:{partner} {w:g}": round(v, 3) for w, v in blend.scores.items() if w != 1.0})
+        scores["votes blend"] = _votes(blend)
+        pri = cand[blend.value]
     best_r, best = math.inf, math.inf
     for r in SWITCH_RATIOS:
         sc = score(valid, lambda t, r=r: t.predict(dataclasses.replace(pri, switch_ratio=r))[0])
@@ -256,22 +319,20 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
     pri = dataclasses.replace(pri, switch_ratio=best_r if math.isfinite(best_r) else 1e9)
     pairs = [_two_point_trial(t) for t in trials]
     pairs = [p for p in pairs if p is not None]
-    best_q, best = COHERENCY_SHARES[0], math.inf
-    for q in COHERENCY_SHARES:
-        sc = score(pairs, lambda t, q=q: t.predict(dataclasses.replace(pri, coherency_share=q))[0])
-        scores[f"coherency_share {q:g}"] = round(sc, 3)
-        if sc < best - 1e-9:
-            best_q, best = q, sc
-    pri = dataclasses.replace(pri, coherency_share=best_q)
+    if pairs:
+        coh = choose_bagged(pairs, COHERENCY_SHARES,
+                            lambda q: (lambda t, c=dataclasses.replace(pri, coherency_share=q): t.predict(c)[0]))
+        scores.update({f"coherency_share {q:g}": round(v, 3) for q, v in coh.scores.items()})
+        scores["votes coherency_share"] = _votes(coh)
+        pri = dataclasses.replace(pri, coherency_share=coh.value)
     cross = [t for t in target_trials if t.crosses]
     best_k = 0.0
     if cross:
-        best = math.inf
-        for k in CROSS_COSTS:
-            sc = score(cross, lambda t, k=k: t.predict(dataclasses.replace(pri, cross_domain=k))[0])
-            scores[f"cross_domain {k:g}"] = round(sc, 3)
-            if sc < best - 1e-9:
-                best_k, best = k, sc
+        cc = choose_bagged(cross, CROSS_COSTS,
+                           lambda k: (lambda t, c=dataclasses.replace(pri, cross_domain=k): t.predict(c)[0]))
+        scores.update({f"cross_domain {k:g}": round(v, 3) for k, v in cc.scores.items()})
+        scores["votes cross_domain"] = _votes(cc)
+        best_k = cc.value
     pri = dataclasses.replace(pri, cross_domain=best_k)
     best_w, best_g, best_d = BAND_WEIGHTS[0], 0.0, math.inf
     for w in BAND_WEIGHTS:
@@ -286,6 +347,11 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
     two = [t for t in trials if isinstance(t.fitted, auto.PriorBand)]
     g2 = _growth_for_level(two, pri, "band_growth_two") if two else best_g
     return dataclasses.replace(pri, band_growth_two=g2, scores=scores)
+
+
+def _votes(c: Choice) -> dict[str, float]:
+    """The candidates some resample chose, with the share that chose each."""
+    return {f"{k:g}" if isinstance(k, float) else str(k): round(v, 3) for k, v in c.votes.items() if v > 0}
 
 
 def _growth_for_level(trials: Sequence[Trial], pri: Priors, field_name: str) -> float:

@@ -1,17 +1,17 @@
 """What a short measured range cannot show, learned from a corpus of real many-core curves.
 
 `Priors` holds the numbers `auto` and the target-machine model take from the corpus (learned by
-`corecast.model.corpus.learn_priors`, written by scripts/learn_priors.py into `priors.toml`
+`corecast.model.learn`, written by scripts/learn_priors.py into `priors.toml`
 beside this module, and re-learned without the held-out source by `corecast evaluate --corpus
 --leave-one-source-out`):
 
 - `default`, `partner`, `default_weight` and `switch_ratio`: which method to trust far out, and
   how much better another must validate to displace it. On held-out many-core curves the method
-  that extrapolates best (mean over the sources of the median error) is the default, blended in
-  log space with a partner member (weight `default_weight` on the default, the rest on the
-  partner; none: the default alone) where that extrapolates better still; `auto` predicts with
-  the blend unless the default's rolling-origin validation error is more than `switch_ratio`
-  times the best member's.
+  that extrapolates best (median over the sources of the median error, the choice bagged over
+  resamples of the sources) is the default, blended in log space with a partner member (weight
+  `default_weight` on the default, the rest on the partner; none: the default alone) where that
+  extrapolates better; `auto` predicts with the blend unless the default's rolling-origin
+  validation error is more than `switch_ratio` times the best member's.
 - `coherency_share`: with too few points to fit the USL (two core counts), the share of the
   USL's overhead at the largest measured count taken to be coherency (β) rather than
   contention (α): the one number two points cannot fix.

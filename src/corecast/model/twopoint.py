@@ -11,7 +11,7 @@ Time (or 1/throughput) alone:
     power    T(n) = c · n^p            keeps scaling at the measured rate
     USL      1/T(n) = γn / (1 + α(n−1) + βn(n−1)) through both points, with the share of its
              overhead that is coherency (β) taken from a prior (`coherency_share`, learned from
-             the corpus by `corecast.model.corpus.learn_priors`): given one, it is the central
+             the corpus by `corecast.model.learn`): given one, it is the central
              prediction (the law that, on real many-core curves, extrapolates two points best)
 Without a prior the central prediction is the geometric mean of the first two; the band spans
 all of them.
