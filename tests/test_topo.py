@@ -68,6 +68,31 @@ def test_the_measured_threads_are_fitted_as_effective_cores_of_the_measured_mach
     assert abs(naive.predict([32]).value[0] / _usl(32, a=0.02, b=0.0005) - 1) > 0.2
 
 
+@pytest.mark.parametrize("y", [0.1, 0.45, 0.8])
+def test_the_measurements_give_the_smt_yield_when_they_run_on_siblings(y):
+    # Measured on a 1-socket 8-core 2-way SMT machine to 16 threads (compact: siblings from 9 on,
+    # 8 counts with siblings), the throughput a USL of the effective cores at yield y.
+    from corecast.model.topo import SMT_PRIOR_COUNTS, measured_smt_yield
+    m = parse_spec("sockets=1,cores=8,smt=2")
+    n = np.arange(1, 17)
+    x = _usl(Layout(m, "compact", y).effective(n), a=0.03, b=0.0002)
+    got, why = measured_smt_yield(_ds(n, x), m, "compact")
+    assert got == pytest.approx(y, abs=0.025) and "9, 10" in why
+    # pooled with a prior counted as SMT_PRIOR_COUNTS runs on siblings
+    pooled, why = measured_smt_yield(_ds(n, x), m, "compact", prior=0.2)
+    assert pooled == pytest.approx((8 * got + SMT_PRIOR_COUNTS * 0.2) / (8 + SMT_PRIOR_COUNTS))
+    assert "prior 0.20" in why
+    # fit_for_target uses it (unless the user gives a yield) and says so
+    pri = Priors(smt_yield=0.2)
+    t = fit_for_target(_usl_fit, _ds(n, x), parse_spec("sockets=2,cores=16,smt=2"), "compact", measured=m, priors=pri)
+    assert t.target.smt_yield == pytest.approx(pooled) and t.smt_source.startswith("measured")
+    given = fit_for_target(_usl_fit, _ds(n, x), m, "compact", measured=m, smt_yield=0.5, priors=pri)
+    assert given.target.smt_yield == 0.5
+    # one count on siblings cannot tell: the prior
+    few = fit_for_target(_usl_fit, _ds(n[:9], x[:9]), m, "compact", measured=m, priors=pri)
+    assert few.target.smt_yield == 0.2 and measured_smt_yield(_ds(n[:9], x[:9]), m, "compact") is None
+
+
 def test_cross_node_cost_grows_the_overheads_beyond_what_was_measured():
     n = [1, 2, 4, 8]
     x = _usl(n, a=0.02, b=0.001)

@@ -102,7 +102,7 @@ def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> 
     fit: Callable[[Any], Any] = lambda d: predictors.fit(m, d, calibrate=True)     # noqa: E731
     if target and s.machine is not None:
         return fit_for_target(fit, tr, s.machine, s.order, measured=s.machine, measured_order=s.order,
-                              smt_yield=smt_yield, priors=Priors(smt_yield=smt_yield))
+                              priors=Priors(smt_yield=smt_yield))
     return fit(tr)
 
 

@@ -10,8 +10,9 @@ placement order) turns thread counts into
 
 - threads beyond the logical CPUs cannot run at the same time (oversubscription): they add
   nothing, so N is capped at the CPU count;
-- a thread on a core's second hardware thread adds `smt_yield` of a core (a prior learned from
-  the corpus, `corecast.model.priors`, unless the user gives one);
+- a thread on a core's second hardware thread adds `smt_yield` of a core: the user's, else the
+  measurements' own where they already put threads on SMT siblings (`measured_smt_yield`, pooled
+  with the prior), else a prior learned from the corpus (`corecast.model.priors`);
 
 and into the share of thread pairs that sit on different NUMA nodes (`crossing`).
 
@@ -49,12 +50,22 @@ from . import usl
 from .base import Fitted, Prediction
 from .priors import Priors
 from .priors import load as load_priors
-from .series import convert
+from .series import convert, time_series
 
 #: Latency ratio (cross-node / same-node cache-line transfer) the corpus' cross-domain prior
 #: stands for: its machines are 4-socket Xeon E7 and Opteron servers, whose published
 #: core-to-core transfers across sockets take about twice as long as within one.
 REFERENCE_LATENCY_RATIO = 2.0
+#: The measurements give the SMT yield themselves when at least this many measured thread counts
+#: put threads on SMT siblings, and as many do not (the fit needs the cores alone to compare with).
+SMT_MEASURED_MIN = 2
+#: The yields tried when reading it from the measurements.
+SMT_YIELD_GRID = np.round(np.linspace(0.0, 1.0, 41), 3)
+#: The measured yield is pooled with the corpus' prior counted as this many measured SMT counts: a
+#: few runs on siblings read alone gave yields that predicted worse than the prior on one corpus
+#: source of four (tried 0, 1, 2, 4 on the SMT series fitted on half and three quarters of their
+#: thread counts: 2 was never worse than the prior and up to 3x better).
+SMT_PRIOR_COUNTS = 2.0
 
 
 @dataclass
@@ -90,6 +101,51 @@ def on_layout(ds: Dataset, layout: Layout | None) -> Dataset:
     out = ds.select(np.ones(len(ds), dtype=bool))
     out.cores = eff
     return out
+
+
+def measured_smt_yield(ds: Dataset, measured: MachineSpec, order: str = "compact",
+                       prior: float | None = None) -> tuple[float, str] | None:
+    """The SMT yield the measurements show, when their thread counts already put threads on SMT
+    siblings (at least SMT_MEASURED_MIN counts that do and as many that do not): the yield whose
+    effective cores the USL fits best (least squares of the log throughput over SMT_YIELD_GRID).
+    The USL's α and β bend the curve smoothly; a share of a core per sibling thread is the kink
+    at the cores' count that they cannot make. With `prior`, pooled with it counted as
+    SMT_PRIOR_COUNTS measured counts. None when the measurements cannot tell."""
+    if measured.threads_per_core < 2:
+        return None
+    try:
+        ts = time_series(ds)
+    except UserError:
+        return None
+    lay = Layout(measured, order, 0.0)
+    pos = lay.positions(ts.cores)
+    smt = [c for c, q in zip(ts.cores, pos) if q.runnable > q.cores_used]
+    alone = [c for c, q in zip(ts.cores, pos) if q.runnable == q.cores_used]
+    if len(smt) < SMT_MEASURED_MIN or len(alone) < SMT_MEASURED_MIN or len(ts.cores) < 4:
+        return None
+    X = 1.0 / ts.time
+    run = np.array([q.runnable for q in pos], dtype=float)
+    used = np.array([q.cores_used for q in pos], dtype=float)
+    best, best_y = math.inf, None
+    for y in SMT_YIELD_GRID:
+        eff = used + y * (run - used)
+        if len(np.unique(eff)) < 3:
+            continue
+        f = usl.fit(eff, X)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.log(usl.usl(eff, f.alpha, f.beta, f.gamma) / X)
+        sse = float(np.sum(r * r)) if np.all(np.isfinite(r)) else math.inf
+        if sse < best - 1e-12:
+            best, best_y = sse, float(y)
+    if best_y is None:
+        return None
+    why = (f"measured: the runs at {', '.join(f'{c:g}' for c in smt)} threads put threads on SMT siblings of "
+           f"{measured.describe()}; the yield that fits them best is {best_y:.2f}")
+    if prior is None:
+        return best_y, why
+    k = float(len(smt))
+    y = (k * best_y + SMT_PRIOR_COUNTS * prior) / (k + SMT_PRIOR_COUNTS)
+    return y, why + f", pooled with the corpus' prior {prior:.2f} counted as {SMT_PRIOR_COUNTS:g} runs"
 
 
 def check_yield(smt_yield: float | None) -> None:
@@ -282,6 +338,11 @@ def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "com
     pri = priors or load_priors()
     y = pri.smt_yield if smt_yield is None else smt_yield
     smt_source = pri.smt_source() if smt_yield is None else "given (--smt-yield)"
+    if smt_yield is None and measured is not None:
+        # The measurements come first where they already put threads on SMT siblings.
+        got = measured_smt_yield(ds, measured, measured_order, prior=pri.smt_yield)
+        if got is not None:
+            y, smt_source = got
     m_layout = Layout(measured, measured_order, y) if measured is not None else None
     eds = on_layout(ds, m_layout)
     base = fit(eds)
