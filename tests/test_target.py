@@ -142,6 +142,20 @@ def test_corpus_evaluation_scores_what_it_says(tmp_path):
     assert d["sources"][0]["source"] == "s1" and set(d["overall_median_abs_pct_error"]) == {"usl", "auto"}
 
 
+def test_a_corpus_series_may_give_run_times(tmp_path, cli):
+    """Strong-scaling run times (cores,time_s, repetitions allowed) are read as one run per
+    second of the median time; a series with neither column is one line and status 2."""
+    from corecast.model import corpus as C
+    src = tmp_path / "c" / "t"
+    src.mkdir(parents=True)
+    (src / "a.csv").write_text("cores,time_s\n1,10\n1,12\n1,11\n2,5.5\n4,3\n8,2\n")
+    s = C.load_corpus(tmp_path / "c")[0]
+    assert list(s.cores) == [1, 2, 4, 8] and s.throughput == pytest.approx([1 / 11, 1 / 5.5, 1 / 3, 1 / 2])
+    (src / "b.csv").write_text("cores,memory_bytes\n1,10\n2,20\n")
+    r = cli("evaluate", "--corpus", tmp_path / "c")
+    assert r.code == 2 and "needs a throughput or a time_s column" in r.err and len(r.err.strip().splitlines()) == 1
+
+
 def test_corpus_cli(cli, tmp_path):
     r = cli("evaluate", "--corpus", tmp_path)
     assert r.code == 2 and "no series" in r.err

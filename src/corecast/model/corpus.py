@@ -2,7 +2,8 @@
 
 A corpus is a folder of sources, one sub-folder each: `source.toml` (`name`, `machine`: a
 machine description `corecast.target.parse_spec` reads, `placement`, provenance) and CSV series
-(`cores,throughput`). `data/corpus/` is the bundled one (its README says where each came from).
+(`cores,throughput`, or `cores,time_s` for the run time of a fixed amount of work: its
+throughput is 1 / the median time). `data/corpus/` is the bundled one (its README says where each came from).
 A series is fitted on its first part (`train_max`: the cores up to `train_frac` of its largest
 count, never fewer than its two smallest counts) and predicted beyond, as a user with a small
 machine would meet it. `corecast.model.learn` learns priors from it and
@@ -63,13 +64,21 @@ def load_corpus(folder: str | Path) -> list[Series]:
         machine = parse_spec(str(meta["machine"])) if meta.get("machine") else None
         for csv in sorted(src.glob("*.csv")):
             ds = read_csv(csv)
-            if "throughput" not in ds.metrics:
-                raise UserError(f"{csv}: a corpus series needs a throughput column")
-            ag = ds.aggregate("throughput")
-            out.append(Series(str(meta.get("name", src.name)), csv.stem, ag.cores, ag.value, machine,
+            if "throughput" in ds.metrics:
+                ag = ds.aggregate("throughput")
+                x = ag.value
+            elif "time_s" in ds.metrics:
+                # A strong-scaling run time: the throughput is one run per second (median time).
+                ag = ds.aggregate("time_s")
+                if np.any(ag.value <= 0):
+                    raise UserError(f"{csv}: time_s must be > 0 at every core count")
+                x = 1.0 / ag.value
+            else:
+                raise UserError(f"{csv}: a corpus series needs a throughput or a time_s column")
+            out.append(Series(str(meta.get("name", src.name)), csv.stem, ag.cores, x, machine,
                               str(meta.get("placement", ""))))
     if not out:
-        raise UserError(f"{root}: no series (expected folders of cores,throughput CSV files)")
+        raise UserError(f"{root}: no series (expected folders of cores,throughput or cores,time_s CSV files)")
     return out
 
 
