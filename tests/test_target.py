@@ -103,7 +103,7 @@ def test_bundled_corpus_loads_with_its_machines():
         by.setdefault(s.source, []).append(s)
     assert {k: len(v) for k, v in by.items()} == {
         "concmap": 15, "litl-a64": 45, "litl-i48": 37, "folly-sharedmutex": 38, "wiredtiger-read": 2,
-        "concmap-xeon4314": 22, "mysql-sysbench-ro": 2,
+        "concmap-xeon4314": 22, "mysql-sysbench-ro": 2, "percona-xeon6230": 17, "percona-meltdown-e5v3": 6,
         "uob-grace": 14, "uob-vera": 14, "uob-turin": 14, "uob-gnr": 14,
         "usl-raytracer": 1, "usl-specsdm91": 1, "usl-clients-without-n1": 1, "cisco": 1, "postgres91": 1,
         "wavetrisk": 4}
@@ -111,6 +111,7 @@ def test_bundled_corpus_loads_with_its_machines():
     assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
     assert by["folly-sharedmutex"][0].machine.cpus == 32 and by["mysql-sysbench-ro"][0].machine.cpus == 56
     assert by["uob-gnr"][0].machine.cores == 96 and by["uob-gnr"][0].machine.threads_per_core == 2
+    assert by["percona-xeon6230"][0].machine.cpus == 80 and by["percona-meltdown-e5v3"][0].machine.cpus == 48
     assert C.train_max(np.array([8, 16, 24, 32, 40, 48, 56, 64.0]), 0.25) == 16
     assert C.train_max(np.array([12, 24, 36, 48.0]), 0.25) == 24      # never fewer than two points
     assert C.train_max(np.arange(1, 177.0), 0.25) == 44
