@@ -105,6 +105,7 @@ def test_bundled_corpus_loads_with_its_machines():
         "concmap": 15, "litl-a64": 45, "litl-i48": 37, "folly-sharedmutex": 38, "wiredtiger-read": 2,
         "concmap-xeon4314": 22, "mysql-sysbench-ro": 2, "percona-xeon6230": 17, "percona-meltdown-e5v3": 6,
         "uob-grace": 14, "uob-vera": 14, "uob-turin": 14, "uob-gnr": 14,
+        "lfric-matvec-skl": 6, "julia-a64fx-bwbench": 7, "cpufun-tx2-minibude": 1,
         "usl-raytracer": 1, "usl-specsdm91": 1, "usl-clients-without-n1": 1, "cisco": 1, "postgres91": 1,
         "wavetrisk": 4, "atomicqueue-5950x": 11, "spice-c4": 4}
     assert by["cisco"][0].machine is None and by["wavetrisk"][0].machine is None
