@@ -74,7 +74,9 @@ class Priors:
         if sc:
             lines += ["", "# What the choices scored on the corpus they were learned from (median over the",
                       "# sources of each source's median absolute % error; for band_weight, the mean",
-                      "# distance of the sources' band coverage from the level).", "[scores]"]
+                      "# distance of the sources' band coverage from the level); `votes`: the share of",
+                      "# the resamples of the sources that chose each candidate (the choice is bagged).",
+                      "[scores]"]
             lines += [f'"{k}" = {_toml(v)}' for k, v in sc.items()]
         return "\n".join(lines) + "\n"
 
