@@ -8,8 +8,10 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
+from ._args import route_actions
 from . import _Parser, add_verbosity, program
 
 COMMAND = "sched"
@@ -159,21 +161,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", metavar="ACTION", choices=ACTIONS,
                         help="sim, paper, sfmodel fit, run, machines, workloads or policies")
-    subs = _sub_parsers(parser.prog)
-    orig = parser.parse_known_args
-
-    def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
-        args = list(sys.argv[1:] if args is None else args)
-        if args and args[0] in subs:
-            ns, extra = subs[args[0]].parse_known_args(args[1:], namespace)
-            ns.action = args[0]
-            for key, value in parser._defaults.items():
-                if not hasattr(ns, key):
-                    setattr(ns, key, value)
-            return ns, extra
-        return orig(args, namespace)
-
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    route_actions(parser, _sub_parsers(parser.prog))
 
 
 # ----------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .. import messages
 from ..errors import UserError
+from ._args import route_actions
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
 from ..report.tables import mrc_rows, sim_rows, table_text
@@ -69,21 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tlb", action="store_true", help="leave the TLBs out")
     parser.add_argument("--seed", type=int, default=1, help="seed of random replacement")
 
-    subs = _sub_parsers(parser.prog)
-    orig = parser.parse_known_args
-
-    def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
-        args = list(sys.argv[1:] if args is None else args)
-        if args and args[0] in subs:
-            ns, extra = subs[args[0]].parse_known_args(args[1:], namespace)
-            ns.action = args[0]
-            for key, value in parser._defaults.items():  # e.g. the command's run function
-                if not hasattr(ns, key):
-                    setattr(ns, key, value)
-            return ns, extra
-        return orig(args, namespace)
-
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    route_actions(parser, _sub_parsers(parser.prog))
 
 
 def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
