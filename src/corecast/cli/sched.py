@@ -350,56 +350,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ..report.terminal import console, make_table
+    from ..report.sched import render_listing
+    from ..report.terminal import console
     from ..sched.machine import bundled_machines, load_machine
     from ..sched.policies import POLICIES, VARIANTS
     from ..sched.workload import bundled_workloads, load_workload
 
-    con = console()
+    items: Any
     if args.action == "policies":
-        rows = [[n, (c.__doc__ or "").strip().splitlines()[0]] for n, c in {**POLICIES, **VARIANTS}.items()]
-        if args.json:
-            print(json.dumps({n: d for n, d in rows}, indent=2))
-        else:
-            con.print(make_table("Policies", ["name", "rule"], rows, justify=["left", "left"]))
-        return 0
-    if args.action == "machines":
-        if args.name:
-            m = load_machine(args.name)
-            if args.json:
-                print(json.dumps(m.to_dict(), indent=2))
-            else:
-                con.print(f"[bold]{m.name}[/bold]: {m.description}")
-                con.print(make_table(None, ["type", "count", "speed", "active W", "idle W", "CPUs"],
-                                     [[t.name, t.count, t.speed, t.active_w, t.idle_w, t.cpus or "-"] for t in m.types]))
-                for n in m.notes:
-                    con.print(f"note: {n}", style="dim")
-                con.print(f"source: {m.source}", style="dim")
-            return 0
-        names = bundled_machines()
-        ms = [load_machine(n) for n in names]
-        if args.json:
-            print(json.dumps([m.to_dict() for m in ms], indent=2))
-        else:
-            con.print(make_table("Bundled machines", ["name", "cores", "types", "description"],
-                                 [[m.name, m.cores, " + ".join(f"{t.count} {t.name}" for t in m.types), m.description]
-                                  for m in ms], justify=["left", "right", "left", "left"]))
-        return 0
-    if args.name:
-        w = load_workload(args.name)
-        if args.json:
-            print(json.dumps(w.to_dict(), indent=2))
-        else:
-            con.print(f"[bold]{w.name}[/bold]: {w.description}  (machine: {w.machine or '-'})")
-            con.print(make_table(None, ["application", "category", "threads", "nice", "phases", "work (s)", "SF"],
-                                 [[a.name, a.category or "-", a.threads, a.priority, len(a.phases), a.work_s,
-                                   ", ".join(f"{p.sf:g}" if p.sf else "-" for p in a.phases)] for a in w.apps]))
-        return 0
-    ws = [load_workload(n) for n in bundled_workloads()]
-    if args.json:
-        print(json.dumps([w.to_dict() for w in ws], indent=2))
+        items = {n: (c.__doc__ or "").strip().splitlines()[0] for n, c in {**POLICIES, **VARIANTS}.items()}
+    elif args.action == "machines":
+        items = load_machine(args.name) if args.name else [load_machine(n) for n in bundled_machines()]
     else:
-        con.print(make_table("Bundled workloads", ["name", "machine", "applications", "threads", "description"],
-                             [[w.name, w.machine or "-", len(w.apps), w.threads, w.description] for w in ws],
-                             justify=["left", "left", "right", "right", "left"]))
+        items = load_workload(args.name) if args.name else [load_workload(n) for n in bundled_workloads()]
+    if args.json:
+        doc = items if isinstance(items, dict) else (
+            [x.to_dict() for x in items] if isinstance(items, list) else items.to_dict())
+        print(json.dumps(doc, indent=2))
+    else:
+        render_listing(console(), args.action, items)
     return 0

@@ -118,7 +118,7 @@ def render_paper(con: Console, results: list[Any], findings: list[list[Any]]) ->
         e = res.experiment
         pols = list(next(iter(res.metrics.values())).keys())
         con.print(f"[bold]{e.figure}[/bold] ({e.name}): {e.machine.describe()}")
-        con.print(f"SF sources: " + ", ".join(f"{label(p)} {s}" for p, s in res.sources.items()), style="dim")
+        con.print("SF sources: " + ", ".join(f"{label(p)} {s}" for p, s in res.sources.items()), style="dim")
         con.print()
         for what, title in (("asp", "ASP (aggregate speedup over the all-small machine)"),
                             ("unfairness", "Unfairness (max / min slowdown)")):
@@ -194,3 +194,33 @@ def render_run(con: Console, res: Any) -> None:
         con.print(f"unfairness (max/min slowdown): {fmt(res.unfairness)}; quanta: {res.quanta}; "
                   f"migrations: {res.migrations}; progress from {res.progress_source}")
     print_notices(con, res.notes, "note")
+
+
+def render_listing(con: Console, action: str, items: Any) -> None:
+    """`sched policies|machines|workloads [NAME]`: the policies ({name: rule}), one machine or
+    workload in detail, or the bundled ones in a table."""
+    if action == "policies":
+        con.print(make_table("Policies", ["name", "rule"], [[n, d] for n, d in items.items()],
+                             justify=["left", "left"]))
+    elif action == "machines" and not isinstance(items, list):
+        m = items
+        con.print(f"[bold]{m.name}[/bold]: {m.description}")
+        con.print(make_table(None, ["type", "count", "speed", "active W", "idle W", "CPUs"],
+                             [[t.name, t.count, t.speed, t.active_w, t.idle_w, t.cpus or "-"] for t in m.types]))
+        for n in m.notes:
+            con.print(f"note: {n}", style="dim")
+        con.print(f"source: {m.source}", style="dim")
+    elif action == "machines":
+        con.print(make_table("Bundled machines", ["name", "cores", "types", "description"],
+                             [[m.name, m.cores, " + ".join(f"{t.count} {t.name}" for t in m.types), m.description]
+                              for m in items], justify=["left", "right", "left", "left"]))
+    elif not isinstance(items, list):
+        w = items
+        con.print(f"[bold]{w.name}[/bold]: {w.description}  (machine: {w.machine or '-'})")
+        con.print(make_table(None, ["application", "category", "threads", "nice", "phases", "work (s)", "SF"],
+                             [[a.name, a.category or "-", a.threads, a.priority, len(a.phases), a.work_s,
+                               ", ".join(f"{p.sf:g}" if p.sf else "-" for p in a.phases)] for a in w.apps]))
+    else:
+        con.print(make_table("Bundled workloads", ["name", "machine", "applications", "threads", "description"],
+                             [[w.name, w.machine or "-", len(w.apps), w.threads, w.description] for w in items],
+                             justify=["left", "left", "right", "right", "left"]))
