@@ -28,7 +28,6 @@ import csv
 import io
 import json
 import math
-import os
 import shlex
 import sqlite3
 from dataclasses import asdict, dataclass, field, fields
@@ -39,6 +38,7 @@ import numpy as np
 
 from . import messages, store
 from .errors import UserError, read_input, where
+from .parsing import finite
 
 FORMAT_NAME = "corecast-dataset"
 FORMAT_VERSION = 1
@@ -429,20 +429,9 @@ def _write_atomic(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
 
 
-_BAD_TEXT = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
-
 
 def _parse_number(text: str, path: object, line: int, column: str) -> float:
-    s = text.strip()
-    if s.lower() in _BAD_TEXT:
-        raise UserError(f"{where(path, line, column)}: '{s}' is not a finite number")
-    try:
-        v = float(s)
-    except ValueError:
-        raise UserError(f"{where(path, line, column)}: '{s}' is not a number") from None
-    if not math.isfinite(v):
-        raise UserError(f"{where(path, line, column)}: '{s}' is not a finite number")
-    return v
+    return finite(text, where(path, line, column))
 
 
 def _check_key(name: str, v: float, path: object, line: int | None, col: str, row_label: str | None = None) -> None:

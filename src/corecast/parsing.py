@@ -11,6 +11,19 @@ from .errors import UserError
 MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
 
 
+def finite(text: object, what: str) -> float:
+    """A finite number, or a UserError naming `what` (a column, a file and line, a query
+    parameter): "WHAT: 'x' is not a number" or "... is not a finite number" (nan, inf)."""
+    s = str(text).strip()
+    try:
+        v = float(s)
+    except ValueError:
+        raise UserError(f"{what}: '{s}' is not a number") from None
+    if not math.isfinite(v):
+        raise UserError(f"{what}: '{s}' is not a finite number")
+    return v
+
+
 def core_list(text: str) -> list[float]:
     """`16,24,32`, ranges `1-16`, and steps `1-64:2x` (doubling) or `8-64:8` (step 8)."""
     out: list[float] = []

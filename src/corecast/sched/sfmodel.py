@@ -35,6 +35,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import UserError, opened
+from ..parsing import finite
 from .sfsource import phase_changes
 
 IDS = {"app", "window", "core", "sf", "ips", "instructions", "time_s", "cycles", "nsample"}
@@ -113,14 +114,7 @@ def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def _num(row: Mapping[str, str], key: str, where: str) -> float:
-    v = (row.get(key) or "").strip()
-    try:
-        x = float(v)
-    except ValueError:
-        raise UserError(f"{where}: column '{key}': '{v}' is not a number") from None
-    if not math.isfinite(x):
-        raise UserError(f"{where}: column '{key}': '{v}' is not a finite number")
-    return x
+    return finite(row.get(key) or "", f"{where}: column '{key}'")
 
 
 def load_windows(path: str | Path) -> Windows:

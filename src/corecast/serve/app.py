@@ -30,6 +30,7 @@ from aiohttp_sse import sse_response
 
 from .. import __version__
 from ..errors import UserError
+from ..parsing import finite
 from . import files as F
 from . import live as L
 from . import meters as M
@@ -512,15 +513,7 @@ def _level(text: str) -> float:
 
 def _opt_float(q: Any, name: str) -> float | None:
     v = q.get(name)
-    if v in (None, ""):
-        return None
-    try:
-        f = float(v)
-    except ValueError:
-        raise UserError(f"{name}: '{v}' is not a number") from None
-    if not math.isfinite(f):
-        raise UserError(f"{name}: '{v}' is not a finite number")
-    return f
+    return None if v in (None, "") else finite(v, name)
 
 
 def _opt_int(q: Any, name: str) -> int | None:
