@@ -210,6 +210,14 @@ def test_throughput_regex_and_no_match(cli, tmp_path):
     assert ds.metrics["throughput"][0] == 42.5          # the last match
     assert np.isnan(ds.metrics["throughput"][1])        # missing, not 0
     assert "matched nothing" in runs(out)[1]["details"]["notes"][0]
+    assert ds.columns["throughput"].source.startswith("parsed from the program's stdout")
+    # a rate the program reports on stderr only is found there, and the column says so
+    r, out = measure(cli, tmp_path, "--cores", "1", "--reps", "1", "--no-shim",
+                     "--throughput", r"rate=([0-9.]+)", "--", "sh", "-c", "echo rate=7.5 >&2", name="e.db")
+    assert r.code == 0
+    ds = dataset.read_campaign(out)
+    assert ds.metrics["throughput"][0] == 7.5
+    assert ds.columns["throughput"].source.startswith("parsed from the program's stderr")
 
 
 def test_plugin_categories(cli, tmp_path):

@@ -31,7 +31,6 @@ every source) that reads best in one piece.
 from __future__ import annotations
 
 import os
-import re
 import select
 import shutil
 import signal
@@ -526,7 +525,7 @@ class Runner:
                     v, where = v2, "stderr"
             vals["throughput"] = v
             columns.append(ColumnInfo(name="throughput", kind="throughput", unit=None,
-                                      source=f"parsed from the program's output with /{self.throughput_label}/",
+                                      source=f"parsed from the program's {where} with /{self.throughput_label}/",
                                       status="ok", description="throughput the program reported (last match)"))
             if v is None and rec.status == OK:
                 rec.details.setdefault("notes", []).append(

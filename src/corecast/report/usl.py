@@ -173,4 +173,4 @@ def render_html(a: Analysis, label: str, dataset: Any = None, predict_at: Sequen
         blocks.append(H.section("Data", H.table(["", ""], meta)))
     pyplot().close(fig)
     return H.page(f"USL analysis of {label}", blocks,
-                  subtitle=f"X(N) = γN / (1 + α(N−1) + βN(N−1)), fitted by bounded nonlinear least squares")
+                  subtitle="X(N) = γN / (1 + α(N−1) + βN(N−1)), fitted by bounded nonlinear least squares")

@@ -68,6 +68,8 @@ async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], N
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
+            # No signal handlers for this loop (it runs outside the main thread, or the platform
+            # has none): the server then stops with its loop or its process, not by a handler.
             pass
     try:
         await stop.wait()
