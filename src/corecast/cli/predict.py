@@ -29,10 +29,11 @@ methods:
           factor; bottlenecks ranked by growth
   timex   the same kernels and selection on the time series directly
   usl     the Universal Scalability Law
-  auto    (default) validates every applicable method and three scaling laws (Amdahl, a
-          local power law, Extra-P's normal form of the throughput) on the measured points
-          (rolling origin); predicts with the stall method when stalls are present, else a
-          combination of all, weighted by their validation errors shrunk toward equal
+  auto    (default) validates the applicable methods on the measured points (rolling
+          origin); predicts with the stall method when its stall categories explain the
+          measured time, else with the method the corpus of real many-core curves trusts
+          (priors.toml; as shipped, the USL blended with Amdahl's law); with two core counts, the
+          two-point USL with the corpus' coherency share
 
 every band is calibrated on the method's rolling-origin errors (noise, error growth with the
 distance of extrapolation, and for auto the members' disagreement).
@@ -42,7 +43,8 @@ low/high are the bounds of the input metric (time_s, else throughput) at --level
 examples:
   corecast predict run.csv --cores 16,24,32
   corecast predict run.csv --cores 16-64:2x --method estima --plot pred.png --report pred.html
-  corecast predict run.csv --cores 48 --freq-ratio 1.2 --size-ratio 2 --json"""
+  corecast predict run.csv --cores 48 --freq-ratio 1.2 --size-ratio 2 --json
+  corecast predict run.csv --cores 32-128:2x --target-machine sockets=2,cores=32,smt=2"""
 
 
 #: `corecast.model.predictors.METHODS`, without importing the models (see the docstring).
