@@ -7,8 +7,10 @@ version recorded it, and for each column its unit, its source (hardware event, s
 source, plugin, file) and its status.
 
 Files:
-- CSV (`read_csv`): a header with a `cores` column is enough (`cores,throughput`). Lines
-  starting with `#` are comments; the metadata is in FILE.meta.json beside it, or in one
+- CSV (`read_csv`): a header with a `cores` column is enough (`cores,throughput`); a tab or a
+  semicolon separates the fields where the header has no comma. A table from another tool
+  (`threads,time_ms`, `Processors,Throughput`) is read under corecast's names
+  (`corecast.headers`), saying so. Lines starting with `#` are comments; the metadata is in FILE.meta.json beside it, or in one
   `# corecast: {...}` first line.
   An empty cell is a missing value (a run that produced no number); the text `nan` or `inf`
   is an error, as is anything else that is not a number.
@@ -36,7 +38,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import messages, store
+from . import headers, messages, store
 from .errors import UserError, read_input, where
 from .parsing import finite
 
@@ -495,15 +497,20 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
     if not body:
         raise UserError(f"{path}: empty file (expected a header such as 'cores,throughput')")
     # strict: an unterminated quote is an error, not a field that swallows the following lines
-    reader = csv.reader(body, strict=True)
+    reader = csv.reader(body, strict=True, delimiter=_delimiter(body[0]))
     try:
         header = [h.strip() for h in next(reader)]
     except csv.Error as err:
         raise UserError(f"{path}:{data_start + 1}: {err}") from None
     hline = data_start + 1
-    if "cores" not in header:
+    # corecast's own files (with metadata) name their columns; other tools' tables may not
+    reading = headers.Reading(list(header)) if meta else headers.canonical(header)
+    if "cores" not in reading.names:
+        also = reading.ambiguous.get("cores")
         raise UserError(f"{where(path, hline)}: no 'cores' column in the header "
-                        f"(columns: {', '.join(h for h in header if h) or 'none'})")
+                        f"(columns: {', '.join(h for h in header if h) or 'none'})"
+                        + (f"; {' and '.join(also)} could each be the core count: name one 'cores'" if also else ""))
+    raw, header = header, reading.names
     for j, h in enumerate(header):
         if h == "":
             raise UserError(f"{where(path, hline)}: column {j + 1} of the header has no name")
@@ -519,23 +526,44 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
             continue
         if len(rec) != len(header):
             raise UserError(f"{where(path, lineno)}: {len(rec)} fields, the header has {len(header)}")
-        for h, cell in zip(header, rec):
+        for h, col, cell in zip(header, raw, rec):       # corecast's name, the file's, the cell
             if cell.strip() == "":
                 if h in KEY_COLUMNS:
-                    raise UserError(f"{where(path, lineno, h)}: empty (every row needs a value here)")
+                    raise UserError(f"{where(path, lineno, col)}: empty (every row needs a value here)")
                 values[h].append(np.nan)
                 continue
-            v = _parse_number(cell, path, lineno, h)
+            v = _parse_number(cell, path, lineno, col) * reading.scale.get(h, 1.0)
             if h in KEY_COLUMNS:
-                _check_key(h, v, path, lineno, h)
+                _check_key(h, v, path, lineno, col)
             values[h].append(v)
         nrows += 1
     if nrows == 0:
         raise UserError(f"{path}: no data rows after the header")
     names = [h for h in header if h not in KEY_COLUMNS]
     extra = _apply_meta(meta, names, path)
+    _note_reading(reading, extra, path)
     return Dataset(cores=values["cores"], metrics={n: values[n] for n in names},
                    repetition=values.get("repetition"), size=values.get("size"), path=path, **extra)
+
+
+def _delimiter(header_line: str) -> str:
+    """Commas, or a tab or semicolon where the header has those and no comma (TSV, a
+    spreadsheet's CSV in a locale with decimal commas)."""
+    if "," not in header_line:
+        for d in ("\t", ";"):
+            if d in header_line:
+                return d
+    return ","
+
+
+def _note_reading(reading: headers.Reading, extra: dict[str, Any], path: object) -> None:
+    """Tell which of the file's columns were read under corecast's names, and keep it in the
+    dataset's notes (so a saved copy says so too)."""
+    if not reading.read_as:
+        return
+    messages.note(f"{path}: {reading.note}")
+    extra["notes"]["columns_read_as"] = {new: old + (f" x {reading.scale[new]:g}" if new in reading.scale else "")
+                                         for new, old in reading.read_as.items()}
 
 
 def _records(reader: Any, path: object, data_start: int) -> Iterator[list[str]]:
@@ -585,40 +613,46 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
         raise UserError(f"{path}: expected a JSON object or a list of rows")
     if not isinstance(rows, list) or not rows:
         raise UserError(f"{path}: 'rows' must be a non-empty list")
+    keys = list(dict.fromkeys(k for row in rows if isinstance(row, dict) for k in row))
+    reading = headers.Reading(keys) if "format" in meta or "columns" in meta else headers.canonical(keys)
+    rename = {old: new for new, old in reading.read_as.items()}
     names: list[str] = []
     parsed: list[dict[str, float]] = []
     for i, row in enumerate(rows):
         label = f"rows[{i}] (row {i + 1})"
         if not isinstance(row, dict):
             raise UserError(f"{path}: {label}: expected an object")
-        if "cores" not in row:
+        if "cores" not in {rename.get(k, k) for k in row}:
             raise UserError(f"{path}: {label}: no 'cores' value")
         out: dict[str, float] = {}
-        for k, v in row.items():
+        for col, v in row.items():
+            k = rename.get(col, col)            # corecast's name; messages use the file's
             if v is None:
                 if k in KEY_COLUMNS:
-                    raise UserError(f"{path}: {label}: column '{k}': null (every row needs a value here)")
+                    raise UserError(f"{path}: {label}: column '{col}': null (every row needs a value here)")
                 out[k] = np.nan
             elif isinstance(v, bool) or not isinstance(v, (int, float, str)):
-                raise UserError(f"{path}: {label}: column '{k}': {json.dumps(v)[:40]} is not a number")
+                raise UserError(f"{path}: {label}: column '{col}': {json.dumps(v)[:40]} is not a number")
             else:
                 if isinstance(v, str):
                     try:
-                        fv = _parse_number(v, path, None, k)
+                        fv = _parse_number(v, path, None, col)
                     except UserError:
-                        raise UserError(f"{path}: {label}: column '{k}': '{v.strip()[:40]}' is not a "
+                        raise UserError(f"{path}: {label}: column '{col}': '{v.strip()[:40]}' is not a "
                                         "finite number") from None
                 else:
                     fv = float(v)
                 if not math.isfinite(fv):
-                    raise UserError(f"{path}: {label}: column '{k}': not a finite number")
+                    raise UserError(f"{path}: {label}: column '{col}': not a finite number")
+                fv *= reading.scale.get(k, 1.0)
                 if k in KEY_COLUMNS:
-                    _check_key(k, fv, path, None, k, row_label=label)
+                    _check_key(k, fv, path, None, col, row_label=label)
                 out[k] = fv
             if k not in KEY_COLUMNS and k not in names:
                 names.append(k)
         parsed.append(out)
     extra = _apply_meta(meta, names, path)
+    _note_reading(reading, extra, path)
     ds = Dataset.from_rows(parsed, path=path, **extra)
     return ds
 
