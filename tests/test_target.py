@@ -108,12 +108,15 @@ def test_bundled_corpus_loads_with_its_machines():
         "lfric-matvec-skl": 6, "julia-a64fx-bwbench": 7, "cpufun-tx2-minibude": 1,
         "usl-raytracer": 1, "usl-specsdm91": 1, "usl-clients-without-n1": 1, "cisco": 1, "postgres91": 1,
         "wavetrisk": 4, "atomicqueue-5950x": 11, "spice-c4": 4, "sandmark-navajo": 12, "sandmark-turing": 12,
-        "xsync-c6g": 12, "jsonexp-9950x3d": 6, "berkeleydb-e5v2": 3}
+        "xsync-c6g": 12, "jsonexp-9950x3d": 6, "berkeleydb-e5v2": 3,
+        "ascylib-xeon20": 29, "ascylib-opteron48": 29, "ascylib-t44": 27}
     assert by["cisco"][0].machine is None and by["wavetrisk"][0].machine is None
     assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
     assert by["folly-sharedmutex"][0].machine.cpus == 32 and by["mysql-sysbench-ro"][0].machine.cpus == 56
     assert by["uob-gnr"][0].machine.cores == 96 and by["uob-gnr"][0].machine.threads_per_core == 2
     assert by["percona-xeon6230"][0].machine.cpus == 80 and by["percona-meltdown-e5v3"][0].machine.cpus == 48
+    assert by["ascylib-t44"][0].machine.cpus == 256 and by["ascylib-t44"][0].machine.threads_per_core == 8
+    assert by["ascylib-xeon20"][0].machine.cpus == 40 and by["ascylib-opteron48"][0].machine.cpus == 48
     assert C.train_max(np.array([8, 16, 24, 32, 40, 48, 56, 64.0]), 0.25) == 16
     assert C.train_max(np.array([12, 24, 36, 48.0]), 0.25) == 24      # never fewer than two points
     assert C.train_max(np.arange(1, 177.0), 0.25) == 44
