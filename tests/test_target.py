@@ -107,7 +107,8 @@ def test_bundled_corpus_loads_with_its_machines():
         "uob-grace": 14, "uob-vera": 14, "uob-turin": 14, "uob-gnr": 14,
         "lfric-matvec-skl": 6, "julia-a64fx-bwbench": 7, "cpufun-tx2-minibude": 1,
         "usl-raytracer": 1, "usl-specsdm91": 1, "usl-clients-without-n1": 1, "cisco": 1, "postgres91": 1,
-        "wavetrisk": 4, "atomicqueue-5950x": 11, "spice-c4": 4, "sandmark-navajo": 12, "sandmark-turing": 12}
+        "wavetrisk": 4, "atomicqueue-5950x": 11, "spice-c4": 4, "sandmark-navajo": 12, "sandmark-turing": 12,
+        "rapidgzip-epyc7702": 11}
     assert by["cisco"][0].machine is None and by["wavetrisk"][0].machine is None
     assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
     assert by["folly-sharedmutex"][0].machine.cpus == 32 and by["mysql-sysbench-ro"][0].machine.cpus == 56
