@@ -109,7 +109,8 @@ def test_bundled_corpus_loads_with_its_machines():
         "usl-raytracer": 1, "usl-specsdm91": 1, "usl-clients-without-n1": 1, "cisco": 1, "postgres91": 1,
         "wavetrisk": 4, "atomicqueue-5950x": 11, "spice-c4": 4, "sandmark-navajo": 12, "sandmark-turing": 12,
         "xsync-c6g": 12, "jsonexp-9950x3d": 6, "berkeleydb-e5v2": 3,
-        "ascylib-xeon20": 29, "ascylib-opteron48": 29, "ascylib-t44": 27}
+        "ascylib-xeon20": 29, "ascylib-opteron48": 29, "ascylib-t44": 27,
+        "rapidgzip-epyc7702": 11, "bowtie-scaling-knl": 18}
     assert by["cisco"][0].machine is None and by["wavetrisk"][0].machine is None
     assert by["concmap"][0].machine.cpus == 176 and by["litl-a64"][0].machine.cores == 64
     assert by["folly-sharedmutex"][0].machine.cpus == 32 and by["mysql-sysbench-ro"][0].machine.cpus == 56
