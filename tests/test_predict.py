@@ -234,6 +234,29 @@ def test_a_member_that_validated_several_times_worse_gets_no_weight():
     assert set(w) == {"power", "amdahl"} and w["power"] == pytest.approx((1 / 0.04 ** 2) / (1 / 0.04 ** 2 + 1 / 0.05 ** 2))
 
 
+def test_the_blends_partner_gets_no_weight_when_it_validated_several_times_worse():
+    from corecast.dataset import Dataset
+    from corecast.model import usl
+    from corecast.model.priors import Priors
+    pri = Priors(default="usl", partner="amdahl", default_weight=0.5, switch_ratio=1e9)
+    w, _ = auto.choose({"usl": 0.05, "amdahl": 0.09}, pri)
+    assert w == {"usl": 0.5, "amdahl": 0.5}
+    w, why = auto.choose({"usl": 0.05, "amdahl": 0.11}, pri)
+    assert w == {"usl": 1.0} and "not blended with amdahl" in why and "2x worse" in why
+    # End to end: a contended queue whose throughput peaks at 4 threads and falls inside the
+    # measured range; Amdahl's law cannot fall, validates far worse and gets no weight, so the
+    # prediction keeps the USL's decline (the blend would have halved it in log space).
+    rng = np.random.default_rng(7)
+    n = np.repeat(np.arange(1.0, 13.0), 2)
+    x = usl.usl(n, 0.05, 0.04, 100.0) * np.exp(rng.normal(0, 0.01, n.size))
+    a = auto.fit_dataset(Dataset(cores=n, metrics={"throughput": x}), priors=pri)
+    assert a.scores["amdahl"] > auto.NO_WEIGHT_RATIO * a.scores["usl"]
+    assert a.weights == {"usl": 1.0} and "not blended with amdahl" in a.reason
+    p = a.predict([32.0]).value[0]
+    assert p == pytest.approx(a.fits["usl"].predict([32.0]).value[0], rel=1e-12)
+    assert p < 0.8 * a.fits["amdahl"].predict([32.0]).value[0]
+
+
 def test_stalls_that_do_not_explain_the_time_are_shown_not_used():
     # A database-like series: throughput stops growing past 8 threads (the CPUs), the lock
     # waits grow a little: the core-time lost to waiting threads is not in any stall column.

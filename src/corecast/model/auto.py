@@ -17,7 +17,11 @@ Choice (the numbers are priors learned from a corpus of real many-core curves by
   above 10%); otherwise it is shown, with the reason it was not used;
 - otherwise the corpus' **default** (the method, or the blend of two members, that extrapolated
   best on held-out real curves) unless another member validates more than `switch_ratio` times
-  better than the default method;
+  better than the default method; the blend's partner gets no weight when it validated more
+  than `NO_WEIGHT_RATIO` times worse than the default (Amdahl's law beside a curve that already
+  falls: on the 34-source corpus with the blend at 0.5, the shared queues on the Ryzen 5950X
+  went from 73.7% to 27.1% and folly's locks from 50.0% to 47.8%, while the SPARC T4-4's search
+  structures went from 45.6% to 47.4%; docs/predict.md);
   then a combination of the members within `NO_WEIGHT_RATIO` of the best validation error,
   weighted by inverse mean squared error (a member that validated several times worse than the
   best gets no weight).
@@ -301,7 +305,8 @@ def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:
 
 
 def choose(scores: dict[str, float], pri: Priors) -> tuple[dict[str, float], str]:
-    """Weights from validation scores (finite RMS log errors): the corpus' default method unless
+    """Weights from validation scores (finite RMS log errors): the corpus' default method (blended
+    with its partner, unless the partner validated more than NO_WEIGHT_RATIO times worse) unless
     another validates more than `switch_ratio` times better; then the members within
     NO_WEIGHT_RATIO of the best, weighted by inverse mean squared error."""
     best_k = min(scores, key=lambda k: scores[k])
@@ -310,10 +315,18 @@ def choose(scores: dict[str, float], pri: Priors) -> tuple[dict[str, float], str
     if d in scores and scores[d] <= pri.switch_ratio * best:
         what = f"{d}, the method that extrapolated best on held-out real curves"
         w = {d: 1.0}
-        if pri.partner and pri.partner in scores and pri.default_weight < 1.0:
-            w = {d: pri.default_weight, pri.partner: 1.0 - pri.default_weight}
-            what = (f"{d} blended with {pri.partner} ({pri.default_weight:g} : {1 - pri.default_weight:g} in log "
-                    "space), the blend that extrapolated best on held-out real curves")
+        p = pri.partner
+        if p and p in scores and pri.default_weight < 1.0:
+            if scores[p] > NO_WEIGHT_RATIO * max(scores[d], 1e-3):
+                # The partner is a combined member like any other: one that validated several
+                # times worse than the default gets no weight (Amdahl's law beside a curve that
+                # already falls inside the measured range).
+                what += (f"; alone, not blended with {p}: {p} validated at {100 * scores[p]:.1f}%, more "
+                         f"than {NO_WEIGHT_RATIO:g}x worse")
+            else:
+                w = {d: pri.default_weight, p: 1.0 - pri.default_weight}
+                what = (f"{d} blended with {p} ({pri.default_weight:g} : {1 - pri.default_weight:g} in log "
+                        "space), the blend that extrapolated best on held-out real curves")
         rule = ("on the corpus no validation made another member worth displacing it"
                 if pri.switch_ratio >= NEVER_SWITCH else
                 f"another must validate {pri.switch_ratio:g}x better to displace it")
