@@ -75,7 +75,7 @@ LEVEL = 0.8
 #: argmin of the median flipped with the source left out (the blend weight 0.85 without one
 #: source, 0.5 without another) and the sources it flipped for lost most; bagged, leave-one-
 #: source-out chose 0.85 for 15 of them and the median error over the sources fell from 18.8% to
-#: 16.0% (docs/predict.md, which also says how split the 26-source corpus' resamples are).
+#: 16.0% (docs/predict.md, which also says how split the 34-source corpus' resamples are).
 BAGS = 200
 BAG_SEED = 20261125
 
