@@ -195,11 +195,11 @@ def test_a_memory_bound_program_meets_the_targets_bandwidth_ceiling():
 def test_the_4_socket_smt_hash_maps_fitted_on_one_socket(data_dir):
     """Issue 10's check on the bundled corpus: conc-map-bench (4 x 22-core Xeon with SMT, 176
     threads) fitted on one socket and predicted to the whole machine, auto with the target
-    machine against a plain USL fit. The issue asks for a third lower; with the 26-source
-    corpus it is 33% lower (16.6% against 24.7%) both with the priors learned without this
-    source (bench/cross_machine.py: SMT yield 0.37) and with the shipped ones (0.31); with the
-    17-source corpus' priors learned without it (yield 0.15) it was 39% lower. This test keeps
-    the shipped tool at least a fifth below the USL."""
+    machine against a plain USL fit. The issue asks for a third lower. With the 34-source
+    corpus it is 42% lower with the shipped priors (14.3% against 24.7%) and 34% lower with
+    the priors learned without this source (bench/cross_machine.py: 16.3%, SMT yield 0.37);
+    with the 26-source corpus 33%, with the 17-source corpus' priors learned without it 39%.
+    This test keeps the shipped tool at least a third below the USL."""
     from corecast.model import corpus
     from corecast.model.series import convert
     auto_e, usl_e = [], []
@@ -214,4 +214,4 @@ def test_the_4_socket_smt_hash_maps_fitted_on_one_socket(data_dir):
             p = convert(f.predict(s.cores[te]), "throughput").value
             out.append(np.median(np.abs(p / s.throughput[te] - 1)))
     assert len(auto_e) == 15
-    assert np.median(auto_e) <= 0.8 * np.median(usl_e), (np.median(auto_e), np.median(usl_e))
+    assert np.median(auto_e) <= np.median(usl_e) * 2 / 3, (np.median(auto_e), np.median(usl_e))
