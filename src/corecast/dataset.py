@@ -10,8 +10,8 @@ Files:
 - CSV (`read_csv`): a header with a `cores` column is enough (`cores,throughput`); a tab or a
   semicolon separates the fields where the header has no comma. A table from another tool
   (`threads,time_ms`, `Processors,Throughput`) is read under corecast's names
-  (`corecast.headers`), saying so. Lines starting with `#` are comments; the metadata is in FILE.meta.json beside it, or in one
-  `# corecast: {...}` first line.
+  (`corecast.headers`), saying so. Lines starting with `#` are comments; the metadata is in
+  FILE.meta.json beside it, or in one `# corecast: {...}` first line.
   An empty cell is a missing value (a run that produced no number); the text `nan` or `inf`
   is an error, as is anything else that is not a number.
 - JSON (`read_json`): `{"format": "corecast-dataset", "version": 1, "machine": {...}, "columns": {...},

@@ -19,9 +19,9 @@ Choice (the numbers are priors learned from a corpus of real many-core curves by
   best on held-out real curves) unless another member validates more than `switch_ratio` times
   better than the default method; the blend's partner gets no weight when it validated more
   than `NO_WEIGHT_RATIO` times worse than the default (Amdahl's law beside a curve that already
-  falls: on the 34-source corpus with the blend at 0.5, the shared queues on the Ryzen 5950X
-  went from 73.7% to 27.1% and folly's locks from 50.0% to 47.8%, while the SPARC T4-4's search
-  structures went from 45.6% to 47.4%; docs/predict.md);
+  falls: leave-one-source-out on the 34-source corpus, the shared queues on the Ryzen 5950X
+  went from 73.7% to 27.1% and folly's locks from 62.6% to 58.6%, while the SPARC T4-4's search
+  structures went from 44.8% to 48.7%; docs/predict.md);
   then a combination of the members within `NO_WEIGHT_RATIO` of the best validation error,
   weighted by inverse mean squared error (a member that validated several times worse than the
   best gets no weight).
