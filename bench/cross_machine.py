@@ -52,12 +52,9 @@ def table(ev: scorecard.CorpusEvaluation) -> None:
     print(f"{'median, common':20s} {n:6d} " +
           " ".join(f"{oc[m]:7.1f}%       " if math.isfinite(oc[m]) else f"{'-':>15s}" for m in ms) +
           "  (the sources where every method predicted)")
-    # The median over ~25 sources can jump between two neighbouring order statistics; the
-    # geometric mean over the common sources says how the errors compare as a whole.
-    common = [s for s in ev.sources if all(m in s.median_error for m in ms)]
-    print(f"{'geo. mean, common':20s} {len(common):6d} " +
-          " ".join(f"{math.exp(np.mean([math.log(max(s.median_error[m], 0.1)) for s in common])):7.1f}%       "
-                   if common else f"{'-':>15s}" for m in ms))
+    gm = ev.geomean_common()
+    print(f"{'geo. mean, common':20s} {n:6d} " +
+          " ".join(f"{gm[m]:7.1f}%       " if math.isfinite(gm[m]) else f"{'-':>15s}" for m in ms))
     for peer in ("usl", "extrap"):
         if peer in ms:
             w, n = ev.wins("auto", peer)

@@ -135,6 +135,10 @@ def test_leave_one_source_out_learns_without_the_source(amdahl_corpus):
     # the median over the sources every method predicted: here all three, so the same as overall
     assert ev.overall_common()["auto"] == pytest.approx(ev.overall()["auto"])
     assert set(d["overall_on_common_sources"]) == {"auto", "usl"}
+    # and their geometric mean, each source's error counted once
+    errs = [s.median_error["usl"] for s in ev.sources]
+    assert ev.geomean_common()["usl"] == pytest.approx(float(np.prod(errs)) ** (1 / 3))
+    assert d["geometric_mean_on_common_sources"]["usl"] == pytest.approx(ev.geomean_common()["usl"], abs=1e-3)
 
 
 def test_target_mode_uses_each_sources_machine(tmp_path):

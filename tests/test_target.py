@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -176,3 +177,26 @@ def test_corpus_cli(cli, tmp_path):
     assert r.code == 2 and "goes with --corpus" in r.err
     r = cli("evaluate", "--corpus", ROOT / "data" / "corpus", "--methods", "auto,nosuch")
     assert r.code == 2 and "unknown method 'nosuch'" in r.err
+
+
+def test_corpus_cli_table_ends_with_the_geometric_mean_and_the_wins(cli, tmp_path):
+    # two sources: 'up' scales on (the USL fits it), 'flat' saturates
+    for name, rows in (("up", [(1, 100), (2, 198), (4, 390), (8, 760), (16, 1450), (32, 2700)]),
+                       ("flat", [(1, 50), (2, 95), (4, 170), (8, 260), (16, 300), (32, 280)])):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "s.csv").write_text("cores,throughput\n" + "".join(f"{c},{x}\n" for c, x in rows))
+    r = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    errs = {s["source"]: s["median_abs_pct_error"] for s in doc["sources"]}
+    for m in ("auto", "usl"):
+        want = float(np.sqrt(errs["up"][m] * errs["flat"][m]))
+        assert doc["geometric_mean_on_common_sources"][m] == pytest.approx(want, rel=1e-3)
+    r = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl")
+    assert "geometric mean, 2 sources" in r.out
+    m = re.search(r"auto below usl in (\d) of the 2 sources both predicted", r.out)
+    # the JSON rounds to 0.001 points: a win that small reads there as a tie
+    clear = sum(errs[s]["auto"] < errs[s]["usl"] for s in errs)
+    close = sum(errs[s]["auto"] <= errs[s]["usl"] for s in errs)
+    assert m and clear <= int(m.group(1)) <= close, r.out

@@ -199,7 +199,14 @@ def render_corpus(ev: Any, con: Any) -> None:
     if n_common < len(ev.sources):
         rows.append([f"the {n_common} sources all predicted", ""]
                     + [f"{common[m]:.1f}%" if math.isfinite(common[m]) else "-" for m in ev.methods])
+    geo = ev.geomean_common()
+    rows.append([f"geometric mean, {n_common} sources", ""]
+                + [f"{geo[m]:.1f}%" if math.isfinite(geo[m]) else "-" for m in ev.methods])
     con.print(T.make_table("Corpus evaluation", headers, rows, justify=["left"] + ["right"] * (len(headers) - 1)))
+    for peer in ("usl", "extrap"):
+        if "auto" in ev.methods and peer in ev.methods:
+            w, n = ev.wins("auto", peer)
+            con.print(f"auto below {peer} in {w} of the {n} sources both predicted")
 
 
 def evaluation_doc(ev: Evaluation) -> dict[str, Any]:
