@@ -17,7 +17,6 @@ import argparse
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,44 +26,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _machine  # noqa: E402
 
 from corecast.sim.capture import capture  # noqa: E402
-from corecast.sim.engine import SimOptions, simulate  # noqa: E402
-from corecast.sim.machine import parse_machine  # noqa: E402
 
-ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+# cachegrind's runner and the simulator under its rules: the same code the tests hold it to
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import cgref  # noqa: E402
+
+ENV = cgref.ENV
 CFG = ((32768, 8, 64), (32768, 8, 64), (1048576, 16, 64))
-
-
-def cachegrind(cmd: list[str], tmp: Path) -> dict[str, int]:
-    out = tmp / "cg.out"
-    (i1, d1, ll) = CFG
-    subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no",
-                    f"--I1={i1[0]},{i1[1]},{i1[2]}", f"--D1={d1[0]},{d1[1]},{d1[2]}",
-                    f"--LL={ll[0]},{ll[1]},{ll[2]}", f"--cachegrind-out-file={out}", *cmd],
-                   check=True, capture_output=True, env=ENV)
-    ev = sm = None
-    for line in out.read_text().splitlines():
-        if line.startswith("events:"):
-            ev = line.split()[1:]
-        elif line.startswith("summary:"):
-            sm = [int(x) for x in line.split()[1:]]
-    return dict(zip(ev, sm))
-
-
-def misses(trace: Path) -> dict[str, int]:
-    """The simulator's counts on a trace, under cachegrind's names and rules."""
-    (i1, d1, ll) = CFG
-    m = parse_machine({"name": "cg", "frequency_hz": 1e9, "cache": [
-        {"level": 1, "kind": "instruction", "size": i1[0], "ways": i1[1], "line_size": i1[2]},
-        {"level": 1, "kind": "data", "size": d1[0], "ways": d1[1], "line_size": d1[2]},
-        {"level": 2, "kind": "unified", "size": ll[0], "ways": ll[1], "line_size": ll[2],
-         "policy": "non-inclusive"}]})
-    res = simulate(trace, m, options=SimOptions(tlb=False, straddle_all=True))
-    li, ld, l2 = res.cache("L1I"), res.cache("L1D"), res.cache("L2")
-    return {"Ir": li["accesses"]["fetch"], "I1mr": li["misses"]["fetch"], "ILmr": l2["misses"]["fetch"],
-            "Dr": ld["accesses"]["load"] + ld["accesses"]["modify"],
-            "D1mr": ld["misses"]["load"] + ld["misses"]["modify"],
-            "DLmr": l2["misses"]["load"] + l2["misses"]["modify"],
-            "Dw": ld["accesses"]["store"], "D1mw": ld["misses"]["store"], "DLmw": l2["misses"]["store"]}
 
 
 MISSES = ("I1mr", "ILmr", "D1mr", "D1mw", "DLmr", "DLmw")
@@ -95,14 +63,14 @@ def main() -> int:
                   f"({infos[be].instructions / times[be] / 1e6:.1f} M/s)")
         print(f"qemu is {times['lackey'] / times['qemu']:.1f}x faster than lackey (target >= 10x)")
         t0 = time.monotonic()
-        cg = cachegrind(cmd, t)
+        cg = cgref.cachegrind(cmd, CFG, t)
         print(f"(cachegrind itself: {time.monotonic() - t0:.2f} s)")
         cg["misses"] = sum(cg[k] for k in MISSES)
         keys = list(cg)
         print(f"{'':>9}" + "".join(f"{k:>12}" for k in keys))
         print(f"{'cachegr.':>9}" + "".join(f"{cg[k]:>12,}" for k in keys))
         for be in ("qemu", "lackey"):
-            m = misses(t / f"{be}.cctrace")
+            m = cgref.ours(cgref.simulate_like_cachegrind(t / f"{be}.cctrace", CFG))
             m["misses"] = sum(m[k] for k in MISSES)
             print(f"{be:>9}" + "".join(f"{m[k]:>12,}" for k in keys))
             print(f"{'':>9}" + "".join(f"{m[k] / cg[k] - 1:>+12.2%}" if cg[k] else f"{'-':>12}" for k in keys))
