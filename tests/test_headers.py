@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from corecast import dataset as D
+from corecast.errors import UserError
 from corecast.headers import canonical, norm
 
 
@@ -116,5 +117,5 @@ def test_a_file_with_corecasts_metadata_is_read_as_written(tmp_path):
     assert D.load(p).metric_names == ["time_s"]
     j = tmp_path / "x.json"
     j.write_text(json.dumps({"format": "corecast-dataset", "version": 1, "rows": [{"threads": 1, "runtime": 2}]}))
-    with pytest.raises(Exception, match="no 'cores' value"):
+    with pytest.raises(UserError, match="no 'cores' value"):
         D.load(j)
