@@ -48,7 +48,7 @@ def table(ev: scorecard.CorpusEvaluation) -> None:
     print(f"{'median of sources':20s} {sum(s.series for s in ev.sources):6d} " +
           " ".join(f"{o[m]:7.1f}%       " if math.isfinite(o[m]) else f"{'-':>15s}" for m in ms))
     oc = ev.overall_common()
-    n = sum(1 for s in ev.sources if all(m in s.median_error for m in ms))
+    n = len(ev.common_sources())
     print(f"{'median, common':20s} {n:6d} " +
           " ".join(f"{oc[m]:7.1f}%       " if math.isfinite(oc[m]) else f"{'-':>15s}" for m in ms) +
           "  (the sources where every method predicted)")

@@ -62,9 +62,13 @@ class CorpusEvaluation:
             out[m] = float(np.median(v)) if v else math.nan
         return out
 
+    def common_sources(self) -> list[SourceScore]:
+        """The sources where every method predicted."""
+        return [s for s in self.sources if all(m in s.median_error for m in self.methods)]
+
     def overall_common(self) -> dict[str, float]:
         """Median over the sources where every method predicted (the same sources for all)."""
-        common = [s for s in self.sources if all(m in s.median_error for m in self.methods)]
+        common = self.common_sources()
         return {m: float(np.median([s.median_error[m] for s in common])) if common else math.nan
                 for m in self.methods}
 
@@ -72,7 +76,7 @@ class CorpusEvaluation:
         """Geometric mean over the sources where every method predicted. A median over a few
         dozen sources can sit between two neighbouring order statistics far apart; the
         geometric mean says how the errors compare as a whole (each error floored at 0.1%)."""
-        common = [s for s in self.sources if all(m in s.median_error for m in self.methods)]
+        common = self.common_sources()
         return {m: float(np.exp(np.mean([np.log(max(s.median_error[m], 0.1)) for s in common])))
                 if common else math.nan for m in self.methods}
 

@@ -195,7 +195,7 @@ def render_corpus(ev: Any, con: Any) -> None:
     rows.append(["all sources (median)", sum(s.series for s in ev.sources)]
                 + [f"{overall[m]:.1f}%" if math.isfinite(overall[m]) else "-" for m in ev.methods])
     common = ev.overall_common()
-    n_common = sum(1 for s in ev.sources if all(m in s.median_error for m in ev.methods))
+    n_common = len(ev.common_sources())
     if n_common < len(ev.sources):
         rows.append([f"the {n_common} sources all predicted", ""]
                     + [f"{common[m]:.1f}%" if math.isfinite(common[m]) else "-" for m in ev.methods])
