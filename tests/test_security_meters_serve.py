@@ -580,8 +580,10 @@ def test_a_fifo_at_a_board_name_never_blocks_serve_and_sigterm_stops_it(other):
         status, _, text = srv.request("POST", "/api/meters", {"blackboard": name}, headers=h, timeout=30)
         assert status == 400 and json.loads(text)["error"] == f"{path} is a FIFO, not a blackboard"
     finally:
-        log = srv.stop(signal.SIGTERM)
-        remove(path)
+        try:
+            log = srv.stop(signal.SIGTERM)
+        finally:
+            remove(path)
     assert "Traceback" not in log
 
 
