@@ -328,10 +328,16 @@ def test_meters_endpoint_checks_host_and_holds_idle_connections_in_one_thread():
         p.communicate(timeout=30)
 
 
+def _answer(path: str) -> httpd.Answer:
+    if path == "/bug":
+        raise ZeroDivisionError("a bug")
+    return 200, "text/plain", f"path {path}\n".encode()
+
+
 def _serve_http(monkeypatch, idle_s: float = 0.5):
     monkeypatch.setattr(httpd, "IDLE_S", idle_s)
     monkeypatch.setattr(httpd, "MAX_CONNECTIONS", 8)
-    srv = httpd.Server("127.0.0.1", 0, lambda path: (200, "text/plain", f"path {path}\n".encode()))
+    srv = httpd.Server("127.0.0.1", 0, _answer)
     srv.start()
     return srv
 
@@ -367,6 +373,8 @@ def test_httpd_answers_pipelined_requests_and_refuses_the_rest(monkeypatch):
         assert data.count(b"HTTP/1.1 200 OK") == 3 and b"path /a\n" in data and b"path /c\n" in data
         assert b"path /b" not in data                        # HEAD: no body
         assert _get(srv.port, method="POST")[0] == 405
+        assert _get(srv.port, "/bug") == (500, b"internal error: ZeroDivisionError: a bug\n")
+        assert _get(srv.port, "/after")[0] == 200                      # the server went on
         assert _get(srv.port, host="evil.example")[0] == 421
         s = socket.create_connection(("127.0.0.1", srv.port))
         s.sendall(b"GET / HTTP/1.1\r\nX: " + b"a" * 10_000)

@@ -27,7 +27,8 @@ MAX_HEAD = 8192
 # (status, content type, body) for a path
 Answer = tuple[int, str, bytes]
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           421: "Misdirected Request", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+           421: "Misdirected Request", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           503: "Service Unavailable"}
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -263,7 +264,11 @@ class Server:
         if method not in ("GET", "HEAD"):
             self._respond(c, 405, "text/plain; charset=utf-8", b"read-only: GET or HEAD\n", close=True)
             return
-        status, ctype, body = self.answer(target.split("?", 1)[0])
+        try:
+            status, ctype, body = self.answer(target.split("?", 1)[0])
+        except Exception as err:              # a bug answers 500 in one line; the server goes on
+            status, ctype = 500, "text/plain; charset=utf-8"
+            body = f"internal error: {type(err).__name__}: {err}\n".encode()
         self._respond(c, status, ctype, body, close=close, head_only=head_only)
 
     def _respond(self, c: _Conn, status: int, ctype: str, body: bytes, close: bool = False,
