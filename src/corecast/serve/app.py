@@ -102,8 +102,8 @@ class Dashboard:
         return app
 
     def api(self, fn: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
-        """A JSON endpoint: a UserError is a 400 with its one line; anything else is logged with
-        its traceback in the server log and the page gets one line."""
+        """A JSON endpoint: a UserError is a 400 with its one line; anything else (a bug) is a
+        500, one line in the server log and one on the page."""
         @functools.wraps(fn)
         async def handler(request: web.Request) -> web.StreamResponse:
             try:

@@ -33,10 +33,10 @@ def sniff(path: Path) -> str:
     or a device would block it or never be the same twice."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+    except OSError as err:
         with opened(path, "rb"):                     # its one line (no such file, permission denied)
             pass
-        raise
+        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):

@@ -56,7 +56,7 @@ def run(files: list[str], listen: str = DEFAULT_LISTEN, allow_commands: bool = F
     pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="corecast-serve")
     loop.set_default_executor(pool)
     try:
-        return loop.run_until_complete(_serve(dash, host, port, ready))
+        rc = loop.run_until_complete(_serve(dash, host, port, ready))
     finally:
         try:
             tasks = asyncio.all_tasks(loop)
@@ -68,10 +68,11 @@ def run(files: list[str], listen: str = DEFAULT_LISTEN, allow_commands: bool = F
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             loop.close()
-            _leave(pool)
+    _leave(pool, rc)
+    return rc
 
 
-def _leave(pool: ThreadPoolExecutor) -> None:
+def _leave(pool: ThreadPoolExecutor, rc: int) -> None:
     """A worker still inside a read that never returns (a file turned into a pipe nobody
     writes) must not keep a stopped server alive: give the workers EXIT_GRACE_S, then end the
     process without waiting for them (the server has stopped and its sessions are ended)."""
@@ -83,7 +84,7 @@ def _leave(pool: ThreadPoolExecutor) -> None:
         logging.getLogger("corecast.serve").warning("a read did not end; stopping without it")
         sys.stderr.flush()
         sys.stdout.flush()
-        os._exit(0)
+        os._exit(rc)
 
 
 async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], None] | None) -> int:
