@@ -32,12 +32,17 @@ def lockbench() -> str:
     return str(native_path("corecast-lockbench"))
 
 
-def run_api(dash: Dashboard, fn):
-    """Run `fn(client)` against the dashboard's app on a test server (127.0.0.1)."""
+def run_api(dash: Dashboard, fn, owner: bool = True):
+    """Run `fn(client)` against the dashboard's app on a test server (127.0.0.1); `owner`: the
+    client first opens the address the server prints (its secret becomes the client's cookie)."""
     async def go():
         server = TestServer(dash.app(), host="127.0.0.1", port=0)
         async with TestClient(server) as client:
             dash.port = server.port
+            if owner:
+                r = await client.get(f"/?token={dash.guard.secret}", allow_redirects=False)
+                assert r.status == 302 and client.session.cookie_jar.filter_cookies(
+                    client.make_url("/")).get(dash.guard.cookie_name) is not None
             return await fn(client)
     return asyncio.run(asyncio.wait_for(go(), 120))
 

@@ -45,10 +45,12 @@ class Server:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.proc.stderr.readline()
-            m = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+            m = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]+) ", line)
             if m:
                 self.url = m.group(1)
-                break
+                self.secret = m.group(2)
+                self.login = f"{self.url}/?token={self.secret}"   # the address printed: the first visit
+                break                                            # turns it into the page's cookie
             if self.proc.poll() is not None:
                 raise RuntimeError(f"corecast serve ended: {line}{self.proc.stderr.read()}")
         else:
@@ -124,9 +126,12 @@ def errors_shown(browser) -> list[str]:
 def test_live_stat_grows_and_stops_from_the_page(browser, tmp_path):
     srv = Server()
     try:
-        browser.get(srv.url + "/#live")
+        browser.get(srv.login + "#live")
         wait(lambda: js(browser, "return typeof Plotly === 'object' && !!document.querySelector('#stat-events input')"),
              what="the page and this machine's catalogue")
+        # the secret left the address bar, and the page's script cannot read the cookie (HttpOnly)
+        assert browser.current_url == srv.url + "/#live"
+        assert srv.secret not in js(browser, "return document.cookie + document.documentElement.outerHTML")
         # every resource came from this server (plotly included): the page works offline
         urls = js(browser, "return performance.getEntriesByType('resource').map(e => e.name)")
         assert urls and all(u.startswith(srv.url) for u in urls), urls
@@ -200,7 +205,7 @@ def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path
     try:
         wait(lambda: camp.exists(), 60, "the campaign file")
         srv = Server(tmp_path)
-        browser.get(srv.url + "/#campaigns")
+        browser.get(srv.login + "#campaigns")
         js(browser, "window.__marker = 'same page'")
         rows = lambda: browser.find_elements("css selector", "table.campaign-summary tbody tr")  # noqa: E731
         # the page starts before the first run is recorded, or with one core count
@@ -258,7 +263,7 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
     assert r.returncode == 0, r.stderr
     srv = Server(stalls, ray, trace)
     try:
-        state = json.loads(js_fetch(browser, srv.url, "/api/state"))
+        state = json.loads(js_fetch(browser, srv, "/api/state"))
         ids = {f["name"]: f["id"] for f in state["files"]}
         browser.get(f"{srv.url}/#predict?file={ids['stalls.csv']}&cores=16,32&method=estima")
         wait(lambda: js(browser, "return !!(window.corecast.docs.predict)"), 120, "the prediction")
@@ -314,8 +319,8 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
     assert "Traceback" not in log
 
 
-def js_fetch(browser, url: str, path: str) -> str:
-    browser.get(url + "/")
+def js_fetch(browser, srv: Server, path: str) -> str:
+    browser.get(srv.login)
     return browser.execute_async_script(
         "const done = arguments[arguments.length - 1]; fetch(arguments[0]).then(r => r.text()).then(done);", path)
 
@@ -411,7 +416,7 @@ def test_live_meters_update_show_triggers_and_a_stale_board(browser, tmp_path):
     srv = None
     try:
         srv = Server()
-        browser.get(srv.url + "/#live")
+        browser.get(srv.login + "#live")
         board = wait(lambda: browser.find_element("id", "meters-board"), what="the meters panel")
         assert board.get_attribute("value") == (os.environ.get("CORECAST_METERS") or "default")
         # the boards on this machine are listed, this one live
@@ -514,7 +519,7 @@ def test_meters_recording_replays_with_the_slider(browser, tmp_path):
     shutil.copy(rec.with_name("meters.csv.meta.json"), tmp_path / "broken.csv.meta.json")
     srv = Server(rec, bad)
     try:
-        state = json.loads(js_fetch(browser, srv.url, "/api/state"))
+        state = json.loads(js_fetch(browser, srv, "/api/state"))
         kinds = {f["name"]: f["kind"] for f in state["files"]}
         assert kinds == {"meters.csv": "meters-recording", "broken.csv": "meters-recording"}
         ids = {f["name"]: f["id"] for f in state["files"]}

@@ -104,7 +104,7 @@ def run(args) -> int:
 
     action = getattr(args, "action", None)
     if action == "show":
-        with Board.open(args.show_board or args.blackboard) as b:
+        with Board.open(args.show_board if args.show_board is not None else args.blackboard) as b:
             snap = b.snapshot()
         if args.json:
             print(json.dumps(to_json(snap), indent=1, allow_nan=False))
@@ -130,7 +130,7 @@ def run(args) -> int:
             plots.pyplot().close(fig)
         return 0
     opts = D.Options(interval_s=args.interval, window_s=args.window, meters=args.meters, triggers=args.triggers,
-                     blackboard=args.blackboard or D.B.default_name(), listen=args.listen, record=args.record,
+                     blackboard=D.B.default_name(args.blackboard), listen=args.listen, record=args.record,
                      duration_s=args.duration, pid=args.pid, max_threads=args.max_threads, app_mode=args.app_mode,
                      probe_cpu=args.probe_cpu, probe_period_s=args.probe_period, memory_profile=args.memory_profile)
     daemon = D.Daemon(opts, log=sys.stderr)

@@ -172,7 +172,7 @@ def read(path: str | Path, meters: Sequence[str] | None = None, scopes: Sequence
                         "notes.meters in its metadata)")
     rec = Recording(str(path), ds, ds.metrics["elapsed_s"], unavailable=dict(info.get("unavailable") or {}),
                     interval_s=info.get("interval_s"), window_s=info.get("window_s"))
-    known = set()
+    known, known_scopes = set(), set()
     for name, values in ds.metrics.items():
         if "@" not in name or name.startswith("tid@"):
             continue
@@ -186,10 +186,14 @@ def read(path: str | Path, meters: Sequence[str] | None = None, scopes: Sequence
             rec.advice.append(Series(name, what, scope, "workers", values))
             continue
         known.add(what)
+        known_scopes.add(scope)
         if (meters and what not in meters) or (scopes and scope not in scopes):
             continue
         rec.meters.append(Series(name, what, scope, unit, values))
     for m in meters or ():
         if m not in known:
             raise UserError(f"--meters: '{m}' is not in {path} (it has: {', '.join(sorted(known)) or 'none'})")
+    for sc in scopes or ():
+        if sc not in known_scopes:
+            raise UserError(f"--scope: '{sc}' is not in {path} (it has: {', '.join(sorted(known_scopes)) or 'none'})")
     return rec
