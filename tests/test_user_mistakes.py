@@ -51,7 +51,7 @@ def files(tmp_path_factory):
 
 CASES = [
     # (arguments, with {d} for the folder of the files above, text the one line must hold)
-    (["stat", "-c", "task_clock", "-o", "/nonexistent/x.csv", "--", "true"], "cannot write"),
+    (["stat", "-c", "task_clock", "-o", "/nonexistent/x.csv", "--", "true"], "no such folder /nonexistent"),
     (["stat", "-T", "nan", "-c", "task_clock", "--", "true"], "is not an interval"),
     (["stat", "-e", "cycles", "--", "true"], "did you mean -c"),
     (["sim", "{d}/adir", "--machine", "penryn-l5420"], "is a directory"),

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import headers, messages, store
+from . import headers, messages, outputs, store
 from .errors import UserError, read_input, where
 from .parsing import finite
 
@@ -347,12 +347,13 @@ class Dataset:
         return meta
 
     # ------------------------------------------------------------------ output
-    def to_csv(self, path: str | Path | None = None, metadata: str = "sidecar") -> str:
+    def to_csv(self, path: str | Path | None = None, metadata: str = "sidecar", what: str = "") -> str:
         """A plain CSV (a header, then one line a row) that any CSV reader loads as it is.
 
         metadata: "sidecar" (written to path + ".meta.json" beside the CSV, which `read_csv`
-        picks up; nothing when there is no path), "inline" (a `# corecast: {json}` first line,
-        which readers other than corecast must be told to skip), or "none"."""
+        picks up; nothing when there is no path, or when the path is a device or a pipe),
+        "inline" (a `# corecast: {json}` first line, which readers other than corecast must be
+        told to skip), or "none". Files are written by `outputs` and named there (`what`)."""
         if metadata not in ("sidecar", "inline", "none"):
             raise ValueError(f"metadata: {metadata!r}")
         buf = io.StringIO()
@@ -370,40 +371,45 @@ class Dataset:
             w.writerow(["" if row[h] is None else _fmt(row[h]) for h in header])
         text = buf.getvalue()
         if path is not None:
-            _write_atomic(Path(path), text)
+            regular = outputs.write_text(path, text, what or f"{len(self.cores)} rows, CSV")
             side = sidecar_path(path)
-            if metadata == "sidecar":
-                _write_atomic(side, json.dumps(self.metadata(), indent=1, sort_keys=True) + "\n")
-            elif side.exists():
-                side.unlink()               # a stale sidecar would be read back with this CSV
+            if not regular:
+                if metadata == "sidecar":
+                    messages.note(f"{path} is not a regular file: no metadata sidecar is written beside it")
+            elif metadata == "sidecar":
+                outputs.write_text(side, json.dumps(self.metadata(), indent=1, sort_keys=True) + "\n",
+                                   "its metadata")
+            else:
+                outputs.remove_stale(side)  # a stale sidecar would be read back with this CSV
         return text
 
-    def to_records(self, path: str | Path | None = None) -> str:
+    def to_records(self, path: str | Path | None = None, what: str = "") -> str:
         """The rows as a JSON array of objects (what `pandas.read_json` reads as a table)."""
         text = json.dumps(list(self.rows()), indent=1, allow_nan=False) + "\n"
         if path is not None:
-            _write_atomic(Path(path), text)
+            outputs.write_text(path, text, what or f"{len(self.cores)} rows, JSON records")
         return text
 
-    def to_json(self, path: str | Path | None = None) -> str:
+    def to_json(self, path: str | Path | None = None, what: str = "") -> str:
         doc = self.metadata()
         doc["rows"] = list(self.rows())
         text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
         if path is not None:
-            _write_atomic(Path(path), text)
+            outputs.write_text(path, text, what or f"{len(self.cores)} rows, JSON")
         return text
 
-    def save(self, path: str | Path) -> list[Path]:
+    def save(self, path: str | Path, what: str = "") -> None:
         """Write the Dataset as CSV (with its metadata beside it) or JSON, by the extension;
-        the files written."""
-        p = Path(path)
-        if p.suffix.lower() == ".json":
-            self.to_json(p)
-            return [p]
-        if p.suffix.lower() == ".csv":
-            self.to_csv(p)
-            return [p, sidecar_path(p)]
-        raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
+        each file written is named on standard error (`what`: said beside the main one)."""
+        suffix = Path(path).suffix.lower()
+        if outputs.check(path) in ("in place", "descriptor") and suffix != ".json":
+            self.to_csv(path, metadata="none", what=what)     # a device, a pipe, /dev/stdout
+        elif suffix == ".json":
+            self.to_json(path, what)
+        elif suffix == ".csv":
+            self.to_csv(path, what=what)
+        else:
+            raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
 
 
 # ====================================================================== helpers
@@ -420,15 +426,6 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     return repr(float(v))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as err:
-        raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
 
 
 

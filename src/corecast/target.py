@@ -37,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import outputs
 from .errors import UserError, read_input
 from .memprofile import profile_from_doc, read_profile
 
@@ -382,7 +383,4 @@ def calibration_doc(machine: Mapping[str, Any], core_to_core: Mapping[str, Any] 
 def write_calibration(doc: Mapping[str, Any], path: str | Path) -> None:
     """Write a calibration document (after checking that `parse_spec` reads it back)."""
     _from_calibration(doc, str(path))
-    try:
-        Path(path).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    except OSError as err:
-        raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
+    outputs.write_text(path, json.dumps(doc, indent=1, allow_nan=False) + "\n", "the calibration")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import messages
+from .. import outputs
 from ..errors import UserError
 from ..report import plots
 from ..report import tables as T
@@ -118,6 +118,8 @@ def run(args) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
+    if args.report:
+        outputs.check(args.report)
     data = ds_mod.load(args.file)
     opts = options(args, data)
     label = str(args.file)
@@ -148,10 +150,8 @@ def run(args) -> int:
         fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
     if args.plot:
         plots.save(fig, args.plot)
-        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(doc, fig))
-        messages.wrote(args.report, "HTML report")
     if fig is not None:
         plots.pyplot().close(fig)
     return 0
