@@ -129,7 +129,7 @@ _shtab_corecast_events_defaults_added=0
 
 _shtab_corecast_export_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
-  {-o,--output}"[output file (.csv or .json)\; default\: standard output]:FILE:"
+  {-o,--output}"[output file (.csv or .json\; a device or a pipe gets CSV)\; default\: standard output]:FILE:"
   "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json records)"
   "--metadata[CSV only\: where the metadata goes (default\: sidecar with -o, none on standard output)]:metadata:(sidecar inline none)"
   {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
