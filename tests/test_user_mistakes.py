@@ -69,7 +69,7 @@ CASES = [
     (["evaluate", "{d}/bad.csv", "--train-max-cores", "4", "--methods", "usl,timex"], "no method could be evaluated"),
     (["measure", "--warmup", "-1", "-o", "{d}/x.db", "--", "true"], "--warmup must be 0 or more"),
     (["measure", "--cores", "1-100000000", "-o", "{d}/y.db", "--", "true"], "cores asked for"),
-    (["usl", SPEC, "--predict", "1-1000000000"], "core counts; at most"),
+    (["usl", SPEC, "--predict", "1-1000000"], "core counts; at most"),
     (["predict", SPEC, "--cores", "16", "--target-machine", "sockets=2"], "cores= (per socket) is needed"),
     (["export", SPEC, "--format", "records", "--metadata", "inline"], "--metadata is for CSV output"),
     # sim's own zero and negative counts (accepted without a word before)

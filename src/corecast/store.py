@@ -299,8 +299,9 @@ class Campaign:
     def _value(self, text: Any, what: str, kind: Any = None) -> Any:
         try:
             v = json.loads(text)
-        except (TypeError, ValueError):
-            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON") from None
+        except (TypeError, ValueError, RecursionError):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON (or nested "
+                            "too deep)") from None
         if kind is None or (v is None and what in _NULLABLE):
             return v
         if not isinstance(v, kind) or isinstance(v, bool) or (
@@ -308,6 +309,9 @@ class Campaign:
             raise UserError(f"{self.path}: damaged campaign file: {what} is "
                             f"{json.dumps(v)[:40]}, not {_KIND_NAMES.get(kind, 'a number')}")
         return v
+
+    def run_count(self) -> int:
+        return int(self._con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
