@@ -34,7 +34,9 @@ class Recorder:
     def __init__(self, path: str | Path, snap: Snapshot, machine: Machine, command: str, cpus: int):
         self.path = Path(path)
         suffix = self.path.suffix.lower()
-        if suffix not in (".csv", ".json") and outputs.check(path) not in ("in place", "descriptor"):
+        # a device or a pipe: CSV unless named .json, and a JSON document once, at the end
+        self.in_place = outputs.check(path) in ("in place", "descriptor")
+        if suffix not in (".csv", ".json") and not self.in_place:
             raise UserError(f"--record {path}: give a .csv or .json file")
         self.json = suffix == ".json"
         self.cpus = cpus
@@ -77,7 +79,8 @@ class Recorder:
         self._fh: Any = None
         self._last_json = 0.0
         if self.json:
-            self._write_json()
+            if not self.in_place:
+                self._write_json()
         else:
             self._out = outputs.Output(self.path, what="the meter series", live=True)
             self._fh = self._out.open()
@@ -108,7 +111,7 @@ class Recorder:
             self._fh.flush()
         else:
             self.rows.append(row)
-            if time.monotonic() - self._last_json >= JSON_EVERY_S:
+            if time.monotonic() - self._last_json >= JSON_EVERY_S and not self.in_place:
                 self._write_json()
 
     def _write_json(self, final: bool = False) -> None:
