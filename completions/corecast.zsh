@@ -129,7 +129,7 @@ _shtab_corecast_events_defaults_added=0
 
 _shtab_corecast_export_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
-  {-o,--output}"[output file (.csv or .json)\; default\: standard output]:FILE:"
+  {-o,--output}"[output file (.csv or .json\; a device or a pipe gets CSV)\; default\: standard output]:FILE:"
   "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json records)"
   "--metadata[CSV only\: where the metadata goes (default\: sidecar with -o, none on standard output)]:metadata:(sidecar inline none)"
   {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
@@ -251,7 +251,7 @@ _shtab_corecast_predict_options=(
   "--checkpoints[checkpoints for kernel selection (default from the number of points)]:C:"
   "--refit[refit the selected kernel on all points (default\: keep the fit validated on the checkpoints)]"
   "--target-machine[predict for this machine\: a bundled name (e.g. epyc-9654-2s), a TOML file, \`corecast calibrate\`\'s JSON, \`lstopo --of xml\` or \`lscpu \[-J\]\` output, or sockets\=2,cores\=32,smt\=2\[,ghz\=2.4\] \/ cpus\=64]:SPEC:"
-  "--placement[how threads are laid out on the target (default compact\: a socket\'s cores, then its SMT siblings, then the next socket)]:placement:(compact spread smt-last)"
+  "--placement[with --target-machine\: how threads are laid out on the target (default compact\: a socket\'s cores, then its SMT siblings, then the next socket)]:placement:(compact spread smt-last)"
   "--measured-machine[the machine the data were measured on, in the same forms as --target-machine, where the file does not record it (a plain CSV\; a campaign records its machine)]:SPEC:"
   "--measured-placement[how the measured threads were laid out (default\: the campaign\'s --order, else compact)]:measured_placement:(compact spread smt-last)"
   "--smt-yield[what a thread on an SMT sibling adds, as a share of a core (default\: the prior learned from the corpus)]:Y:"

@@ -248,7 +248,7 @@ def test_staircase_labels_by_the_machine_caches():
     (["--loaded", "--profile", "p.json"], "--profile goes with"),
     (["--plot", "x.gif"], "cannot tell the plot format"),
     (["--sweep-size", "--sizes", "8"], "fewer than two"),
-    (["--profile", "/no/such/dir/p.json"], "does not exist"),
+    (["--profile", "/no/such/dir/p.json"], "no such folder /no/such/dir"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli, args, message):
     r = cli("chase", *args)

@@ -19,8 +19,10 @@ ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
 
 @pytest.fixture
-def pp_trace(tmp_path):
-    return write_trace(tmp_path / "pp.cctrace", Trace(synth.pingpong(20, 2, "read")))
+def pp_trace(tmp_path, capsys):
+    p = write_trace(tmp_path / "pp.cctrace", Trace(synth.pingpong(20, 2, "read")))
+    capsys.readouterr()         # write_trace names the file on stderr, as every writer does
+    return p
 
 
 def test_simulate_json(cli, pp_trace, tmp_path):

@@ -1098,7 +1098,7 @@ def test_report_goes_to_stderr_and_exit_status_is_the_commands(tmp_path):
     (["-a"], "did you mean -S (or --all-cpus)"),
     (["-T", "nan"], "is not an interval"),
     (["-T", "-1"], "is not an interval"),
-    (["-c", "task_clock", "-o", "/nonexistent/x.csv"], "-o /nonexistent/x.csv: cannot write"),
+    (["-c", "task_clock", "-o", "/nonexistent/x.csv"], "/nonexistent/x.csv: no such folder /nonexistent"),
     (["-c", "task_clock", "--field-separator", ";;"], "one character"),
 ])
 def test_perf_spellings_and_mistakes(cli, args, message):

@@ -192,7 +192,10 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
 
 static void save_maps(void) {
     if (!maps_path) return;
-    FILE *in = fopen("/proc/self/maps", "r"), *out = fopen(maps_path, "w");
+    /* a new file only (corecast names one in a private folder): never through a link or over a file */
+    int fd = open(maps_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *in = fopen("/proc/self/maps", "r"), *out = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !out) close(fd);
     if (in && out) {
         char line[4352];
         while (fgets(line, sizeof line, in)) fputs(line, out);
@@ -217,7 +220,7 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
         if (!strncmp(argv[i], "fd=", 3)) out_fd = atoi(argv[i] + 3);
         else if (!strncmp(argv[i], "maps=", 5)) maps_path = strdup(argv[i] + 5);
         else if (!strncmp(argv[i], "count=", 6)) {
-            int fd = open(argv[i] + 6, O_RDWR);
+            int fd = open(argv[i] + 6, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
             void *m = fd < 0 ? MAP_FAILED : mmap(NULL, sizeof *shown, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             if (fd >= 0) close(fd);
             if (m == MAP_FAILED) {

@@ -2,13 +2,49 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
+from typing import Any
 
 from .errors import UserError
 
 
 MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
+#: The largest core count corecast takes, typed or in a file: 2^20, sixteen times the largest
+#: machines built (Linux's NR_CPUS tops out at 8,192; a cluster-wide USL curve may go further).
+MAX_CORES = 1 << 20
+#: The most rows a Dataset file may hold (a measurement is runs × repetitions; a meters recording
+#: at 100 ms covers 27 hours): 3.4 million rows (a 50 MB CSV) took predict 264 s and 3.2 GB.
+MAX_ROWS = 1_000_000
+#: The largest Dataset file read (CSV or JSON; a campaign is bounded by its rows).
+MAX_DATASET_BYTES = 256 << 20
+#: The deepest nesting of a JSON document a user gives (corecast's own go 4 deep): a 100,000-deep
+#: array raised RecursionError.
+MAX_JSON_DEPTH = 64
+
+
+def json_document(text: str | bytes, what: str) -> Any:
+    """json.loads of a file a user gave, with its nesting bounded (MAX_JSON_DEPTH): deeper is one
+    UserError line naming `what`. json.JSONDecodeError passes through, for the caller's message."""
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise UserError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    todo: list[tuple[Any, int]] = [(doc, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise UserError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        items = v.values() if isinstance(v, dict) else v
+        todo.extend((x, depth + 1) for x in items if isinstance(x, (dict, list)))
+    return doc
+
+
+def core_count_bound(v: float, what: str) -> None:
+    """A UserError naming `what` for a core count above MAX_CORES."""
+    if v > MAX_CORES:
+        raise UserError(f"{what}: {v:g} cores is above {MAX_CORES:,}, the most corecast takes")
 
 
 def finite(text: object, what: str) -> float:
@@ -38,6 +74,9 @@ def core_list(text: str) -> list[float]:
                 lo, hi = int(a), int(b)
                 if lo <= 0 or hi < lo:
                     raise ValueError
+                if hi > MAX_CORES:
+                    raise argparse.ArgumentTypeError(f"'{part}': {hi:,} cores is above {MAX_CORES:,}, "
+                                                     "the most corecast takes")
                 if step.endswith("x"):
                     k = int(step[:-1])
                     if k < 2:
@@ -59,6 +98,9 @@ def core_list(text: str) -> list[float]:
                 v = float(part)
                 if not v > 0 or v != v or v == float("inf"):
                     raise ValueError
+                if v > MAX_CORES:
+                    raise argparse.ArgumentTypeError(f"'{part}': {v:g} cores is above {MAX_CORES:,}, "
+                                                     "the most corecast takes")
                 out.append(v)
         except ValueError:
             raise argparse.ArgumentTypeError(

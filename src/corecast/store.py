@@ -25,14 +25,16 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
-from . import __version__, messages
+from . import __version__, messages, outputs
 from .errors import UserError, opened
 
 FORMAT = "corecast-campaign"
@@ -184,16 +186,22 @@ class Campaign:
         """A new campaign file, made whole (schema and metadata) under a hidden name and then
         linked into place, so that no crash or full disk leaves a half-made file under its
         name. A half-made one left by an older corecast (empty, or without metadata and runs)
-        is recognised and replaced. `machine`: the Machine's description (`Machine.to_dict()`)."""
+        is recognised and replaced. `machine`: the Machine's description (`Machine.to_dict()`).
+        The hidden name lies in a private folder made for it (mode 700, a fresh name), so no
+        other user can plant a link where SQLite creates its files."""
         p = Path(path)
-        if p.parent and not p.parent.exists():
-            raise UserError(f"{p}: directory {p.parent} does not exist")
+        kind = outputs.check(p)         # its folder exists; no folder, no planted link
+        if kind not in ("new", "regular"):
+            raise UserError(f"{p}: not a regular file (a campaign is an SQLite file): choose another -o")
         if p.exists():
             if not half_created(p):
                 raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
             _remove_db(p)
-        tmp = p.with_name(f".{p.name}.creating-{os.getpid()}")
-        _remove_db(tmp)
+        try:
+            private = Path(tempfile.mkdtemp(prefix=f".{p.name[:100]}.creating-", dir=p.parent))
+        except OSError as err:
+            raise UserError(f"{p}: cannot create the campaign file ({err.strerror or err})") from None
+        tmp = private / p.name
         now = time.time()
         try:
             con = _connect(tmp)
@@ -209,15 +217,13 @@ class Campaign:
                 con.close()
             os.link(tmp, p)              # fails if the name was taken meanwhile
         except FileExistsError:
-            _remove_db(tmp)
             raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)") from None
         except sqlite3.Error as err:
-            _remove_db(tmp)
             raise UserError(f"{p}: cannot create the campaign file ({err})") from None
         except OSError as err:
-            _remove_db(tmp)
             raise UserError(f"{p}: cannot create the campaign file ({err.strerror or err})") from None
-        _remove_db(tmp)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
         return cls.open(p)
 
     @classmethod
@@ -293,8 +299,9 @@ class Campaign:
     def _value(self, text: Any, what: str, kind: Any = None) -> Any:
         try:
             v = json.loads(text)
-        except (TypeError, ValueError):
-            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON") from None
+        except (TypeError, ValueError, RecursionError):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON (or nested "
+                            "too deep)") from None
         if kind is None or (v is None and what in _NULLABLE):
             return v
         if not isinstance(v, kind) or isinstance(v, bool) or (
@@ -302,6 +309,9 @@ class Campaign:
             raise UserError(f"{self.path}: damaged campaign file: {what} is "
                             f"{json.dumps(v)[:40]}, not {_KIND_NAMES.get(kind, 'a number')}")
         return v
+
+    def run_count(self) -> int:
+        return int(self._con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from .. import messages
+from .. import messages, outputs
 from ..parsing import byte_size
 
 COMMAND = "chase"
@@ -96,11 +95,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
-    if args.output and not args.output.lower().endswith((".csv", ".json")):
+    if args.output and not args.output.lower().endswith((".csv", ".json")) \
+            and outputs.check(args.output) not in ("in place", "descriptor"):
         raise UserError(f"{args.output}: cannot tell the format from the extension (use .csv or .json)")
     for path in (args.output, args.profile):          # before the work, not after it
-        if path and not Path(path).resolve().parent.is_dir():
-            raise UserError(f"{path}: directory {Path(path).parent} does not exist")
+        if path:
+            outputs.check(path)
     pattern, stride = C.parse_pattern(args.pattern)
     settings = C.Settings(size_bytes=C.DEFAULT_SIZE if args.size is None else args.size, line=args.line,
                           page=args.page, pattern=pattern, stride_bytes=stride, tlb_group_pages=args.tlb_group,
@@ -120,10 +120,8 @@ def run(args: argparse.Namespace) -> int:
     profile = res.profile(datasets) if args.profile else None
     if profile is not None:
         profile.write(args.profile)
-        messages.wrote(args.profile, "the memory profile")
     if args.output and mode in datasets:
-        for path in datasets[mode].save(args.output):
-            messages.wrote(path)
+        datasets[mode].save(args.output)
     if args.json:
         print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
     else:
@@ -132,7 +130,6 @@ def run(args: argparse.Namespace) -> int:
             R.render_profile(profile, args.profile, terminal.console())
     if args.plot and mode in runs:
         R.save_plot(runs[mode], res.concurrency, res.plateaus, args.plot)
-        messages.wrote(args.plot, "plot")
     if stopped:
         print("corecast chase: interrupted; the points measured before it are above"
               + (f" and in {args.output}" if args.output else ""), file=sys.stderr)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import outputs
 from ..errors import UserError
 from ._args import route_actions
 from . import _Parser, add_verbosity, program
@@ -293,6 +294,8 @@ def _sfmodel(args: argparse.Namespace) -> int:
         raise UserError("sfmodel: give an action: fit (`corecast sched sfmodel fit -h`)")
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
         raise UserError(f"--threshold {args.threshold}: must be > 0")
+    if args.output:
+        outputs.check(args.output)          # before the work, not after it
     parts = [M.load_windows(d) for d in args.data]
     if args.stat_big or args.stat_small:
         if not (args.stat_big and args.stat_small):
@@ -302,13 +305,11 @@ def _sfmodel(args: argparse.Namespace) -> int:
         raise UserError("no windows: give DATA files or --stat-big/--stat-small")
     model = M.fit(M.concat(parts), args.max_features, args.per_phase, args.threshold)
     if args.output:
-        M.save(model, args.output)
+        M.save(model, args.output)          # named on standard error, never on standard output
     if args.json:
         print(json.dumps(model.to_dict(), indent=2, allow_nan=False, default=_jdefault))
     else:
         R.render_sfmodel(console(), model)
-        if args.output:
-            print(f"model written to {args.output}")
     return 0
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import messages
+from .. import messages, outputs
 from ..errors import UserError
 from ._args import route_actions
 from ..report.plots import check_plot_path, save
@@ -209,6 +209,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.cores < 1:
         raise UserError(f"--cores {args.cores}: must be at least 1")
     machine = load_machine(args.machine)
+    if args.output:
+        outputs.check(args.output)          # before the work, not after it
     trace = load(args.trace)
     if args.chunk < 1:
         raise UserError(f"--chunk {args.chunk}: at least 1 instruction")
@@ -223,11 +225,7 @@ def _simulate(args: argparse.Namespace) -> int:
     with messages.Progress("simulating", total=len(trace), unit="records") as bar:
         res = simulate(trace, machine, args.cores, opts, chunk=1 << 18, progress=bar.update)
     if args.output:
-        try:
-            Path(args.output).write_text(res.to_json() + "\n")
-        except OSError as err:
-            raise UserError(f"{args.output}: cannot write: {err.strerror}") from None
-        messages.wrote(args.output, "the result as JSON")
+        outputs.write_text(args.output, res.to_json() + "\n", "the result as JSON")
     fmt = output_format(args)
     if fmt in ("csv", "records"):
         sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
@@ -250,14 +248,9 @@ def _capture(args: argparse.Namespace) -> int:
             dec.begin(total)
         dec.update(done)
 
-    with bar, dec:
+    with bar, dec:                    # the trace is named on standard error as it is closed
         info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
                        backend=args.backend, progress=bar.update, decoding=decoding)
-    messages.wrote(info.path, f"{info.records:,} records, {info.instructions:,} instructions, "
-                   f"{info.threads} thread{'s' if info.threads > 1 else ''}"
-                   + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
-                      and info.annotated_fraction is not None else "")
-                   + f" ({info.seconds:.1f} s)")
     for name, addr in info.markers.items():
         if addr is not None:
             messages.note(f"marker {name} at {addr:#x}")
@@ -282,6 +275,8 @@ def _mrc(args: argparse.Namespace) -> int:
             raise UserError(f"--assoc {args.assoc}: give full or a number of ways") from None
     if args.plot:
         check_plot_path(args.plot)
+    if args.output:
+        outputs.check(args.output)
     tr = load(args.trace)
     messages.detail(f"read {args.trace}: {len(tr):,} records")
     with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
@@ -307,12 +302,8 @@ def _show(args: argparse.Namespace, doc: dict[str, Any], render: Any, figure: An
         render()
     if args.plot:
         save(figure(), args.plot)
-        messages.wrote(args.plot, "plot")
     if args.output:
-        first, *rest = dataset().save(args.output)
-        messages.wrote(first, "the points as a Dataset")
-        for path in rest:
-            messages.wrote(path, "its metadata")
+        dataset().save(args.output, "the points as a Dataset")
 
 
 def _mrc_online(args: argparse.Namespace) -> int:
@@ -325,6 +316,8 @@ def _mrc_online(args: argparse.Namespace) -> int:
         raise UserError(f"--interval {args.interval:g}: must be above 0 seconds")
     if args.plot:
         check_plot_path(args.plot)
+    if args.output:
+        outputs.check(args.output)
     l3 = occupancy.probe(Path(args.resctrl))
     if isinstance(l3, str):
         raise UserError(l3)
@@ -350,9 +343,9 @@ def _convert(args: argparse.Namespace) -> int:
     from ..sim.trace import convert, load, write_csv
 
     if args.to_csv:
+        outputs.check(args.output)
         tr = load(args.input)
         write_csv(tr.records, args.output)
-        messages.wrote(args.output, f"{len(tr.records):,} records as CSV")
         return 0
     markers = []
     for m in args.marker:
@@ -361,7 +354,6 @@ def _convert(args: argparse.Namespace) -> int:
         except ValueError:
             raise UserError(f"--marker {m}: give an instruction address in hex") from None
     path, info = convert(args.input, args.output, args.fmt, markers=markers)
-    messages.wrote(path, f"from {info['format']} text")
     if info.get("bad_lines"):
         messages.warning(f"{info['bad_lines']:,} lines of {args.input} were not trace lines (first at line "
                          f"{info['first_bad_line']})")
@@ -409,7 +401,6 @@ def _gen(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             w.abort()
             raise
-    messages.wrote(args.output, f"{w.count:,} records")
     return 0
 
 

@@ -5,7 +5,7 @@ import argparse
 import math
 import sys
 
-from .. import messages
+from .. import messages, outputs
 from ..collect.events import resolve
 from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
@@ -111,6 +111,8 @@ def _perf_hints(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cmd = program(args.argv)
+    if args.output:
+        outputs.check(args.output)          # before anything starts
     if args.interval < MIN_INTERVAL:
         raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
     sets = [resolve(s) for s in args.events]
@@ -146,14 +148,15 @@ def run(args: argparse.Namespace) -> int:
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
                   totals_only=args.totals, metrics=metrics, max_duration=args.duration,
                   thread_tracking=args.thread_tracking, wake=args.wake)
+    sink = None
     if args.output:
-        try:
-            out = open(args.output, "w")
-        except OSError as err:
-            raise UserError(f"-o {args.output}: cannot write: {err.strerror}") from None
-    else:
-        out = sys.stderr
+        # written as it goes (live: a new file made with O_EXCL, renamed only over a regular
+        # file; a device or a pipe written in place), named on standard error at the end
+        sink = outputs.Output(args.output, what=f"{args.format} report", live=True)
+    out = sys.stderr
     try:
+        if sink is not None:
+            out = sink.open()
         writer = WRITERS[fmt](out, mon)
         if args.separator is not None:
             writer.separator = args.separator
@@ -175,13 +178,14 @@ def run(args: argparse.Namespace) -> int:
         writer.summary()
         if region_file is not None:
             writer.regions(load_regions(region_file))
-    except UserError as err:
-        if args.output:
-            out.flush()
-        raise err
+    except BaseException:
+        if sink is not None:
+            sink.abort()                    # live: what was written is kept
+        raise
+    else:
+        if sink is not None:
+            sink.commit()
     finally:
-        if args.output:
-            out.close()
         if region_file is not None:
             import os
             try:
@@ -199,8 +203,6 @@ def run(args: argparse.Namespace) -> int:
             messages.note(f"'{cmd[0]}' was ended by {name}")
         else:
             messages.note(f"'{cmd[0]}' exited with status {status}")
-    if args.output:
-        messages.wrote(args.output, f"{args.format} report")
     if status is not None and cmd:
         # as perf: corecast's own status is the command's (128 + N when a signal N ended it)
         return 128 - status if status < 0 else status
