@@ -21,16 +21,10 @@ from corecast.meters.tree import build
 from corecast.native import include_dir
 from corecast.errors import UserError
 
-from test_stat import FakePMU   # the simulated PMU of the stat tests
+from conftest import board_name
+from fakes import FakePMU   # the simulated PMU of the stat tests
 
 HZ = 100                     # the fake /proc/stat's clock tick
-NAMES = iter(range(10**6))
-
-
-def board_name() -> str:
-    return f"t{os.getpid()}-{next(NAMES)}"
-
-
 class FakeProc:
     """A /proc with stat, schedstat, pressure and vmstat whose counters a test sets."""
 

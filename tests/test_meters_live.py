@@ -8,7 +8,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -18,40 +17,7 @@ from corecast.meters import Board, allowed_workers, attach, board as B, release,
 from corecast.native import native_path
 from corecast.errors import UserError
 
-from test_meters import board_name
-
-
-def start_daemon(name, *args, **kw):
-    p = subprocess.Popen([sys.executable, "-m", "corecast", "meters", "--blackboard", name, *map(str, args)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    wait_running(name, p)
-    return p
-
-
-def wait_running(name, p=None, timeout=30.0, ticks=2):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if p is not None and p.poll() is not None:
-            raise AssertionError(f"the daemon ended: {p.stderr.read()}")
-        try:
-            with Board.open(name) as b:
-                if b.state == "running" and b.header.ticks >= ticks and b.pid == (p.pid if p else b.pid):
-                    return
-        except UserError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("the daemon did not start")
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        out, err = p.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-    return p.returncode, out, err
+from conftest import board_name, start_daemon, stop, wait_running
 
 
 # ============================================================================================

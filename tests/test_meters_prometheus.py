@@ -17,8 +17,7 @@ import pytest
 from corecast.meters import Board
 from corecast.meters.catalog import BY_NAME
 
-from test_meters import board_name
-from test_meters_live import start_daemon, stop
+from conftest import board_name, start_daemon, stop
 
 pytestmark = pytest.mark.skipif(not shutil.which("prometheus") or not shutil.which("promtool"),
                                 reason="needs Debian's prometheus (setup/debian-packages.txt)")

@@ -20,9 +20,8 @@ from corecast.serve.app import Dashboard  # noqa: E402
 from corecast.serve.server import parse_listen  # noqa: E402
 from corecast.errors import UserError  # noqa: E402
 
-from conftest import DATA, run_corecast  # noqa: E402
-from test_meters import board_name  # noqa: E402
-from test_meters_live import start_daemon, stop  # noqa: E402
+from conftest import DATA, board_name, run_corecast, start_daemon, stop  # noqa: E402
+from fakes import stalls_csv  # noqa: E402
 
 RAYTRACER = DATA / "usl" / "raytracer.csv"
 
@@ -50,11 +49,7 @@ def fid(dash: Dashboard, name: str) -> str:
 @pytest.fixture
 def files(tmp_path: Path) -> Path:
     shutil.copy(RAYTRACER, tmp_path / "raytracer.csv")
-    rows = ["cores,time_s,lock_wait_cycles,runqueue_delay_cycles"]
-    for n in (1, 2, 3, 4, 6, 8):
-        work, lock, rq = 2.0e9 / n, 4.0e6 * (n - 1) ** 1.6, 1.0e6 * n
-        rows.append(f"{n},{(work + lock + rq) / 2.0e9:.9g},{lock:.9g},{rq:.9g}")
-    (tmp_path / "stalls.csv").write_text("\n".join(rows) + "\n")
+    stalls_csv(tmp_path / "stalls.csv")
     return tmp_path
 
 
