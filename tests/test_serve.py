@@ -206,6 +206,27 @@ def test_bad_input_is_an_error_document_and_the_server_keeps_serving(files, capl
     assert any("broken.db" in r.getMessage() for r in caplog.records)      # and in the server log
 
 
+def test_the_names_the_page_offers_come_from_the_registries(files):
+    """/api/registry: the methods, policies and meters as their registries list them; the page
+    builds its method list from it (it holds no list of its own)."""
+    from corecast.meters.catalog import METERS
+    from corecast.model.predictors import METHODS
+    from corecast.sched.policies import POLICIES, VARIANTS
+    dash = Dashboard([str(files)], "127.0.0.1", 0)
+
+    async def fetch(client):
+        resp = await client.get("/api/registry")
+        return resp.status, await resp.json()
+
+    status, doc = run_api(dash, fetch)
+    assert status == 200
+    assert doc == {"methods": list(METHODS), "policies": [*POLICIES, *VARIANTS], "meters": list(METERS)}
+    assert doc["methods"][0] == "auto" and "energy" in doc["policies"] and "cpu_busy" in doc["meters"]
+    from corecast.serve.app import STATIC
+    js = (STATIC / "app.js").read_text()
+    assert '"/api/registry"' in js and not re.search(r'\[\s*"auto",\s*"estima"', js)
+
+
 def test_guards_host_and_token(files):
     dash = Dashboard([str(files)], "127.0.0.1", 0)
 

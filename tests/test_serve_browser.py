@@ -270,6 +270,10 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
         assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
         assert browser.find_element("id", "predict-stalls")
         shot(browser, "predict")
+        # the methods offered are the registry's (through /api/registry)
+        from corecast.model.predictors import METHODS
+        assert js(browser, "return [...document.querySelectorAll('#predict-method option')].map(o => o.value)") == \
+            list(METHODS)
         # another machine, chosen on the page: the CLI's --target-machine document
         assert "epyc-9654-2s" in js(browser, "return [...document.querySelectorAll('#predict-machines option')].map(o => o.value)")
         browser.find_element("id", "predict-machine").send_keys("epyc-9654-2s")
