@@ -72,6 +72,7 @@ def test_port_in_use(cli):
     assert r.code == 2 and "the port is in use" in r.err and r.err.count("\n") == 1, r.err
 
 
+@pytest.mark.slow
 def test_name_taken_by_a_live_daemon_then_stale_after_a_crash(cli, tmp_path):
     name = board_name()
     p = start_daemon(name, "--interval", "10ms")
@@ -102,6 +103,7 @@ def test_name_taken_by_a_live_daemon_then_stale_after_a_crash(cli, tmp_path):
             p.wait()
 
 
+@pytest.mark.slow
 def test_stopped_daemon_board_is_stale_for_a_reader_that_kept_it():
     name = board_name()
     p = start_daemon(name, "--interval", "10ms")
@@ -118,6 +120,7 @@ def test_stopped_daemon_board_is_stale_for_a_reader_that_kept_it():
 # ============================================================================================
 # torn reads
 
+@pytest.mark.slow
 def test_no_torn_reads_under_a_writer_as_fast_as_it_can():
     """A writer rewriting 64 records as fast as it can and 4 readers checking each record's
     invariant (all fields from one write) for 4 s: not one torn read through the seqlock of

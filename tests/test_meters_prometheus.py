@@ -51,6 +51,7 @@ def daemon(tmp_path):
     stop(p)
 
 
+@pytest.mark.slow
 def test_endpoint_exposition_and_read_only(daemon, tmp_path):
     name, port = daemon
     code, body, headers = get(f"http://127.0.0.1:{port}/metrics")

@@ -99,6 +99,7 @@ def test_events(cli):
         assert frame["status"].tolist() == [e["status"] for e in doc["events"]]
 
 
+@pytest.mark.slow
 def test_measure(cli, tmp_path):
     out = {}
     for fmt in ("json", "csv", "records"):

@@ -180,6 +180,7 @@ def _mix():
     return parse_workload({"rules": {"runs": 2}, "app": apps})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["true", "ipc-sampling"])
 @pytest.mark.parametrize("policy", ["adwrr", "eqp", "acfs", "acfs-big"])
 def test_native_loop_equals_the_python_loop(policy, source, monkeypatch):

@@ -8,6 +8,8 @@ import pytest
 
 from corecast.sched.experiments import findings, load_experiment, run
 
+pytestmark = pytest.mark.slow        # the paper's experiments take a minute: `make test`, not `make check`
+
 
 @pytest.fixture(scope="module")
 def results():

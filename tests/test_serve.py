@@ -369,6 +369,7 @@ def test_meters_split_and_join_give_the_document_back():
     assert all("source" not in v for v in values["meters"]) and "apps" in values and "scopes" not in values
 
 
+@pytest.mark.slow
 def test_live_meters_stream_is_the_show_json_document_and_follows_a_new_daemon(tmp_path, caplog):
     from corecast.serve import meters as M
     name = board_name()
@@ -459,6 +460,7 @@ def _recording(tmp_path: Path, name: str, suffix: str = ".csv") -> Path:
     return rec
 
 
+@pytest.mark.slow
 def test_meters_recording_replay_equals_the_cli(tmp_path, cli):
     rec = _recording(tmp_path, "m")
     jrec = _recording(tmp_path, "j", ".json")
@@ -494,6 +496,7 @@ def test_meters_recording_replay_equals_the_cli(tmp_path, cli):
     assert out["usl"] == 400          # a recording is for replay, not for the models
 
 
+@pytest.mark.slow
 def test_meters_replay_json_is_the_recording_summarised(tmp_path, cli):
     """`corecast meters replay --json` (the page's statistics): each series' mean, min, p95 and
     max from the recording's own column, the trigger changes from its 0/1 column."""

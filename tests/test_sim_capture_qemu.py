@@ -21,8 +21,8 @@ from corecast.sim.trace import read_trace
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "data" / "sim" / "cgprog.c"
 
-pytestmark = pytest.mark.skipif(qemu_path() is None or shutil.which("gcc") is None,
-                                reason="needs qemu-x86_64 and gcc (setup/debian-packages.txt)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(qemu_path() is None or shutil.which("gcc") is None,
+                                 reason="needs qemu-x86_64 and gcc (setup/debian-packages.txt)")]
 
 
 @pytest.fixture(scope="module")

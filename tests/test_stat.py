@@ -26,6 +26,7 @@ from fakes import FakePMU, FakeTarget, hw, sw
 # ============================================================================================
 # real runs
 
+@pytest.mark.slow
 def test_stat_threads_picked_up_and_exit_rows(cli, progs, tmp_path):
     out = tmp_path / "o.json"
     r = cli("stat", "-c", "task_clock,context_switches", "-V", "runq_delay,ctxsw,psi_cpu_some", "-T", "0.05",
@@ -54,6 +55,7 @@ def _samples(path):
     return [x for x in lines if x["type"] == "sample"], lines[-1]
 
 
+@pytest.mark.slow
 def test_stat_200_short_threads_each_get_an_exact_exit_row(cli, progs, tmp_path):
     """200 threads of about 1 ms each, one after another: every one has its exit row (the
     kernel reports its creation and its own counts at exit), and the exit rows add up to the
@@ -143,6 +145,7 @@ def test_stat_attach_follows_new_threads_exactly(cli, progs, tmp_path):
     assert sum(s["counters"][0]["value"] for s in samples) == pytest.approx(total, rel=0.01)
 
 
+@pytest.mark.slow
 def test_stat_sleeper_vs_spinner_table(cli, progs):
     r = cli("stat", "-c", "task_clock", "-A", "--", progs["sleeper"])
     assert r.code == 0
@@ -177,6 +180,7 @@ def test_stat_table_layout_and_unsupported_is_dash(cli, progs):
         assert "<not supported>" in r.err
 
 
+@pytest.mark.slow
 def test_stat_round_robin_sets(cli, progs):
     r = cli("stat", "-c", "task_clock", "-c", "context_switches,page_faults", "-T", "0.05", "--format", "json",
             "--", progs["spinner"])
@@ -190,6 +194,7 @@ def test_stat_round_robin_sets(cli, progs):
         assert names == (["task_clock"] if s["set"] == 0 else ["context_switches", "page_faults"])
 
 
+@pytest.mark.slow
 def test_stat_attach_to_running_process(cli, progs):
     p = subprocess.Popen([progs["spin_ms"], "2000"])   # long enough to attach on a loaded machine
     try:
@@ -821,6 +826,7 @@ def test_perf_long_spellings_and_units(cli):
     assert r2.code == 0 and all(json.loads(x) for x in r2.err.splitlines() if x.startswith("{"))
 
 
+@pytest.mark.slow
 def test_attach_totals_count_every_existing_thread(cli):
     """`stat -p PID -A -c task_clock --duration 1` on a busy process printed 0 ns (perf: ~1 s):
     the one inherited counter on the main thread did not see the threads that already existed."""
@@ -841,6 +847,7 @@ def test_attach_totals_count_every_existing_thread(cli):
     assert total is not None and total > 0.3e9          # two spinning threads for a second, on 2 CPUs
 
 
+@pytest.mark.slow
 def test_duration_ends_a_command_that_ignores_sigterm():
     """`stat --duration 1` never returned when the command ignored SIGTERM: SIGKILL follows."""
     r = subprocess.run([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "--duration", "0.5", "--",

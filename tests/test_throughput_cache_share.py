@@ -15,6 +15,8 @@ from corecast.sim import synth
 from corecast.sim.machine import load_machine
 from corecast.sim.trace import Trace, write_trace
 
+pytestmark = pytest.mark.slow        # real programs and long runs: `make test`, not `make check`
+
 MACHINE = """
 name = "three-level"
 frequency_hz = 2.0e9

@@ -112,6 +112,7 @@ FIFO_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, text", FIFO_CASES,
                          ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(FIFO_CASES)])
 def test_a_fifo_never_blocks_a_reader(bad_files, args, text):
