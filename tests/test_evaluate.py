@@ -5,7 +5,7 @@ import pytest
 import fakes
 from corecast.dataset import Dataset, load
 from corecast.model import evaluate as E
-from corecast.model import predictors, synth
+from corecast.model import synth
 from corecast.model.base import Prediction
 
 

@@ -1,5 +1,4 @@
 """`corecast predict`: interface, JSON names, bands, plots, reports and user errors."""
-import json
 
 import numpy as np
 import pytest

@@ -63,7 +63,7 @@ def test_records_are_the_programs(traces):
 def test_same_program_same_data_misses_as_lackey(traces):
     """Data-cache misses agree within 1%; instruction counts differ by the C library's start-up,
     which picks its string routines by the CPU it is shown (QEMU's and valgrind's differ)."""
-    (qi, qt), (li, lt) = traces["qemu"], traces["lackey"]
+    (qi, _), (li, _) = traces["qemu"], traces["lackey"]
     assert abs(qi.instructions / li.instructions - 1) < 0.05
     m = {"name": "d1", "frequency_hz": 1e9, "cache": [
         {"level": 1, "kind": "data", "size": 16384, "ways": 4, "line_size": 64},
