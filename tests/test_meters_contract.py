@@ -128,7 +128,7 @@ def test_the_check_catches_a_broken_recipe(tmp_path):
         "nothing to read": lambda d, scopes, ctx: [Instance(d, s, L.MEASURED, "measured: air") for s in scopes],
         "a scope missed": lambda d, scopes, ctx: [Instance(d, s, L.UNAVAILABLE, "unavailable: no reason at all")
                                                   for s in scopes[1:]],
-        "a zero for no reason": lambda d, scopes, ctx: [Instance(d, s, L.UNAVAILABLE, "unavailable: not here",
+        "inputs while unavailable": lambda d, scopes, ctx: [Instance(d, s, L.UNAVAILABLE, "unavailable: not here",
                                                                  num=[Input(("proc", str(env.proc / "stat")))])
                                                         for s in scopes],
     }
