@@ -42,14 +42,14 @@ sf = 1.2
 
 
 @pytest.fixture
-def files(tmp_path):
+def sched_files(tmp_path):
     (tmp_path / "1b1s.toml").write_text(MACHINE)
     (tmp_path / "two.toml").write_text(WORKLOAD)
     return tmp_path
 
 
-def test_sim_json_equals_the_hand_computation(cli, files):
-    r = cli("sched", "sim", files / "two.toml", "--machine", files / "1b1s.toml", "--policy", "hsp",
+def test_sim_json_equals_the_hand_computation(cli, sched_files):
+    r = cli("sched", "sim", sched_files / "two.toml", "--machine", sched_files / "1b1s.toml", "--policy", "hsp",
             "--migration-cost", "0", "--json")
     assert r.code == 0, r.err
     doc = r.json()
@@ -63,7 +63,7 @@ def test_sim_json_equals_the_hand_computation(cli, files):
     assert m["edp_js"] == pytest.approx(energy * ct_b)
 
 
-def test_sim_table_and_plot(cli, files, tmp_path):
+def test_sim_table_and_plot(cli, sched_files, tmp_path):
     out = tmp_path / "bars.png"
     r = cli("sched", "sim", "pmctrack-mix", "--policy", "hsp,rr,acfs", "--runs", "1", "--plot", out)
     assert r.code == 0, r.err

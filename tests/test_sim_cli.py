@@ -180,6 +180,7 @@ def test_sim_text_to_a_pipe_is_not_wrapped(cli, pp_trace):
     assert max(len(x) for x in r.out.splitlines()) > 120
 
 
+@pytest.mark.slow
 def test_a_long_simulation_stops_at_ctrl_c(tmp_path):
     """The native simulator runs a slice of the trace per call, so Ctrl-C ends a long
     simulation between slices (issue 15: an access at the top of the address space once made

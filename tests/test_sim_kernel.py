@@ -313,6 +313,7 @@ def _levels(machine: dict) -> dict[int, int]:
             if c["kind"] in ("data", "unified")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shrink", [1, 64])
 @pytest.mark.parametrize("pattern", ["random", "sequential", "mixed"])
 def test_kernel_zen4_exact_hierarchy(pattern, shrink):

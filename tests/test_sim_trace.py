@@ -283,6 +283,7 @@ def test_transactions_sliced_are_the_records_of_one_at_a_time(count, per_tx, see
     assert np.array_equal(np.concatenate(parts), ref)
 
 
+@pytest.mark.slow
 def test_transactions_are_made_in_bounded_memory():
     import tracemalloc
     made = 0

@@ -15,7 +15,7 @@ SPEC = str(ROOT / "data" / "usl" / "specsdm91.csv")
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def bad_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("mistakes")
     (d / "adir").mkdir()
     (d / "binary.toml").write_bytes(bytes(range(256)) * 4)
@@ -50,7 +50,7 @@ def files(tmp_path_factory):
 
 
 CASES = [
-    # (arguments, with {d} for the folder of the files above, text the one line must hold)
+    # (arguments, with {d} for the folder of `bad_files` above, text the one line must hold)
     (["stat", "-c", "task_clock", "-o", "/nonexistent/x.csv", "--", "true"], "no such folder /nonexistent"),
     (["stat", "-T", "nan", "-c", "task_clock", "--", "true"], "is not an interval"),
     (["stat", "-e", "cycles", "--", "true"], "did you mean -c"),
@@ -86,8 +86,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("args, text", CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
-def test_one_line_and_exit_2(cli, files, args, text):
-    r = cli(*[a.replace("{d}", str(files)) for a in args])
+def test_one_line_and_exit_2(cli, bad_files, args, text):
+    r = cli(*[a.replace("{d}", str(bad_files)) for a in args])
     assert r.code == 2, (r.out, r.err)
     assert text in r.err
     assert "internal error" not in r.err and "Traceback" not in r.err
@@ -112,10 +112,11 @@ FIFO_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, text", FIFO_CASES,
                          ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(FIFO_CASES)])
-def test_a_fifo_never_blocks_a_reader(files, args, text):
-    r = subprocess.run([sys.executable, "-m", "corecast", *[a.replace("{d}", str(files)) for a in args]],
+def test_a_fifo_never_blocks_a_reader(bad_files, args, text):
+    r = subprocess.run([sys.executable, "-m", "corecast", *[a.replace("{d}", str(bad_files)) for a in args]],
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert text in r.stderr and "internal error" not in r.stderr

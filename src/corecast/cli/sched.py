@@ -61,8 +61,9 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     sim.add_argument("workload", metavar="WORKLOAD", help="bundled workload name or TOML file")
     sim.add_argument("--machine", "-m", metavar="AMP",
                      help="bundled machine name or TOML file (default: the workload's own)")
-    sim.add_argument("--policy", "-p", default="hsp,rr,adwrr,eqp,acfs,energy,cfs", metavar="P[,P...]",
-                     help="policies to compare (default all seven); all; or FILE.py:ClassName")
+    sim.add_argument("--policy", "-p", default="all", metavar="P[,P...]",
+                     help="policies to compare (default: all, every policy `sched policies` lists but "
+                          "the variants); or FILE.py:ClassName")
     sim.add_argument("--quantum", type=_time, default=0.010, metavar="T", help="scheduling quantum (default 10ms)")
     sim.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
     sim.add_argument("--migration-cost", type=_time0, default=50e-6, metavar="T",
@@ -127,7 +128,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                               "small CPUs come from --big/--small, else from sysfs on a hybrid machine, else the "
                               "CPUs are split in two and the small half is slowed (an EMULATED AMP, said in "
                               "every output). Each program is first run alone, for its slowdown.")
-    run.add_argument("--policy", "-p", required=True, metavar="P", help="hsp, rr, adwrr, eqp, acfs, energy, cfs or FILE.py:Class")
+    run.add_argument("--policy", "-p", required=True, metavar="P", help="a policy `sched policies` lists, or FILE.py:Class")
     run.add_argument("--big", metavar="CPUS", help="the big CPUs, e.g. 0-3")
     run.add_argument("--small", metavar="CPUS", help="the small CPUs, e.g. 4-7")
     run.add_argument("--emulate", choices=["auto", "cgroup", "stealer", "none"], default="auto",
