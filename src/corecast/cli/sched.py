@@ -196,10 +196,12 @@ def _sim(args: argparse.Namespace) -> int:
     from ..sched.machine import load_machine
     from ..sched.metrics import References, evaluate
     from ..sched.policies import make_policy
-    from ..sched.workload import load_workload
+    from ..sched.workload import MAX_RUNS, load_workload
 
     if args.plot:
         plots.check_plot_path(args.plot)
+    if args.runs is not None and args.runs > MAX_RUNS:
+        raise UserError(f"--runs {args.runs}: at most {MAX_RUNS} (as a workload's [rules] runs)")
     names = _policies(args.policy)
     pols = [make_policy(p) for p in names]
     if args.period is not None:
@@ -353,7 +355,10 @@ def _list(args: argparse.Namespace) -> int:
 
     items: Any
     if args.action == "policies":
-        items = {n: (c.__doc__ or "").strip().splitlines()[0] for n, c in {**POLICIES, **VARIANTS}.items()}
+        known = {**POLICIES, **VARIANTS}
+        if args.name and args.name not in known:
+            raise UserError(f"unknown policy '{args.name}' (choose {', '.join(known)})")
+        items = {n: (c.__doc__ or "").strip().splitlines()[0] for n, c in known.items() if n == args.name or not args.name}
     elif args.action == "machines":
         items = load_machine(args.name) if args.name else [load_machine(n) for n in bundled_machines()]
     else:
