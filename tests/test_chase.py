@@ -239,7 +239,7 @@ def test_staircase_labels_by_the_machine_caches():
 
 # ------------------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("args, message", [
-    (["--size", "0"], "--size 0"),
+    (["--size", "0"], "argument --size: '0' must be more than 0"),
     (["--pattern", "zigzag"], "--pattern zigzag: choose random, forward or stride:N"),
     (["--pattern", "stride:100"], "whole number of --line"),
     (["--threads", str(CPUS + 1)], "add --oversubscribe"),

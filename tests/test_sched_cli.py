@@ -133,7 +133,7 @@ CASES = [
     (["sched", "sim", "{many}"], "no policy can place more than 256 per core"),
     (["sched", "sim", "pmctrack-mix", "--machine", "{neg}"], "'speed' must be > 0"),
     (["sched", "sim", "nope"], "unknown workload 'nope'"),
-    (["sched", "sim", "pmctrack-mix", "--quantum", "0"], "not a positive time"),
+    (["sched", "sim", "pmctrack-mix", "--quantum", "0"], "argument --quantum: '0' must be more than 0"),
     (["sched", "sim", "pmctrack-mix", "--sf-source", "model"], "needs --sf-model"),
     (["sched", "sim", "pmctrack-mix", "--plot", "x.txt"], "cannot tell the plot format"),
     (["sched", "sim", "pmctrack-mix", "--policy", "acfs", "--period", "1s"], "has no period of its own"),

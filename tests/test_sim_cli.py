@@ -99,7 +99,7 @@ def test_user_errors_exit_2(cli, pp_trace, tmp_path, monkeypatch, args, needle):
     r = cli(*[a.replace("{pp}", str(pp_trace)) for a in args])
     assert r.code == 2
     assert needle in r.err
-    assert r.err.startswith("corecast sim: error:") and "Traceback" not in r.err
+    assert r.err.startswith(("corecast sim: error:", "corecast sim gen: error:")) and "Traceback" not in r.err
 
 
 def test_bad_machine_file_exit_2(cli, pp_trace, tmp_path):

@@ -229,7 +229,7 @@ def test_stat_metrics(cli, progs):
 
 @pytest.mark.parametrize("args, msg", [
     (["-c", "nosuch", "--", "true"], "unknown event"),
-    (["-c", "task_clock", "-T", "0.001", "--", "true"], "at least 0.01"),
+    (["-c", "task_clock", "-T", "0.001", "--", "true"], "'0.001' is out of bounds: at least 10ms"),
     (["-c", "task_clock", "-p", "99999999"], "no such process"),
     (["-c", "task_clock"], "nothing to monitor"),
     (["-c", "task_clock", "-m", "x=nosuch/2", "--", "true"], "unknown name"),

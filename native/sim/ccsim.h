@@ -81,6 +81,8 @@ typedef struct cc_sim cc_sim;
 
 CC_API cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen);
 CC_API void cc_sim_free(cc_sim *s);
+/* 1 when an access of the batch passed the top of the address space (it was simulated clamped
+ * at 2^64 - 1: the caller refuses the trace), else 0. */
 CC_API int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n);
 CC_API void cc_sim_finish(cc_sim *s);
 CC_API void cc_sim_stats(const cc_sim *s, cc_stats *out);

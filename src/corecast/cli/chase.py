@@ -7,7 +7,7 @@ import json
 import sys
 
 from .. import messages, outputs
-from ..parsing import byte_size
+from ..parsing import arg, count, seed, size_bytes, time_s
 
 COMMAND = "chase"
 HELP = "pointer-chasing memory benchmark: latency and bandwidth against concurrent misses, limits, profile"
@@ -38,8 +38,8 @@ examples:
   corecast usl chase.csv                          # the sweep is a Dataset"""
 
 
-def _size(text: str) -> int:
-    return byte_size(text)
+#: Measured time per point: at most a minute (a sweep has tens of points).
+_DURATION = arg(time_s, high=60.0)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="latency against working-set size (1 thread, 1 chain), plateaus labelled")
     mode.add_argument("--loaded", action="store_true",
                       help="loaded latency: one chaser and --loaders loaders at each --delays")
-    p.add_argument("--size", type=_size, default=None, metavar="BYTES",
+    p.add_argument("--size", type=arg(size_bytes), default=None, metavar="BYTES",
                    help="buffer size, e.g. 256MiB (default 256MiB; the loaded mode's loaders get another)")
     p.add_argument("--chains", default=None, metavar="LIST",
                    help="chains per thread: 1-16 | 1,2,4,8 (default 1,2,3,4,6,8,12,16,20,24,32,40,48,64; at most 64)")
@@ -60,24 +60,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="allow more threads than CPUs (they then share CPUs; figures over wall time)")
     p.add_argument("--pattern", default="random", metavar="P",
                    help="random (default) | forward | stride:N (N bytes between a chain's lines)")
-    p.add_argument("--line", type=int, default=64, metavar="BYTES",
+    p.add_argument("--line", type=arg(size_bytes), default=64, metavar="BYTES",
                    help="bytes per dereference: one pointer per line (default 64)")
     p.add_argument("--page", choices=("4k", "2m", "thp"), default="4k",
                    help="4k pages (default), 2m hugetlb pages (falls back to thp) or thp "
                         "(madvise MADV_HUGEPAGE; falls back to 4k); the fallback is said")
-    p.add_argument("--tlb-group", type=int, default=64, metavar="PAGES",
+    p.add_argument("--tlb-group", type=arg(count), default=64, metavar="PAGES",
                    help="random pattern: pages a chain stays within before it moves on (default 64)")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
-                   help="measured seconds per point (default 0.4; --sweep-size 0.25), after the warm-up")
-    p.add_argument("--samples", type=int, default=5, metavar="N", help="samples per point (default 5)")
+    p.add_argument("--duration", type=_DURATION, default=None, metavar="TIME",
+                   help="measured time per point, above 0 and at most 1 min (default 0.4 s; --sweep-size "
+                        "0.25 s), after the warm-up")
+    p.add_argument("--samples", type=arg(count, high=1000), default=5, metavar="N",
+                   help="samples per point, 1 to 1000 (default 5)")
     p.add_argument("--sizes", default=None, metavar="LIST",
-                   help="--sweep-size: sizes, e.g. 16KiB,1MiB,256MiB (default 4KiB to 8x the last cache, "
-                        "at least 256MiB, in steps of x1.5 and x2)")
-    p.add_argument("--loaders", type=int, default=None, metavar="N",
+                   help="--sweep-size (or --profile): sizes, e.g. 16KiB,1MiB,256MiB (default 4KiB to 8x the "
+                        "last cache, at least 256MiB, in steps of x1.5 and x2)")
+    p.add_argument("--loaders", type=arg(count), default=None, metavar="N",
                    help="--loaded: loader threads (default: every CPU but the chaser's)")
     p.add_argument("--delays", default=None, metavar="LIST",
                    help="--loaded: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random chains (default 1)")
+    p.add_argument("--seed", type=arg(seed), default=1, help="seed of the random chains (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png, .svg or .pdf)")
     p.add_argument("-o", "--output", metavar="DATASET",

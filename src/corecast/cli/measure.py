@@ -13,6 +13,7 @@ import sys
 
 from .. import messages
 from ..errors import UserError
+from ..parsing import arg, time_s
 from ..report.tables import campaign_rows, table_text
 from . import add_format, output_format, program
 
@@ -41,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="core counts: 1,2,4 | all | 1-16 | 1-16:2 | 1-all | pow2 (default: pow2, i.e. 1,2,4,...,all)")
     p.add_argument("--reps", type=int, default=None, help="measured repetitions per core count (default 3)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up runs per core count, not measured (default 1)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="kill a run's whole process group after S seconds (default: no limit)")
+    p.add_argument("--timeout", type=arg(time_s), default=None, metavar="TIME",
+                   help="kill a run's whole process group after this long, e.g. 30s, 5min (default: no limit)")
     p.add_argument("--order", default=None, metavar="ORDER",
                    help="which CPUs N cores are: socket (default) | spread | smt-last | a CPU list such as 0,2,4-7")
     p.add_argument("--events", default=None, metavar="SPEC",

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from .. import messages, outputs
 from ..collect.events import resolve
 from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
-from ..parsing import interval
+from ..parsing import arg, time_s
 from ..region import load as load_regions
 from . import program
 
@@ -40,15 +39,11 @@ See `corecast events`.
 """
 
 
-def interval_ms(text: str) -> float:
-    """perf's --interval-print: milliseconds."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number of milliseconds")
-    return v / 1000.0
+#: -T and perf's --interval-print (a bare number in milliseconds there): from MIN_INTERVAL to
+#: corecast.parsing's bound on a time (720h); --duration: above 0, the same bound.
+_INTERVAL = arg(time_s, noun="interval", low=MIN_INTERVAL)
+_INTERVAL_MS = arg(time_s, noun="interval", low=MIN_INTERVAL, unit="ms")
+_DURATION = arg(time_s, noun="duration")
 
 
 #: perf's short options and what corecast stat calls them (PMCTrack's letters are kept).
@@ -62,10 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-V", "--virtual", action="append", default=[], metavar="VIRT,...",
                    help="virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, "
                         "psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local")
-    p.add_argument("-T", "--interval", type=interval, default=1.0, metavar="TIME",
+    p.add_argument("-T", "--interval", type=_INTERVAL, default=1.0, metavar="TIME",
                    help=f"sampling interval: seconds, or 100ms, 0.5s (default 1 s, at least {MIN_INTERVAL} s)")
-    p.add_argument("--interval-print", type=interval_ms, dest="interval", metavar="MS",
-                   help="the sampling interval in milliseconds, as perf's --interval-print")
+    p.add_argument("--interval-print", type=_INTERVAL_MS, dest="interval", metavar="MS",
+                   help="the sampling interval in milliseconds, as perf's --interval-print (or with a unit)")
     p.add_argument("-S", "--per-cpu", "--all-cpus", action="store_true",
                    help="count per CPU, system-wide (perf's --all-cpus)")
     p.add_argument("-p", "--pid", type=int, help="attach to a running process and all its threads")
@@ -90,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "thread is picked up as it is created) and for the target's end; 'tick' only at the ticks "
                         "(a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); "
                         "'auto' (default): 'tick' at -T 0.02 or less, else 'records'")
-    p.add_argument("--duration", type=interval, metavar="TIME",
+    p.add_argument("--duration", type=_DURATION, metavar="TIME",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
@@ -113,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
     cmd = program(args.argv)
     if args.output:
         outputs.check(args.output)          # before anything starts
-    if args.interval < MIN_INTERVAL:
-        raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
     sets = [resolve(s) for s in args.events]
     for i, specs in enumerate(sets):
         for e in specs:
@@ -136,8 +129,6 @@ def run(args: argparse.Namespace) -> int:
         target = Target.system()
     else:
         raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
-    if args.duration is not None and args.duration <= 0:
-        raise UserError("--duration must be positive")
     fmt = "json" if args.format == "jsonl" else args.format
     if args.separator is not None:
         if args.format not in ("table", "csv"):

@@ -97,6 +97,20 @@ class Trace:
                 "threads": int(len(tids))}
 
 
+def wrapping_access(records: np.ndarray, first: int = 0) -> str | None:
+    """The first fetch, load, store or modify of `records` whose last byte passes 2^64 - 1 (it
+    would wrap to address 0), said in a line ("record N: a load of 8 bytes at 0x... passes the
+    top of the address space"), or None. No program makes one: the simulator refuses it rather
+    than count it clamped, as within one line."""
+    near = np.flatnonzero((records["addr"] > np.uint64((1 << 64) - 256)) & (records["kind"] <= N.KIND_MODIFY))
+    for j in near:
+        addr, size = int(records["addr"][j]), max(1, int(records["size"][j]))
+        if addr + size - 1 >= 1 << 64:
+            return (f"record {first + int(j)}: a {KIND_NAMES[int(records['kind'][j])]} of {size} bytes at "
+                    f"{addr:#x} passes the top of the address space (its last byte would wrap to address 0)")
+    return None
+
+
 def make_records(n: int) -> np.ndarray:
     return np.zeros(n, dtype=RECORD_DTYPE)
 
