@@ -72,7 +72,11 @@ class Sentinel:
         with self.lock:
             if self.fd is None:
                 return
-            os.write(self.fd, f"{verb} {text}\n".encode())
+            try:
+                os.write(self.fd, f"{verb} {text}\n".encode())
+            except OSError as err:
+                raise UserError(f"corecast-sentinel (pid {self.pid}) is gone ({err.strerror or err}): "
+                                "nothing would clean up after corecast; not going on") from None
 
     def close(self, wait_s: float = 10.0) -> None:
         """Close the pipe: the sentinel removes what is still named, then exits; wait for it."""
@@ -437,4 +441,9 @@ class Supervised:
         if self._go is not None:
             os.close(self._go)
             self._go = None
-        self._reap()
+        # another thread waiting on the report closes it itself when the supervisor's end reaches it
+        if self._lock.acquire(timeout=10.0):
+            try:
+                self._reap()
+            finally:
+                self._lock.release()

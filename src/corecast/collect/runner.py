@@ -167,10 +167,6 @@ class Interrupted(Exception):
     """The campaign was stopped (Ctrl-C, SIGTERM); the run in progress was killed, not recorded."""
 
 
-class Interrupted(Exception):
-    """The campaign was stopped (Ctrl-C, SIGTERM); the run in progress was killed, not recorded."""
-
-
 class Runner:
     """Runs a campaign's slots not yet recorded, each through every source in `sources`
     (`runsources.create(cfg, host)`; made before the campaign file, so that a source's bad
