@@ -146,6 +146,12 @@ def _stored_config(d: Any, output: str) -> CampaignConfig:
     return CampaignConfig.from_dict(d)
 
 
+def _one_line(argv: Sequence[str], limit: int = 120) -> str:
+    """A command for a one-line message: line breaks escaped, at most `limit` characters."""
+    text = json.dumps(" ".join(argv))[1:-1]
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
     """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
     reporter = reporter or Reporter()
@@ -156,8 +162,8 @@ def resume(output: str, command: Sequence[str] | None = None, *, reporter: Repor
         if not cfg.command:
             raise UserError(f"{output}: the campaign records no command")
         if "command" in meta and meta["command"] != cfg.command:
-            raise UserError(f"{output}: damaged campaign file: its metadata 'command' (`{' '.join(meta['command'])}`) "
-                            f"and its settings' command (`{' '.join(cfg.command)}`) disagree; start a new campaign")
+            raise UserError(f"{output}: damaged campaign file: its metadata 'command' (`{_one_line(meta['command'])}`) "
+                            f"and its settings' command (`{_one_line(cfg.command)}`) disagree; start a new campaign")
         if command and list(command) != cfg.command:
             raise UserError(f"{output}: the campaign measures `{' '.join(cfg.command)}`, not `{' '.join(command)}` "
                             "(drop the command to resume, or start a new campaign)")

@@ -351,7 +351,10 @@ class Supervised:
         """Let the program execute; returns once it has (`exec_error` says if it could not)."""
         if self._go is None:
             return
-        os.write(self._go, b"g")
+        try:
+            os.write(self._go, b"g")
+        except OSError:
+            pass                  # the supervisor is gone: its report says so (or ends)
         os.close(self._go)
         self._go = None
         self.started = True

@@ -1,6 +1,6 @@
 """The seam between a `measure` run and what is measured about it: one `Source` per stall or
 metric source (rusage and time, PSI, the throughput regex, plugins, the sync shim, the sampled
-run-queue delay, perf counters), each behind the same five hooks, and each bringing its own
+run-queue delay, perf counters), each behind the same hooks, and each bringing its own
 command-line options and campaign settings (`Option`). The registry that lists them is
 `corecast.collect.runsources`; the runner calls every registered source at the same points:
 

@@ -374,7 +374,8 @@ class _Run:
                 now = time.monotonic()
                 for a, p in enumerate(procs):
                     if status[a] is None and not waiters[a].is_alive():
-                        status[a] = p.status
+                        # no report: its supervisor was killed, and the program with it (SIGKILL)
+                        status[a] = p.status if p.status is not None else -signal.SIGKILL
                 if all(s is not None for s in status):
                     break
                 self._discover(procs)
