@@ -155,16 +155,15 @@ def trial(kind: str, delay: float, sig: int, root: Path, settle_s: float = 10.0)
             os.kill(q, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for c in sched_cgroups(p.pid):
-        for d in sorted((x for x in c.rglob("*") if x.is_dir()), key=lambda x: -len(x.parts)):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-        try:
-            c.rmdir()
-        except OSError:
-            pass
+    deadline = time.monotonic() + 10.0              # killed processes leave their cgroups as they die
+    while sched_cgroups(p.pid) and time.monotonic() < deadline:
+        for c in sched_cgroups(p.pid):
+            for d in [*sorted((x for x in c.rglob("*") if x.is_dir()), key=lambda x: -len(x.parts)), c]:
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+        time.sleep(0.05)
     shutil.rmtree(folder, ignore_errors=True)
     return left
 
