@@ -15,6 +15,8 @@ Tables:
     run_values(slot, name, value)   every number a run produced (NULL: not obtained)
     columns(name, ...)       what each value is: kind, unit, source, status, description
     notices(at, text)        things said once during the campaign (e.g. "no hardware PMU")
+    run_tables(slot, name, row, data)   a source's side table: rows that are not one number per
+                             run (data: a JSON object per row), written with the run
 
 Only tables and transactions live here: `corecast.dataset.read_campaign(path)` reads a campaign
 as a Dataset, beside the Dataset's other readers.
@@ -76,7 +78,16 @@ CREATE TABLE IF NOT EXISTS columns(
     description TEXT
 );
 CREATE TABLE IF NOT EXISTS notices(id INTEGER PRIMARY KEY, at REAL NOT NULL, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS run_tables(
+    slot INTEGER NOT NULL REFERENCES runs(slot),
+    name TEXT NOT NULL,
+    row INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY(slot, name, row)
+);
 """
+#: The side tables, made when a campaign from before them is opened for writing.
+RUN_TABLES = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS run_tables"):]
 
 
 class ColumnDescription(Protocol):
@@ -110,6 +121,7 @@ class RunRecord:
     finished_at: float = 0.0
     values: dict[str, float | None] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # a source's side tables
 
     @property
     def ok(self) -> bool:
@@ -241,6 +253,7 @@ class Campaign:
             if write:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=FULL")
+                con.executescript(RUN_TABLES)          # a campaign made before side tables
             self = cls(p, con, lock)
             meta = self.meta()
         except sqlite3.DatabaseError as err:
@@ -348,6 +361,21 @@ class Campaign:
             r["values"] = values.get(r["slot"], {})
         return rows
 
+    def run_tables(self, name: str) -> list[dict[str, Any]]:
+        """The rows of a side table, each with its run's `slot`, in run and row order (none in a
+        campaign made before side tables)."""
+        try:
+            cur = self._con.execute("SELECT slot, row, data FROM run_tables WHERE name = ? ORDER BY slot, row",
+                                    (name,))
+            got = cur.fetchall()
+        except sqlite3.OperationalError:
+            return []
+        out = []
+        for slot, row, data in got:
+            r = self._value(data, f"run {slot}'s table '{name}' row {row}", dict)
+            out.append({"slot": slot, **r})
+        return out
+
     def notices(self) -> list[str]:
         return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]
 
@@ -366,6 +394,9 @@ class Campaign:
                      run.started_at, run.finished_at, json.dumps(run.details, default=str)))
                 con.executemany("INSERT INTO run_values(slot, name, value) VALUES (?, ?, ?)",
                                 [(run.slot, k, _num(v)) for k, v in run.values.items()])
+                con.executemany("INSERT INTO run_tables(slot, name, row, data) VALUES (?, ?, ?, ?)",
+                                [(run.slot, name, i, json.dumps(r, default=str))
+                                 for name, rows in run.tables.items() for i, r in enumerate(rows)])
                 con.execute("UPDATE meta SET value = ? WHERE key = 'updated_at'", (json.dumps(time.time()),))
         except sqlite3.IntegrityError:
             raise UserError(f"{self.path}: run {run.slot} is already in the campaign") from None
@@ -412,7 +443,7 @@ def half_created(p: Path) -> bool:
                 return False
             if "runs" in tables and con.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
                 return False
-            return not (tables - {"meta", "runs", "run_values", "columns", "notices"})
+            return not (tables - {"meta", "runs", "run_values", "columns", "notices", "run_tables"})
         finally:
             con.close()
     except sqlite3.Error:

@@ -339,6 +339,8 @@ def _run(args: argparse.Namespace) -> int:
     pf = args.progress_file
     if pf and len(pf) != len(cmds):
         raise UserError(f"--progress-file given {len(pf)} times for {len(cmds)} programs")
+    for f in pf or []:
+        _progress_file(f)
     setup = prepare(args.big, args.small, args.emulate, args.small_speed, args.quantum)
     res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress, args.period)
     if args.json:
@@ -346,6 +348,16 @@ def _run(args: argparse.Namespace) -> int:
     else:
         R.render_run(console(), res)
     return 0
+
+
+def _progress_file(path: str) -> None:
+    """A progress file the program will write: its folder must exist, and it must not be a
+    folder (it was ignored in silence, and the run went on without it)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"--progress-file {path}: a folder, not a file")
+    if not p.parent.is_dir():
+        raise UserError(f"--progress-file {path}: folder {p.parent} does not exist (the program could not write it)")
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from .. import messages, outputs
+from ..collect import procs
 from ..collect.events import resolve
 from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
@@ -119,9 +120,8 @@ def run(args: argparse.Namespace) -> int:
     region_file = None
     if cmd:
         import os
-        import tempfile
-        fd, region_file = tempfile.mkstemp(prefix="corecast-regions-", suffix=".jsonl")
-        os.close(fd)
+        # removed below, or by corecast's sentinel if corecast dies (SIGKILL included)
+        region_file = str(procs.temp_file("corecast-regions-", ".jsonl"))
         target = Target.command(cmd, env=dict(os.environ, CORECAST_REGION_OUT=region_file))
     elif args.pid is not None:
         target = Target.attach(args.pid)
@@ -178,11 +178,7 @@ def run(args: argparse.Namespace) -> int:
             sink.commit()
     finally:
         if region_file is not None:
-            import os
-            try:
-                os.unlink(region_file)
-            except OSError:
-                pass
+            procs.remove(region_file)
     status = target.exit_status
     if status is not None and status != 0 and cmd:
         if status < 0:
