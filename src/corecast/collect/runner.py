@@ -551,11 +551,13 @@ class Runner:
                     "the sync shim wrote no report (static binary, setuid program, or killed by SIGKILL)")
                 for name in list(shimmod.CATEGORIES) + ["runqueue_delay_cycles"]:
                     vals[name] = None
+                vals.update({c.name: None for c in shimmod.idle_column_infos()})
                 if rec.status == OK:
                     self.notice_once("shim-none", f"the sync shim wrote no report for '{argv[0]}' (a static or "
                                      "setuid program cannot be preloaded): no lock/barrier/condition wait categories")
             else:
                 vals.update(shimmod.stall_categories(summary, self.nominal_hz))
+                vals.update(shimmod.idle_parts(summary, self.nominal_hz))
                 vals.update(shimmod.counters(summary))
                 rec.details["shim"] = {
                     "processes": len(summary.processes), "threads": summary.threads,
@@ -566,6 +568,7 @@ class Runner:
             for name in shimmod.CATEGORIES:
                 columns.append(ColumnInfo(name=name, kind="stall", unit="cycles", source=SHIM_SOURCE,
                                           status="ok", description=shimmod.CATEGORY_HELP[name]))
+            columns.extend(shimmod.idle_column_infos())
             columns.append(ColumnInfo(name="runqueue_delay_cycles", kind="stall", unit="cycles",
                                       source="measured: schedstat run-queue delay of every thread, read by the "
                                              "sync shim when each thread exits",
