@@ -61,7 +61,7 @@ def test_auto_from_two_points_is_the_usl_with_the_corpus_coherency_share():
     assert p.value == pytest.approx([x1, x2, want], rel=1e-9)
     z = 1.2815515655446004                           # the 80% normal quantile
     s0 = twopoint.NOISE_FLOOR                        # one value per count: the noise floor
-    h = z * np.sqrt(s0 ** 2 + (0.3 * np.log(64 / 16)) ** 2)
+    h = z * max(s0, 0.3 * np.log(64 / 16))
     assert p.low[2] == pytest.approx(want * np.exp(-h), rel=1e-9)
     assert p.high[2] == pytest.approx(want * np.exp(h), rel=1e-9)
     # never a band of zero width: at the measured counts it is the noise

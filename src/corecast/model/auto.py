@@ -424,8 +424,8 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
 @dataclass
 class PriorBand(Fitted):
     """A prediction from two core counts with the band the corpus' error growth gives:
-    h(n) = z · sqrt(s² + (g₀ · ln(n / largest measured count))²), s the repetitions' noise (at
-    least `twopoint.NOISE_FLOOR`); for the stall model, united with its laws' bracket; widened
+    h(n) = z · max(s, g₀ · ln(n / largest measured count)), s the repetitions' noise (at least
+    `twopoint.NOISE_FLOOR`); for the stall model, united with its laws' bracket; widened
     to reach the largest count's measurement where it would lie wholly beyond it without a cause
     (`twopoint.guard_band`)."""
 

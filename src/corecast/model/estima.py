@@ -351,8 +351,8 @@ def analysis_rows(la: losttime.LossAnalysis) -> list[Bottleneck]:
         k1, kk = float(ch.charged_s[0]) / n1, float(ch.charged_s[-1]) / nk
         g = kk / k1 if k1 > 0 else (math.inf if kk > 0 else 1.0)
         verdict = ch.verdict if not ch.critical else (
-            ch.verdict + "; not extrapolated (the stall model is not used: " +
-            (la.reason or "the data do not allow it") + ")")
+            f"grows with the lost core-time: a scaling bottleneck ({ch.verdict}; not extrapolated, the stall "
+            f"model is not used: {la.reason or 'the data do not allow it'})")
         rows.append(Bottleneck(category=ch.name, rank=0, model="not extrapolated", growth=g,
                                share_measured=float(ch.charged_s[-1]) / tot if tot > 0 else 0.0,
                                share_target=float(ch.charged_s[-1]) / tot if tot > 0 else 0.0,

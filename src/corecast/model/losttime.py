@@ -298,7 +298,7 @@ def analyze(ds: Dataset, categories: Sequence[str] | None = None) -> LossAnalysi
 
     Tm, Fm = med(T), med(free)
     Lam = cs * Fm - cs[0] * Fm[0]
-    noise = _noise(free, n, ok, cs)
+    noise = repetition_noise(np.where(ok, free, np.nan), n)
     reps = np.array([max(int(np.sum(ok & (n == c))), 1) for c in cs])
     se = 1.25 * noise * math.sqrt((cs[-1] * Fm[-1]) ** 2 / reps[-1] + (cs[0] * Fm[0]) ** 2 / reps[0])
     waits = {nm: med(v) for nm, v in sec.items()}
@@ -420,10 +420,13 @@ def _cpu(ds: Dataset) -> np.ndarray | None:
     return c
 
 
-def _noise(t: np.ndarray, n: np.ndarray, ok: np.ndarray, cs: np.ndarray) -> float:
+def repetition_noise(t: np.ndarray, n: np.ndarray) -> float:
+    """Relative run-to-run noise of the values `t` at core counts `n`: the pooled standard
+    deviation of log t over the repetitions at each count, at least NOISE_FLOOR."""
     ss, dof = 0.0, 0
-    for c in cs:
-        x = t[ok & (n == c) & (t > 0)]
+    ok = np.isfinite(t) & (t > 0)
+    for c in np.unique(n[ok]):
+        x = t[ok & (n == c)]
         if len(x) >= 2:
             lx = np.log(x)
             ss += float(np.sum((lx - lx.mean()) ** 2))

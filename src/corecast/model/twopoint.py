@@ -37,8 +37,8 @@ stalls explain the loss against perfect scaling (`use_stalls`); otherwise the US
 points, and the categories keep the lost-core-time analysis' verdicts.
 
 The band (`auto.PriorBand`, with `prior_half_width` and `guard_band` here) is never of zero
-width: the corpus' error growth for the distance of extrapolation, a noise term from the
-repetitions (at least `NOISE_FLOOR`), and for the stall model the union with the law bracket.
+width: the corpus' error growth for the distance of extrapolation, or the repetitions' noise (at
+least `NOISE_FLOOR`) where that is larger, and for the stall model the union with the law bracket.
 A band that lies wholly slower than the largest measured count, or wholly faster than linear
 scaling from it, is widened to reach it unless a named bottleneck says why.
 """
@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-
 from scipy import stats
 
 from ..dataset import Dataset
@@ -340,26 +339,21 @@ def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
 
 
 def repetition_noise(ds: Dataset) -> float:
-    """Relative run-to-run noise of the time (or throughput): the pooled standard deviation of
-    the log values over the repetitions at each core count, at least NOISE_FLOOR."""
+    """Relative run-to-run noise of the time (or throughput) over the repetitions
+    (`losttime.repetition_noise`), at least NOISE_FLOOR."""
     metric = "time_s" if "time_s" in ds.metrics and np.isfinite(ds.metrics["time_s"]).any() else "throughput"
     if metric not in ds.metrics:
         return NOISE_FLOOR
-    v = ds.metrics[metric]
-    ss, dof = 0.0, 0
-    for c in np.unique(ds.cores):
-        x = v[(ds.cores == c) & np.isfinite(v) & (v > 0)]
-        if len(x) >= 2:
-            lx = np.log(x)
-            ss += float(np.sum((lx - lx.mean()) ** 2))
-            dof += len(x) - 1
-    return max(math.sqrt(ss / dof), NOISE_FLOOR) if dof else NOISE_FLOOR
+    return losttime.repetition_noise(ds.metrics[metric], ds.cores)
 
 
 def prior_half_width(cores: np.ndarray, top: float, growth: float, level: float, noise: float) -> np.ndarray:
-    """The band's half-width in log space: z · sqrt(noise² + (g₀ · ln(n / largest count))²)."""
+    """The band's half-width in log space: z · max(noise, g₀ · ln(n / largest count)): the
+    corpus' error growth where it is the larger (as learned: `scripts/learn_priors.py` scored
+    that band), the run-to-run noise inside and near the measured range, so that it is never of
+    zero width."""
     d = np.log(np.maximum(cores, top) / top)
-    return float(stats.norm.ppf((1 + level) / 2)) * np.sqrt(noise ** 2 + (growth * d) ** 2)
+    return float(stats.norm.ppf((1 + level) / 2)) * np.maximum(noise, growth * d)
 
 
 def guard_band(fit: Any, cores: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: np.ndarray,
