@@ -18,7 +18,7 @@ predictor extrapolates, in cycles summed over all threads of all processes of th
                           failed attempt on an object to acquiring it (or to the last failure)
     runqueue_delay_cycles schedstat run-queue delay of every thread (also exited ones)
 
-and beside the first three, the part of each wait during which cores stood idle (`idle_columns`):
+and beside the first three, the part of each wait during which cores stood idle (`idle_parts`):
 
     lock_wait_idle_cycles, barrier_wait_idle_cycles, cond_wait_idle_cycles
 
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..dataset import ColumnInfo
+from ..dataset import IDLE_PART_SUFFIX, ColumnInfo
 from ..errors import UserError
 from ..native import native_path
 
@@ -65,7 +65,7 @@ IDLE_CATEGORIES = ("lock_wait_cycles", "barrier_wait_cycles", "cond_wait_cycles"
 
 def idle_column(category: str) -> str:
     """`lock_wait_cycles` -> `lock_wait_idle_cycles` (corecast.model.losttime reads the same name)."""
-    return category[: -len("_cycles")] + "_idle_cycles"
+    return category[: -len("_cycles")] + IDLE_PART_SUFFIX
 
 
 IDLE_SOURCE = ("measured: corecast sync shim (LD_PRELOAD), slow path only: each waiter's share of the CPUs no "

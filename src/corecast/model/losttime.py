@@ -323,7 +323,7 @@ def analyze(ds: Dataset, categories: Sequence[str] | None = None) -> LossAnalysi
     total = np.nansum(np.stack(list(charged.values())), axis=0) if charged else np.zeros(len(cs))
     explains, reason = _explains(cs, Fm, Lam, se, total)
     notes: list[str] = []
-    if not cpu_known:
+    if not cpu_known and not was_prepared(ds, "time_s"):
         notes.append("CPU time not recorded (user_s, sys_s): the lost core-time cannot be told from the "
                      "waits; every wait is charged in full")
     an = LossAnalysis(counts, charges, cpu_known, explains, reason, clock, noise, se, notes,
