@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..errors import UserError
 from .base import Prediction
+from .dist import f_sf, t_ppf
 
 LOWER = np.array([0.0, 0.0, 1e-300])
 UPPER = np.array([1.0, np.inf, np.inf])
@@ -268,7 +268,7 @@ class USLFit:
     def t_quantile(self, level: float) -> float:
         if self.dof <= 0:
             return math.nan
-        return float(stats.t.ppf(0.5 + level / 2.0, self.dof))
+        return t_ppf(0.5 + level / 2.0, self.dof)
 
     def confint(self, level: float = 0.95) -> np.ndarray:
         """(3, 2) Wald intervals for α, β, γ, clipped to the parameter bounds."""
@@ -534,7 +534,7 @@ def nested_test(full: USLFit) -> NestedTest:
     dof = n - 3
     if dof > 0 and full.rss > 0:
         f_stat = max(am.rss - full.rss, 0.0) / (full.rss / dof)
-        p = float(stats.f.sf(f_stat, 1, dof))
+        p = f_sf(f_stat, 1, dof)
     elif dof > 0:
         f_stat, p = (math.inf, 0.0) if am.rss > 0 else (0.0, 1.0)
     else:
