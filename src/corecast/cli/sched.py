@@ -35,6 +35,16 @@ examples:
   corecast sched run --policy rr -- './a.out' './b.out'"""
 
 ACTIONS = ("sim", "paper", "sfmodel", "run", "machines", "workloads", "policies")
+#: Each action's one line (its man page's NAME, its description in shell completion).
+ACTION_HELP = {
+    "sim": "simulate a workload on an asymmetric multicore under scheduling policies",
+    "paper": "reproduce the PMCTrack paper's Figures 8 and 9 in simulation",
+    "sfmodel": "speedup-factor models from per-window counter metrics",
+    "run": "run programs together under a policy, with real thread affinity",
+    "machines": "list the bundled AMP machine descriptions, or show one",
+    "workloads": "list the bundled workloads, or show one",
+    "policies": "list the built-in scheduling policies, or show one",
+}
 
 
 def _time(text: str, zero: bool = False) -> float:
@@ -161,7 +171,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", metavar="ACTION", choices=ACTIONS,
                         help="sim, paper, sfmodel fit, run, machines, workloads or policies")
-    route_actions(parser, _sub_parsers(parser.prog))
+    route_actions(parser, _sub_parsers(parser.prog), ACTION_HELP)
 
 
 # ----------------------------------------------------------------------------------------

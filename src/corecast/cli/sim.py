@@ -40,6 +40,15 @@ trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
 """
 
 ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online")
+#: Each action's one line (its man page's NAME, its description in shell completion).
+ACTION_HELP = {
+    "capture": "record a program's instruction and memory trace (QEMU plugin or valgrind lackey)",
+    "convert": "convert lackey, Dinero or CSV text into a corecast trace",
+    "gen": "write a synthetic trace with known behaviour",
+    "machines": "list the bundled machine descriptions, or show one",
+    "mrc": "miss-rate curves of a trace in one pass (LRU stack distances, SHARDS)",
+    "mrc-online": "a program's LLC occupancy and misses by cache ways (resctrl)",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tlb", action="store_true", help="leave the TLBs out")
     parser.add_argument("--seed", type=int, default=1, help="seed of random replacement")
 
-    route_actions(parser, _sub_parsers(parser.prog))
+    route_actions(parser, _sub_parsers(parser.prog), ACTION_HELP)
 
 
 def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
