@@ -100,7 +100,8 @@ _corecast_options=(
 --loaders:--loaded: loader threads (default: every CPU but the chaser''s)
 --delays:--loaded: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)
 --seed:seed of the random chains (default 1)
---json:print a JSON document instead of tables
+--json:print a JSON document instead of tables (as --format json)
+--format:table (default), json (one object), or a tidy table with one row per measured point (its `mode`: concurrency, sizes or loaded) for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 --plot:write a plot (.png, .svg or .pdf)
 -o:write the points as a corecast Dataset (.csv or .json)
 --output:write the points as a corecast Dataset (.csv or .json)
@@ -137,6 +138,7 @@ _corecast_options=(
 --cpu:encode for this CPU model: haswell, skylake, icelake, goldencove, fam10h, zen1..zen5, a libpfm4 PMU name, intel:6:0x3f or GenuineIntel-6-3F
 --pmu:encode for this CPU model: haswell, skylake, icelake, goldencove, fam10h, zen1..zen5, a libpfm4 PMU name, intel:6:0x3f or GenuineIntel-6-3F
 --libpfm:list the events libpfm4 knows for PMU
+--json:print a JSON document instead (as --format json)
 --format:table (default), json (one object: the machine and its events), or a tidy table with one row per event for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
@@ -147,6 +149,7 @@ _corecast_options=(
 -o:output file (.csv or .json); default: standard output
 --output:output file (.csv or .json); default: standard output
 --format:output format (default: from -o''s extension, else csv)
+--json:as --format json: the metadata and the rows in one object
 --metadata:CSV only: where the metadata goes (default: sidecar with -o, none on standard output)
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
@@ -214,6 +217,8 @@ _corecast_options=(
 --help:show this help message and exit
 --pid:with the meters of a watched process
 --meters:only these meters or groups
+--json:print the meters as JSON (each meter and scope, its status and source) (as --format json)
+--format:table (default), json (one object), or a tidy table with one row per meter and scope for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
 -v:more detail on standard error: what was read, how long it took
@@ -276,7 +281,8 @@ _corecast_options=(
 --runs:runs of the slowest application (default: the workload''s rules, 3)
 --no-restart:each application runs once (a batch)
 --seed:seed of the random choices (default 1)
---json:print a JSON document instead of tables
+--json:print a JSON document instead of tables (as --format json)
+--format:table (default), json (one object), or a tidy table with one row per policy and application for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 --plot:grouped bar chart of slowdowns, ASP and unfairness (.png .svg .pdf)
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
@@ -429,7 +435,8 @@ _corecast_options=(
 --verbose:more detail on standard error: what was read, how long it took'
     'sim machines' '-h:show this help message and exit
 --help:show this help message and exit
---json:
+--json:print the machines (or the machine NAME) as JSON (as --format json)
+--format:table (default), json (one object), or a tidy table with one row per machine (without NAME) or cache and TLB of the machine NAME for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
 -v:more detail on standard error: what was read, how long it took
@@ -487,6 +494,8 @@ _corecast_options=(
 -o:write the report to FILE (default: standard error, as perf does, so that it never mixes with the measured program''s own output)
 --output:write the report to FILE (default: standard error, as perf does, so that it never mixes with the measured program''s own output)
 --format:table (default), csv, or jsonl: JSON Lines, one object a line (''json'' is the same)
+-j:as --format jsonl: JSON Lines, a header, one sample a line, a summary (as perf stat -j writes one object a line)
+--json:as --format jsonl: JSON Lines, a header, one sample a line, a summary (as perf stat -j writes one object a line)
 --field-separator:CSV output with this separator (perf''s -x/--field-separator)
 --threads:how threads are followed: ''kernel'' (default) from the kernel''s task records, so every thread has exact rows however short its life; ''poll'' finds them in /proc (no inherited counters: with hardware events, leaves the PMU''s counters to the per-thread ones)
 --wake:when the monitor wakes between ticks: ''records'' at once for each task record (a new thread is picked up as it is created) and for the target''s end; ''tick'' only at the ticks (a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); ''auto'' (default): ''tick'' at -T 0.02 or less, else ''records''
@@ -537,7 +546,7 @@ _corecast_options=(
 _corecast_valued=(
     '' ''
     'calibrate' '-o --output'
-    'chase' '--size --chains --threads --order --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --plot -o --output --profile'
+    'chase' '--size --chains --threads --order --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --format --plot -o --output --profile'
     'evaluate' '--train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --target-machine --placement --format'
     'events' '--translate --cpu --pmu --libpfm --format'
     'export' '-o --output --format --metadata'
@@ -545,11 +554,11 @@ _corecast_valued=(
     'measure' '--cores --reps --warmup --timeout --order --events --throughput --plugin --env --threads-per-core -o --output --format'
     'meters' '--interval --window --meters --triggers --blackboard --listen --record --duration --pid --max-threads --app-mode --memory-profile --probe-cpu --probe-period'
     'meters show' '--blackboard'
-    'meters list' '--pid --meters'
+    'meters list' '--pid --meters --format'
     'meters replay' '--plot --meters --scope'
     'predict' '--cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --target-machine --placement --measured-machine --measured-placement --smt-yield --format --plot --report'
     'sched' ''
-    'sched sim' '--machine -m --policy -p --quantum --period --migration-cost --sf-source --sf-model --sf-noise --runs --seed --plot'
+    'sched sim' '--machine -m --policy -p --quantum --period --migration-cost --sf-source --sf-model --sf-noise --runs --seed --format --plot'
     'sched paper' '--figure --experiment --policies --sf-source --sf-model --quantum --migration-cost --seed --plot'
     'sched sfmodel' ''
     'sched sfmodel fit' '--stat-big --stat-small --app --max-features --threshold -o --output'
@@ -562,7 +571,7 @@ _corecast_valued=(
     'sim capture' '-o --output --backend --marker'
     'sim convert' '-o --output --from --marker'
     'sim gen' '-o --output -n --stride --working-set --write-fraction --threads --pattern --width --seed'
-    'sim machines' ''
+    'sim machines' '--format'
     'sim mrc' '--sizes --line --assoc --sample --accesses --count --format --plot -o --output'
     'sim mrc-online' '--ways --interval --resctrl --plot -o --output'
     'stat' '-c --events --event -V --virtual -T --interval --interval-print -p --pid -m --metric -o --output --format --field-separator --threads --wake --duration'
@@ -571,6 +580,7 @@ _corecast_valued=(
 )
 _corecast_choices=(
     'chase --page' '4k 2m thp'
+    'chase --format' 'table json csv records'
     'evaluate --placement' 'compact spread smt-last'
     'evaluate --format' 'table json csv records'
     'events --format' 'table json csv records'
@@ -578,11 +588,13 @@ _corecast_choices=(
     'export --metadata' 'sidecar inline none'
     'info --format' 'table json csv records'
     'measure --format' 'table json csv records'
+    'meters list --format' 'table json csv records'
     'predict --method' 'auto estima timex usl'
     'predict --placement' 'compact spread smt-last'
     'predict --measured-placement' 'compact spread smt-last'
     'predict --format' 'table json csv records'
     'sched sim --sf-source' 'true ipc-sampling model'
+    'sched sim --format' 'table json csv records'
     'sched paper --figure' '8 9 all'
     'sched paper --sf-source' 'true ipc-sampling model'
     'sched run --emulate' 'auto cgroup stealer none'
@@ -593,6 +605,7 @@ _corecast_choices=(
     'sim capture --backend' 'auto qemu lackey'
     'sim convert --from' 'auto lackey din csv'
     'sim gen --pattern' 'write read'
+    'sim machines --format' 'table json csv records'
     'sim mrc --accesses' 'all data instr'
     'sim mrc --count' 'all exposed'
     'sim mrc --format' 'table json csv records'

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import messages
 from ..parsing import byte_size
+from . import add_format, output_format
 
 COMMAND = "chase"
 HELP = "pointer-chasing memory benchmark: latency and bandwidth against concurrent misses, limits, profile"
@@ -79,7 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delays", default=None, metavar="LIST",
                    help="--loaded: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random chains (default 1)")
-    p.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    add_format(p, "measured point (its `mode`: concurrency, sizes or loaded)",
+               json_help="print a JSON document instead of tables")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png, .svg or .pdf)")
     p.add_argument("-o", "--output", metavar="DATASET",
                    help="write the points as a corecast Dataset (.csv or .json)")
@@ -109,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     req = C.Request(settings, mode=mode, threads=args.threads, chains=args.chains, sizes=args.sizes,
                     delays=args.delays, loaders=args.loaders, order=args.order, oversubscribe=args.oversubscribe,
                     duration_s=args.duration, profile=bool(args.profile))
-    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and not args.json)
+    fmt = output_format(args)
+    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and fmt == "table")
     try:
         runs = C.measure(req, bar.phase)
     finally:
@@ -124,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output and mode in datasets:
         for path in datasets[mode].save(args.output):
             messages.wrote(path)
-    if args.json:
+    if fmt in ("csv", "records"):
+        from ..report.tables import chase_rows, table_text
+        sys.stdout.write(table_text(chase_rows(R.chase_doc(runs, res.concurrency, res.plateaus, profile)), fmt))
+    elif fmt == "json":
         print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
     else:
         R.render(runs, res.concurrency, res.plateaus, terminal.console())

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import UserError
 from ._args import route_actions
-from . import _Parser, add_verbosity, program
+from . import _Parser, add_format, add_verbosity, output_format, program
 
 COMMAND = "sched"
 HELP = "scheduling on big/small cores: simulate HSP, RR, A-DWRR, EQP, ACFS, energy-aware and CFS; SF models; enforce"
@@ -84,7 +84,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     sim.add_argument("--runs", type=int, metavar="N", help="runs of the slowest application (default: the workload's rules, 3)")
     sim.add_argument("--no-restart", action="store_true", help="each application runs once (a batch)")
     sim.add_argument("--seed", type=int, default=1, help="seed of the random choices (default 1)")
-    sim.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    add_format(sim, "policy and application", json_help="print a JSON document instead of tables")
     sim.add_argument("--plot", metavar="FILE", help="grouped bar chart of slowdowns, ASP and unfairness (.png .svg .pdf)")
 
     paper = _Parser(prog=f"{prog} paper", formatter_class=fmt,
@@ -238,7 +238,12 @@ def _sim(args: argparse.Namespace) -> int:
     for pol in pols:
         _, met = evaluate(wl, machine, pol, opts, refs)
         metrics[pol.name] = met
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        from ..report.tables import sched_sim_rows, table_text
+        doc = json.loads(json.dumps(R.sim_doc(wl, machine, opts, metrics), allow_nan=False, default=_jdefault))
+        sys.stdout.write(table_text(sched_sim_rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(R.sim_doc(wl, machine, opts, metrics), indent=2, allow_nan=False, default=_jdefault))
     else:
         R.render_sim(console(), wl, machine, opts, metrics)

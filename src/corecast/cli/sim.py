@@ -16,7 +16,7 @@ from ..errors import UserError
 from ._args import route_actions
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
-from ..report.tables import mrc_rows, sim_rows, table_text
+from ..report.tables import machines_rows, mrc_rows, sim_rows, table_text
 from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser, add_format, add_verbosity, output_format, program
 
@@ -130,7 +130,8 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     mach = _Parser(prog=f"{prog} machines", formatter_class=fmt,
                    description="List the bundled machine descriptions, or show one.")
     mach.add_argument("name", nargs="?", help="machine name or TOML file to show")
-    mach.add_argument("--json", action="store_true")
+    add_format(mach, "machine (without NAME) or cache and TLB of the machine NAME",
+               json_help="print the machines (or the machine NAME) as JSON")
     mrc = _Parser(prog=f"{prog} mrc", formatter_class=fmt,
                   description="Miss-rate curves of a trace in one pass: exact LRU stack distances "
                               "(every fully associative size at once), SHARDS sampling for large "
@@ -423,17 +424,21 @@ def _gen(args: argparse.Namespace) -> int:
 
 
 def _machines(args: argparse.Namespace) -> int:
+    fmt = output_format(args)
     if not args.name:
         rows = [load_machine(n) for n in bundled()]
-        if args.json:
-            print(json.dumps([{"name": m.name, "description": m.description} for m in rows],
-                             indent=2))
-        else:
+        doc: Any = [{"name": m.name, "description": m.description} for m in rows]
+        if fmt == "table":
             render_machines(rows)
-        return 0
-    m = load_machine(args.name)
-    if args.json:
-        print(json.dumps(m.to_dict(), indent=2))
+            return 0
     else:
-        render_machine(m)
+        m = load_machine(args.name)
+        doc = m.to_dict()
+        if fmt == "table":
+            render_machine(m)
+            return 0
+    if fmt in ("csv", "records"):
+        sys.stdout.write(table_text(machines_rows(doc), fmt))
+    else:
+        print(json.dumps(doc, indent=2))
     return 0

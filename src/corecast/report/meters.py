@@ -61,6 +61,18 @@ def show(snap: Any, con: Console) -> None:
     _unavailable(con, [(m.name, m.scope, m.source) for m, _r in snap.meters if m.quality == "unavailable"])
 
 
+def listing_doc(instances: Iterable[Any]) -> dict[str, Any]:
+    """`meters list --json`: every meter and scope, with its status and source (or why not)."""
+    rows = []
+    for i in instances:
+        status, _, source = i.source.partition(": ")
+        if status not in ("measured", "derived", "unavailable"):
+            status, source = ("measured" if i.available else "unavailable"), i.source
+        rows.append({"meter": i.meter.name, "scope": i.scope.name, "unit": i.meter.unit, "status": status,
+                     "source": source})
+    return {"kind": "corecast-meters-list", "meters": rows}
+
+
 def listing(instances: Iterable[Any], con: Console) -> None:
     """The meters this machine gives (catalog.Instance), without starting a daemon."""
     live: dict[tuple[str, str, str], list[str]] = {}
