@@ -192,8 +192,10 @@ def test_long_work_shows_progress_on_a_terminal(tmp_path, pp):
 @pytest.mark.skipif(shutil.which("valgrind") is None and shutil.which("qemu-x86_64") is None,
                     reason="needs valgrind or qemu-x86_64")
 def test_capture_shows_progress_on_a_terminal(tmp_path):
-    """The run, then the disassembly pass (objdump), which was silent."""
-    code, err = _stderr_on_a_terminal(["sim", "capture", "-o", "c.cctrace", "--", "/bin/true"], tmp_path)
+    """The run, then the disassembly pass (objdump), which was silent. The run's progress is a
+    whole line after a second and then every ten (the program writes to the same terminal:
+    tests/test_progress.py); a run of 1.5 s has one."""
+    code, err = _stderr_on_a_terminal(["sim", "capture", "-o", "c.cctrace", "--", "sh", "-c", "sleep 1.5"], tmp_path)
     assert code == 0, err
     assert "capturing: " in err and "instructions" in err
     if shutil.which("objdump"):

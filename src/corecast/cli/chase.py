@@ -112,11 +112,8 @@ def run(args: argparse.Namespace) -> int:
                     delays=args.delays, loaders=args.loaders, order=args.order, oversubscribe=args.oversubscribe,
                     duration_s=args.duration, profile=bool(args.profile))
     fmt = output_format(args)
-    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and fmt == "table")
-    try:
-        runs = C.measure(req, bar.phase)
-    finally:
-        bar.close()
+    with messages.Progress(mode, unit="points") as bar:
+        runs = C.measure(req, bar.callback)
     datasets = {m: C.to_dataset(r) for m, r in runs.items()}
     stopped = any(r.interrupted for r in runs.values())
     res = M.analyse(datasets)

@@ -278,12 +278,18 @@ def _paper(args: argparse.Namespace) -> int:
                 raise UserError(f"--policies: unknown policy '{p}' (choose {', '.join([*POLICIES, *VARIANTS])})")
     opts = Options(quantum=args.quantum, migration_cost=args.migration_cost, seed=args.seed,
                    sf_model=_sf_model(args.sf_model, args.sf_source))
-    err = sys.stderr if sys.stderr.isatty() else None
-    results = [run_exp(e, opts, args.sf_source, pols,
-                       progress=(lambda s: print(f"\r{s:40s}", end="", file=err, flush=True)) if err else None)
-               for e in exps]
-    if err:
-        print("\r" + " " * 40 + "\r", end="", file=err)
+    from .. import messages
+    total = sum(len(e.workloads) * len(pols or e.policies) for e in exps)
+    started = [0]
+
+    def starting(item: str, fig: str) -> None:      # run_exp names each run as it starts
+        bar.update(started[0], f"{fig}: {item}")
+        started[0] += 1
+
+    with messages.Progress("simulating", total=total, unit="runs") as bar:
+        results = [run_exp(e, opts, args.sf_source, pols,
+                           progress=lambda item, fig=e.figure or e.name: starting(item, fig)) for e in exps]
+        bar.update(total, "done")
     fnd = [findings(r) for r in results]
     if args.json:
         print(json.dumps(R.paper_doc(results, fnd), indent=2, allow_nan=False))
@@ -291,11 +297,14 @@ def _paper(args: argparse.Namespace) -> int:
         R.render_paper(console(), results, fnd)
     if args.plot:
         p = Path(args.plot)
-        for res in results:
-            out = p if len(results) == 1 else p.with_name(f"{p.stem}-fig{res.experiment.figure.split()[-1]}{p.suffix}")
-            fig = R.paper_figure(res)
-            plots.save(fig, out)
-            plots.pyplot().close(fig)
+        with messages.Progress("plotting", total=len(results), unit="figures") as bar:
+            for res in results:
+                out = p if len(results) == 1 else p.with_name(f"{p.stem}-fig{res.experiment.figure.split()[-1]}{p.suffix}")
+                bar.update(bar.done, str(out))
+                fig = R.paper_figure(res)
+                plots.save(fig, out)
+                plots.pyplot().close(fig)
+                bar.advance(1)
     return 0
 
 

@@ -248,11 +248,38 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+#: `sim capture` says when its trace passes this size, and again at each doubling.
+LARGE_TRACE_BYTES = 1e9
+
+
 def _capture(args: argparse.Namespace) -> int:
+    import time
+
     from ..sim.capture import capture
+    from ..sim.native import RECORD_DTYPE
 
     cmd = program(args.program)
-    bar, dec = messages.Progress("capturing", unit="instructions"), messages.Progress("decoding", unit="records")
+    # The program writes to the same terminal: the capture's progress is a whole line now and
+    # then, never a line redrawn in place (the program's output would land in it).
+    bar = messages.Progress("capturing", unit="records", lines=True)
+    dec = messages.Progress("decoding", unit="records")
+    big = [LARGE_TRACE_BYTES]
+
+    def capturing(instructions: int, records: int) -> None:
+        size = records * RECORD_DTYPE.itemsize
+        while size >= big[0]:
+            rate = size / max(time.monotonic() - bar.start, 1e-3)
+            messages.note(f"the trace has passed {_bytes(big[0])} ({_bytes(rate)}/s so far; {instructions:,} "
+                          f"instructions); Ctrl-C stops the capture")
+            big[0] *= 2
+        bar.update(records, f"{instructions:,} instructions, {_bytes(size)} written")
 
     def decoding(done: int, total: int) -> None:     # the disassembly pass, after the run
         if dec.total is None:
@@ -262,7 +289,7 @@ def _capture(args: argparse.Namespace) -> int:
 
     with bar, dec:
         info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
-                       backend=args.backend, progress=bar.update, decoding=decoding)
+                       backend=args.backend, progress=capturing, decoding=decoding)
     messages.wrote(info.path, f"{info.records:,} records, {info.instructions:,} instructions, "
                    f"{info.threads} thread{'s' if info.threads > 1 else ''}"
                    + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
