@@ -342,3 +342,17 @@ def test_t_quantile_and_f_tail_equal_scipy_stats(dof):
     for x in (0.0, 1e-6, 0.1, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0, 1e4):
         for dfn in (1, 2, 5):
             assert dist.f_sf(x, dfn, dof) == pytest.approx(stats.f.sf(x, dfn, dof), rel=1e-9, abs=1e-300)
+
+
+def test_the_summary_says_which_criterion_wins_when_f_test_and_aicc_disagree():
+    """Issue 26: the report showed AICc favouring Amdahl directly above "β is needed (F test)"."""
+    ds = D.load(DATA / "usl" / "specsdm91.csv")
+    a = usl.analyze(ds.cores, ds.column("throughput"))
+    nt = a.nested
+    assert nt.beta_needed and nt.p_value < 0.05 and nt.aicc_amdahl < nt.aicc_usl      # they disagree here
+    assert nt.summary.startswith("β is needed")
+    assert "AICc prefers Amdahl's law" in nt.summary and "the verdict follows the F test" in nt.summary
+    assert "on 7 points" in nt.summary
+    syn = D.load(DATA / "usl" / "synthetic.csv")                                      # they agree: nothing added
+    b = usl.analyze(syn.cores, syn.column("throughput")).nested
+    assert b.beta_needed and b.aicc_usl < b.aicc_amdahl and "AICc" not in b.summary

@@ -13,7 +13,7 @@ as R's `usl` package (nls with the port algorithm).
 Standard errors come from the Jacobian at the optimum (σ² (JᵀJ)⁻¹ with σ² = RSS/(n − 3)), as
 nls reports them; intervals use Student's t with n − 3 degrees of freedom.
 
-Size: about 650 lines, one subject: Gunther's methodology is the law, its bounded fit and the
+Size: about 700 lines, one subject: Gunther's methodology is the law, its bounded fit and the
 checks of the data against the fitted law (`analyze`), and the checks read the fit's
 statistics throughout. The USL as a predicting method (`--method usl`) is `laws.USLMethod`.
 """
@@ -549,6 +549,16 @@ def nested_test(full: USLFit) -> NestedTest:
     else:
         needed = full.beta > 0
         summary = "too few points to test whether β is needed (an F test needs at least 4)"
+    if math.isfinite(p) and math.isfinite(a_u) and math.isfinite(a_a) and needed != (a_u < a_a):
+        # The two criteria disagree: say which one the verdict follows, and why.
+        if needed:
+            summary += (f"; AICc prefers Amdahl's law ({a_a:.4g} against {a_u:.4g}) because, on {n} points, "
+                        f"its small-sample penalty for the extra parameter outweighs the better fit: the verdict "
+                        f"follows the F test, the methodology's test of the nested model, so β is kept"
+                        + (", on modest evidence (p above 0.01)" if p >= 0.01 else ""))
+        else:
+            summary += (f"; AICc prefers the USL ({a_u:.4g} against {a_a:.4g}), but the F test does not find β "
+                        f"significant at 5%: the verdict follows the F test, so β = 0 is not ruled out")
     return NestedTest(am, f_stat, p, a_u, a_a, needed, summary)
 
 
