@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from .. import messages
 from ..parsing import interval
 from . import add_format, output_format
 
@@ -136,6 +137,9 @@ def run(args) -> int:
             R.replay(rec, terminal.console())
         if args.plot:
             fig = R.replay_figure(rec)
+            if fig.corecast_left_out:
+                messages.note(f"{args.plot}: no panel for {', '.join(fig.corecast_left_out)}: zero or missing "
+                              "throughout the recording")
             plots.save(fig, args.plot)
             plots.pyplot().close(fig)
         return 0
