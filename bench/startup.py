@@ -1,5 +1,5 @@
-"""The cost of starting corecast: CPU time (user + system, the whole process tree) of short
-commands that do almost nothing, against `perf stat` doing the same, in one run.
+"""The cost of starting corecast: CPU time (user + system, the whole process tree) and wall
+time of short commands that do almost nothing, against `perf stat` doing the same, in one run.
 
 Issue 15 measured `corecast stat -- true` at 0.27 s of CPU against perf's 0.01 s: the cost of
 starting is to be proportional to what is asked. Each command is run `--reps` times,
@@ -10,6 +10,10 @@ which also runs ninja at corecast's first import to rebuild changed C parts (abo
 `--installed BIN/corecast` measures a second corecast beside it, e.g. a wheel installed into a
 bare virtual environment (`pip wheel . -w W; python3 -m venv V; V/bin/pip install --no-deps
 W/corecast-*.whl`: stat needs nothing beyond the standard library).
+
+Issue 26's targets: `corecast usl` on a small file (data/usl/specsdm91.csv, 7 points) under
+0.3 s (0.85 s when it imported scipy.stats), and `-h` of any command under 0.1 s: the script
+prints `usl`'s figures and the median and slowest `-h` over every command and action.
 
 Run it without PYTHONDONTWRITEBYTECODE (a user's Python writes and reads byte code; meson-
 python's editable loader reads but never writes it, which is why scripts/setup.sh compiles it).
