@@ -29,6 +29,7 @@ class _Tty(io.StringIO):
 def test_a_note_said_during_long_work_goes_above_the_progress_line(monkeypatch):
     tty = _Tty()
     monkeypatch.setattr(sys, "stderr", tty)
+    messages.configure()                     # no command name left by an earlier test
     with messages.Progress("simulating", total=10, unit="runs") as bar:
         bar.update(3, "Figure 8: W1 hsp")
         messages.note("something to know")
@@ -184,3 +185,10 @@ def test_capture_says_when_its_trace_passes_a_size(cli, tmp_path, monkeypatch):
     size = 16 * records
     assert size > 2e6 and notes[:2] == ["1 MB", "2 MB"]
     assert len(notes) == int(math.log2(size / 1e6)) + 1           # every doubling passed, once
+
+
+def test_a_resumed_campaign_s_time_left_counts_only_the_runs_of_this_session():
+    p = messages.Progress("measuring", unit="runs")
+    p.begin(10, done=6)                     # 6 runs recorded before --resume
+    p.done = 8                              # 2 in 20 s now: 2 left take 20 s more
+    assert p.line(p.start + 20) == "measuring: 80% (8/10 runs), 20 s, about 20 s left"

@@ -148,6 +148,7 @@ class Progress:
         self.start = time.monotonic()
         self.drawn = False
         self._last = 0.0
+        self._base = 0.0
         self._shown = False            # anything drawn since start (begin)
 
     @property
@@ -175,6 +176,7 @@ class Progress:
         """Start (again) from now: a stage that follows another under the same `with`; `done`
         of `total` are done already (a resumed campaign)."""
         self.total, self.done, self.start = total, done, time.monotonic()
+        self._base = done                  # done before this start: not in the rate
         self.what = what if what is not None else self.what
         self.unit = unit if unit is not None else self.unit
         self.label, self._last, self._shown = "", 0.0, False
@@ -218,8 +220,9 @@ class Progress:
         if self.total:
             frac = min(1.0, self.done / self.total)
             text += f"{100 * frac:.0f}% ({_count(self.done, '')}/{_count(self.total, self.unit)})"
-            if 0 < frac < 1 and elapsed > 1:
-                text += f", {_clock(elapsed)}, about {_clock(elapsed * (1 - frac) / frac)} left"
+            new = self.done - self._base
+            if new > 0 and frac < 1 and elapsed > 1:
+                text += f", {_clock(elapsed)}, about {_clock(elapsed * (self.total - self.done) / new)} left"
             else:
                 text += f", {_clock(elapsed)}"
         else:

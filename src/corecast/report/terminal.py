@@ -5,6 +5,7 @@ print no table, and `measure -q --json` never loads rich).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -102,8 +103,8 @@ def fit_table(table: Any, width: int) -> list[str]:
         extra = (2 if table.box and table.show_edge else 0) + (n - 1 if table.box else 0)
         _, right, _, left = table.padding
         pads = (left + right) * n
-        if not table.pad_edge:
-            pads -= left + right if n > 1 else left + right
+        if not table.pad_edge:             # no padding left of the first column, right of the last
+            pads -= left + right
         return width - extra - pads
 
     keep = len(cols)
@@ -137,6 +138,7 @@ def fit_table(table: Any, width: int) -> list[str]:
     return dropped
 
 
+@functools.lru_cache(maxsize=1)
 def _fitting_console() -> type:
     """rich's Console whose print fits every table to the console's width (fit_table)."""
     from rich.console import Console
