@@ -314,7 +314,7 @@ _shtab_corecast_sim_defaults_added=0
 
 _shtab_corecast_stat_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
-  "*"{-c,--events,--event}"[an event set (repeat for round-robin sets\; perf\'s --event is accepted)]:SPEC:"
+  "*"{-c,--events,--event}"[an event set (repeat for round-robin sets\; perf\'s --event is accepted). Without -c and -V, perf stat\'s default set\: task_clock, context_switches, cpu_migrations, page_faults, cycles, instr, branches, branch_misses]:SPEC:"
   "*"{-V,--virtual}"[virtual counters\: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local]:VIRT,...:"
   {-T,--interval}"[sampling interval\: seconds, or 100ms, 0.5s (default 1 s, at least 0.01 s)]:TIME:"
   "--interval-print[the sampling interval in milliseconds, as perf\'s --interval-print (or with a unit)]:MS:"
