@@ -256,3 +256,9 @@ def test_virtual_counters_alone_are_not_given_the_default_set(cli):
     assert r.code == 0, r.err
     header = json.loads(r.err.splitlines()[0])
     assert header["sets"] == [[]]
+
+
+def test_stat_says_duration_stopped_the_command(cli):
+    r = cli("stat", "-A", "-c", "task_clock", "--duration", "0.2", "--", "sleep", "30")
+    assert r.code == 128 + 15, r.err
+    assert "'sleep' was ended by SIGTERM (--duration reached: corecast stopped it)" in r.err

@@ -197,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
                 name = signal.Signals(-status).name
             except ValueError:
                 name = f"signal {-status}"
-            messages.note(f"'{cmd[0]}' was ended by {name}")
+            why = " (--duration reached: corecast stopped it)" if mon.ended_by == "duration" else ""
+            messages.note(f"'{cmd[0]}' was ended by {name}{why}")
         else:
             messages.note(f"'{cmd[0]}' exited with status {status}")
     if status is not None and cmd:
