@@ -20,7 +20,6 @@ from .target import Target
 from .virtual import VIRTUAL_COUNTERS, parse_virtual
 from .writers import WRITERS, CsvWriter, JsonWriter, TableWriter, Writer
 
-__all__ = ["Backend", "Handle", "PerfBackend", "BUILTIN_METRICS", "Metric", "parse_metric", "DEFAULT_EVENTS", "DEFAULT_NOTE",
-           "MIN_INTERVAL",
-           "Monitor", "Row", "Totals", "Target", "VIRTUAL_COUNTERS", "parse_virtual", "WRITERS", "CsvWriter",
-           "JsonWriter", "TableWriter", "Writer"]
+__all__ = ["Backend", "Handle", "PerfBackend", "BUILTIN_METRICS", "Metric", "parse_metric", "DEFAULT_EVENTS",
+           "DEFAULT_NOTE", "MIN_INTERVAL", "Monitor", "Row", "Totals", "Target", "VIRTUAL_COUNTERS", "parse_virtual",
+           "WRITERS", "CsvWriter", "JsonWriter", "TableWriter", "Writer"]

@@ -54,6 +54,7 @@ MIN_INTERVAL = 0.01
 BATCH_PERIOD = 0.1      # the longest the monitor takes ticks in C without returning to Python
 WAKES = ("auto", "records", "tick")
 TICK_WAKE_MAX = 0.02    # wake="auto": at intervals up to this, look for records at the ticks only
+
 #: What `stat` counts when it is given no event (-c) and no virtual counter (-V): perf stat's
 #: default set. A hardware event the PMU lacks is counted as not supported, saying why.
 DEFAULT_EVENTS = ("task_clock", "context_switches", "cpu_migrations", "page_faults", "cycles", "instr",

@@ -129,6 +129,7 @@ class Totals:
             else:
                 self.virt[k] = (self.virt.get(k) or 0.0) + vv.value
 
+
 #: What a counter read with a bare "not counted" says (collect.perf's task totals and samples).
 _BARE = ("", "not counted")
 

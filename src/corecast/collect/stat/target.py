@@ -2,11 +2,11 @@
 
 A command is found as `measure` finds it (`procs.find_program`: PATH, then corecast's bundled
 workloads such as corecast-lockbench) and started through corecast-launch
-(`corecast.collect.procs.Supervised`), stopped before it executes so that counting starts exactly at its exec. It stays in corecast's process
-group (the terminal's Ctrl-C reaches it as it reaches corecast); everything it leaves running
-when it exits is killed, and its whole tree -- what escaped with setsid included -- when corecast
-dies, SIGKILL included. `Target.pidfd` watches the supervisor, whose exit follows the command's
-and means its report is complete.
+(`corecast.collect.procs.Supervised`), stopped before it executes so that counting starts
+exactly at its exec. It stays in corecast's process group (the terminal's Ctrl-C reaches it as
+it reaches corecast); everything it leaves running when it exits is killed, and its whole tree
+-- what escaped with setsid included -- when corecast dies, SIGKILL included. `Target.pidfd`
+watches the supervisor, whose exit follows the command's and means its report is complete.
 """
 from __future__ import annotations
 

@@ -194,10 +194,7 @@ class TableWriter(Writer):
     def _dash(self, name: str, why: str) -> None:
         """A row shows '-' for `name`: count it under its reason, said at the end."""
         key = (name, why or "not counted")
-        d = getattr(self, "_dashes", None)
-        if d is None:
-            d = self._dashes = {}
-        d[key] = d.get(key, 0) + 1
+        self._dashes[key] = self._dashes.get(key, 0) + 1
 
     def summary(self) -> None:
         m = self.mon
