@@ -35,14 +35,13 @@ from typing import Any, Mapping
 
 from .errors import UserError, read_input
 from .machines import schema
-from .machines.schema import (MAX_CORES_PER_SOCKET, MAX_CPUS, MAX_DESCRIPTION_BYTES, MAX_NUMA_NODES,  # noqa: F401
-                              MAX_SOCKETS, MAX_THREADS_PER_CORE)
+from .machines.schema import MAX_DESCRIPTION_BYTES
 from .parsing import json_document
 
 ORDERS = ("compact", "spread", "smt-last")
 
-#: The bounds on a machine (sockets, cores, threads, CPUs, NUMA nodes) are the reader's:
-#: corecast.machines.schema.check_counts, imported above for the callers that name them.
+#: The bounds on a machine (sockets, cores, threads, CPUs, NUMA nodes) are the reader's, for
+#: every form read here: corecast.machines.schema.check_counts (docs/machines.md).
 
 
 @dataclass

@@ -275,14 +275,6 @@ def bundled_for(command: str) -> list[Description]:
     return [d for d in (_bundled_description(n) for n in bundled()) if command in d.uses()]
 
 
-def load(name_or_path: str | Path, what: str = "machine description") -> Description:
-    """A bundled machine (name or alias) or a file (TOML or JSON, this schema or an old form)."""
-    text = str(name_or_path)
-    if bundled_name(text) is not None and not Path(text).exists():
-        return bundled_description(text)
-    return read_file(Path(text), what)
-
-
 def read_file(path: Path, what: str = "machine description") -> Description:
     try:
         body = read_input(path, what, limit=MAX_DESCRIPTION_BYTES)[0].decode("utf-8-sig")

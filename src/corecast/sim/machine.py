@@ -46,7 +46,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from ..machines import schema
-from ..machines.schema import CACHE_KINDS, Branch as BranchSpec, Pipeline as PipelineSpec, Tlb as TLBSpec  # noqa: F401
+from ..machines.schema import Branch as BranchSpec, Pipeline as PipelineSpec, Tlb as TLBSpec
 from ..machines.table import Table
 
 #: Penalty keys (cycles per event) of a simulated machine, in the order results give them.
