@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import UserError, opened
+from ..errors import UserError
+from ..parsing import read_document
 
 AGGREGATES = ("sum", "min", "max", "avg", "last")
 PLUGIN_KINDS = ("stall", "counter", "time", "memory", "throughput", "cpu", "other")
@@ -64,11 +64,7 @@ def compile_number_regex(text: str, where: str) -> re.Pattern:
 
 def load_plugin(path: str | Path) -> list[Category]:
     p = Path(path)
-    try:
-        with opened(p, "rb", what="plugin file") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{p}: not valid TOML ({err})") from None
+    doc = read_document(p, "plugin file", "toml")
     cats = doc.get("category")
     unknown = sorted(set(doc) - {"category"})
     if unknown:

@@ -47,13 +47,12 @@ file; every mistake ends in a `UserError` naming the file and the key.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError, read_input
-from ..parsing import size_bytes
+from ..errors import UserError
+from ..parsing import read_document, size_bytes
 
 MACHINES_DIR = Path(__file__).resolve().parent / "machines"
 
@@ -220,13 +219,7 @@ def load_machine(name_or_path: str | Path) -> MachineDescription:
         path = cand
     if not path.exists():
         raise UserError(f"{path}: no such machine description")
-    try:
-        data = tomllib.loads(read_input(path, "machine description")[0].decode("utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{path}: not valid TOML: {err}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (a machine description is TOML)") from None
-    return parse_machine(data, str(path))
+    return parse_machine(read_document(path, "machine description", "toml"), str(path))
 
 
 def parse_machine(data: Mapping[str, Any], where: str = "<machine>") -> MachineDescription:
