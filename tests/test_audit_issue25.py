@@ -302,6 +302,8 @@ AUDIT: list[Row] = [
         None, refs=[A + "test_another_users_file_in_a_shared_folder_is_not_replaced"]),
     Row("F7", "sched run --progress-file /tmp/p: a FIFO there blocked the loop, a link to /dev/zero ate memory",
         None, refs=[A + "test_a_progress_file_never_blocks_nor_floods_sched_run"]),
+    Row("F8", "measure --plugin with a file source: the same (a FIFO stopped the campaign between runs)", None,
+        refs=[A + "test_a_plugin_output_file_never_blocks_nor_floods_measure"]),
 ]
 
 RUN = [r for r in AUDIT if r.argv is not None]
@@ -682,3 +684,30 @@ def test_a_progress_file_never_blocks_nor_floods_sched_run(tmp_path):
     (tmp_path / "nan").write_text("nan\n")
     assert _progress_value(str(tmp_path / "nan")) is None
     assert _progress_value(str(tmp_path / "absent")) is None
+
+
+def test_a_plugin_output_file_never_blocks_nor_floods_measure(tmp_path):
+    """A plugin's `file` source (read after every run) was read whole and waited for: a FIFO at
+    its name stopped the campaign between runs, a link to /dev/zero read until memory ran out.
+    Now each is a note and a missing value, and the campaign goes on."""
+    import threading
+    from corecast.collect import plugins
+    cat = plugins.Category("x", str(tmp_path / "out"), plugins.compile_number_regex(r"x=(\d+)", "t"), "sum", "",
+                           "other")
+    os.mkfifo(tmp_path / "out")
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(plugins.apply([cat], "", "", tmp_path, {})), daemon=True)
+    t.start()
+    t.join(timeout=10)
+    blocked = t.is_alive()
+    if blocked:
+        os.close(os.open(tmp_path / "out", os.O_WRONLY | os.O_NONBLOCK))
+        t.join(timeout=10)
+    assert not blocked and got[0][0] == {"x": None}
+    (tmp_path / "out").unlink()
+    (tmp_path / "out").symlink_to("/dev/zero")
+    values, notes = plugins.apply([cat], "", "", tmp_path, {})
+    assert values == {"x": None} and "more than the 67,108,864 bytes" in notes[0]
+    (tmp_path / "out").unlink()
+    (tmp_path / "out").write_text("x=3\nx=4\n")
+    assert plugins.apply([cat], "", "", tmp_path, {})[0] == {"x": 7.0}
