@@ -573,7 +573,7 @@ def test_a_planted_sidecar_is_refused_before_anything_is_written(cli, tmp_path):
     side.symlink_to(victim)
     os.lchown(side, OTHER_UID, OTHER_UID)
     r = cli("export", SPEC, "-o", shared / "x.csv")
-    assert r.code == 2 and "x.csv.meta.json is a symbolic link owned by another user" in r.err, r.err
+    assert r.code == 2 and "x.csv.meta.json: is a symbolic link owned by another user" in r.err, r.err
     assert sorted(p.name for p in shared.iterdir()) == [side.name] and victim.read_text() == "root's file\n"
     rec_side = shared / "m.csv.meta.json"
     rec_side.symlink_to(victim)
@@ -581,7 +581,7 @@ def test_a_planted_sidecar_is_refused_before_anything_is_written(cli, tmp_path):
     r = subprocess.run([sys.executable, "-m", "corecast", "meters", "--blackboard", f"a25r{os.getpid()}", "--meters",
                         "cpu_busy", "--interval", "50ms", "--duration", "0.3", "--record", shared / "m.csv"],
                        capture_output=True, text=True, timeout=LIMIT_S)
-    assert r.returncode == 2 and "m.csv.meta.json is a symbolic link owned by another user" in r.stderr, r.stderr
+    assert r.returncode == 2 and "m.csv.meta.json: is a symbolic link owned by another user" in r.stderr, r.stderr
     assert sorted(p.name for p in shared.iterdir()) == sorted([side.name, rec_side.name])
     assert victim.read_text() == "root's file\n"
 

@@ -143,7 +143,8 @@ def _plan(p: str) -> tuple[str, os.stat_result | None]:
             owner = os.lstat(bad).st_uid
         except OSError:
             owner = -1
-        raise UserError(f"{p}: {bad} is a symbolic link owned by another user (uid {owner}) in a folder "
+        where = f"{p}:" if bad == p else f"{p}: {bad}"       # the name itself, or a folder on the way
+        raise UserError(f"{where} is a symbolic link owned by another user (uid {owner}) in a folder "
                         "anyone can write to: not followed")
     if p.endswith("/"):
         raise UserError(f"{p}: names a folder, not a file")
