@@ -542,6 +542,13 @@ def _journal_files(other_user, tmp_path: Path, shared: Path, as_user) -> None:
     r = _measure(*run)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in shared.iterdir()) == ["c.db"]
+    # the other user reads root's campaign: they leave nothing of theirs beside it for root to refuse
+    read = ("import sys; sys.path.insert(0, sys.argv[1]); from corecast.store import Campaign; "
+            "c = Campaign.open(sys.argv[2], write=False); print(c.run_count()); c.close()")
+    from conftest import SYSTEM_PYTHON
+    r = as_user(other_user, SYSTEM_PYTHON, "-c", read, str(ROOT / "src"), str(db))
+    assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr
+    assert sorted(p.name for p in shared.iterdir()) == ["c.db"]
     # a hot journal planted before a resume (SQLite plays a hot journal back into the file)
     assert as_user(other_user, "sh", "-c", f"umask 0; printf 'x' > {shared}/c.db-journal").returncode == 0
     r = _measure("--resume", "-o", db)

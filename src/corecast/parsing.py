@@ -78,7 +78,7 @@ def read_document(path: Any, what: str, fmt: str, *, limit: int = MAX_DOCUMENT_B
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (a {what} is {fmt.upper()})") from None
+        raise UserError(f"{path}: not a text file ({'text' if fmt == 'text' else fmt.upper()} expected)") from None
     if fmt == "text":
         return text
     if fmt == "json":

@@ -142,9 +142,13 @@ _KIND_NAMES = {str: "a string", int: "a whole number", list: "a list", dict: "an
 LOCK_WAIT_S = 30.0
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
     """A connection that waits for a file another program has locked -- after saying so once
-    on stderr, never in silence -- and gives up with a UserError after LOCK_WAIT_S."""
+    on stderr, never in silence -- and gives up with a UserError after LOCK_WAIT_S.
+    `immutable`: the main file alone, read-only, with no journal file opened or made beside it."""
+    if immutable:
+        return sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro&immutable=1", uri=True,
+                               isolation_level=None)
     con = sqlite3.connect(str(path), timeout=0.2, isolation_level=None)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -189,7 +193,8 @@ def _hold_side_files(p: Path, wal: bool) -> list[tuple[Path, int]]:
     with no other name (else a UserError naming it), and each that does not exist is made here
     with O_CREAT|O_EXCL|O_NOFOLLOW, so that SQLite finds ours: an empty rollback journal (never
     hot) always, and the WAL and its index when the campaign is in WAL mode (`wal`). In a
-    sticky folder nobody else can remove or replace a file of ours. The empty journal made
+    sticky folder nobody else can remove or replace a file of ours. Only the campaign's owner
+    (or root, for it) makes them: a file another reader made would be refused to the owner. The empty journal made
     (path, inode) is removed by `_release_side_files` once SQLite is done; the WAL and its index
     are SQLite's from then on (it removes them when the last connection closes: removing an
     empty WAL here could pull it from under another connection)."""
@@ -198,27 +203,23 @@ def _hold_side_files(p: Path, wal: bool) -> list[tuple[Path, int]]:
     except OSError:
         return []                           # SQLite's own open says what is wrong
     held: list[tuple[Path, int]] = []
+    euid = os.geteuid()
     for suffix in SIDE_SUFFIXES:
-        if suffix != "-journal" and not wal:
+        if euid not in (0, owner.st_uid) or (suffix != "-journal" and not wal):
             continue
         q = p.with_name(p.name + suffix)
-        for _ in range(2):
-            try:
-                fd = os.open(q, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             stat.S_IMODE(owner.st_mode) & 0o666)
-            except FileExistsError:
-                _check_side_file(p, q, owner.st_uid)
-                break
-            except OSError:
-                break                       # a folder we cannot write to: nobody can plant there through us
-            try:
-                if os.geteuid() == 0 and owner.st_uid != 0:
-                    os.fchown(fd, owner.st_uid, owner.st_gid)      # as SQLite gives them, run by root
-                if suffix == "-journal":
-                    held.append((q, os.fstat(fd).st_ino))
-            finally:
-                os.close(fd)
-            break
+        try:
+            fd = os.open(q, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         stat.S_IMODE(owner.st_mode) & 0o666)
+        except OSError:
+            continue                        # there already (checked below), or a folder we cannot write to
+        try:
+            if euid == 0 and owner.st_uid != 0:
+                os.fchown(fd, owner.st_uid, owner.st_gid)      # as SQLite gives them, run by root
+            if suffix == "-journal":
+                held.append((q, os.fstat(fd).st_ino))
+        finally:
+            os.close(fd)
     for suffix in SIDE_SUFFIXES:            # and whatever else is there already
         q = p.with_name(p.name + suffix)
         if os.path.lexists(q):
@@ -245,6 +246,18 @@ def _check_side_file(p: Path, q: Path, uid: int) -> None:
     if why:
         raise UserError(f"{p}: {q} {why}: SQLite would use it as the campaign's journal, so it is not "
                         "opened (remove it; another user may have put it there)")
+
+
+def _settled_and_not_mine(p: Path) -> bool:
+    """A campaign this user reads but neither owns nor may write, with no WAL beside it (no
+    measure is writing it; all is in the main file): read as it is. SQLite would make its WAL
+    and index here under this user's name -- files the campaign's owner then refuses."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return False
+    return (os.geteuid() not in (0, st.st_uid) and not os.access(p, os.W_OK)
+            and not any(os.path.lexists(p.with_name(p.name + s)) for s in SIDE_SUFFIXES))
 
 
 def _release_side_files(held: list[tuple[Path, int]]) -> None:
@@ -351,7 +364,7 @@ class Campaign:
         self = None
         try:
             held = _hold_side_files(p, wal)
-            self = cls(p, _connect(p), lock)
+            self = cls(p, _connect(p, immutable=not write and _settled_and_not_mine(p)), lock)
             self._held = held
             meta = self.meta()
             if meta.get("format") != FORMAT:

@@ -495,7 +495,7 @@ def load_mpki(path: str | Path) -> CPIInputs:
     p = Path(path)
     suffix = p.suffix.lower()
     fmt = {".json": "json", ".csv": "text"}.get(suffix, "toml")
-    doc = read_document(p, "--mpki file", fmt)            # bounded; a FIFO never blocks
+    doc = read_document(p, "file", fmt)                   # bounded; a FIFO never blocks
     if fmt == "text":
         doc = _parse_csv(doc, str(p))
     return parse_mpki(doc, str(p))

@@ -67,7 +67,7 @@ def parse_mrc(doc: Mapping[str, Any], where: str = "curve") -> MissCurve:
 def load_mrc(path: str | Path) -> MissCurve:
     """Read a `corecast sim mrc --json` file (its shared curve)."""
     p = Path(path)
-    doc = read_document(p, "miss-rate curve", "json", expected="`corecast sim mrc --json` output")
+    doc = read_document(p, "file", "json", expected="`corecast sim mrc --json` output")
     return parse_mrc(doc, str(p))
 
 

@@ -90,7 +90,7 @@ class SimResult:
 def read_document(path: str | Path) -> Any:
     """The JSON of a `corecast sim --json` file, as written (the one reader of result files;
     `check_document` says whether it is one)."""
-    return parsing.read_document(Path(path), "simulation result", "json",
+    return parsing.read_document(Path(path), "file", "json",
                                  expected="`corecast sim --json` output")
 
 
