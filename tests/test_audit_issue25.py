@@ -264,7 +264,8 @@ AUDIT: list[Row] = [
     Row("F1", "sim mrc-online started its program with perf.launch: its tree outlived a SIGKILL", None,
         refs=["tests/test_sim_mrc_online.py::test_each_run_goes_through_the_launcher_and_the_sentinel"]),
     Row("F2", "measure -o in a shared folder opened another user's campaign.db-wal/-shm/-journal", None,
-        refs=[A + "test_another_users_journal_files_are_never_used"]),
+        refs=[A + "test_another_users_journal_files_are_never_used",
+              A + "test_a_killed_measure_leaves_its_campaign_and_nothing_else"]),
     Row("F3.1", "a --sim result: JSON without a depth or size bound",
         ["throughput", "--machine", "penryn-l5420", "--sim", "{d}/deep.json", "--baseline-cpi", "1"],
         "JSON nested deeper than 64 levels"),
@@ -718,3 +719,34 @@ def test_a_plugin_output_file_never_blocks_nor_floods_measure(tmp_path):
     (tmp_path / "out").unlink()
     (tmp_path / "out").write_text("x=3\nx=4\n")
     assert plugins.apply([cat], "", "", tmp_path, {})[0] == {"x": 7.0}
+
+
+def test_a_killed_measure_leaves_its_campaign_and_nothing_else(tmp_path):
+    """The empty journal corecast makes beside a campaign (so that no one can plant one there)
+    is named to corecast-sentinel: a SIGKILL of measure leaves the campaign and SQLite's WAL
+    (the runs not yet checkpointed: needed), never that journal; the resume then finishes and
+    leaves the campaign alone. A WAL left without its campaign is refused by a new one."""
+    import signal
+    import time
+    db = tmp_path / "c.db"
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "measure", "-q", "--cores", "1", "--reps", "100",
+                          "--warmup", "0", "--no-shim", "-o", db, "--", "sleep", "0.05"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 60
+    while not (tmp_path / "c.db-journal").exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert (tmp_path / "c.db-journal").exists()          # held while measure runs
+    time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    end = time.monotonic() + 10
+    while (tmp_path / "c.db-journal").exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.db", "c.db-shm", "c.db-wal"]
+    r = _measure("--resume", "-o", db)
+    assert r.returncode == 0, r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.db"]
+    db.unlink()
+    (tmp_path / "c.db-wal").write_bytes(b"")                 # as if c.db had been removed after a crash
+    r = _measure("--cores", "1", "--reps", "1", "--warmup", "0", "--no-shim", "-o", db, "--", "true")
+    assert r.returncode == 2 and "c.db-wal is there without the campaign" in r.stderr, r.stderr

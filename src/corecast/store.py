@@ -35,7 +35,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from . import __version__, messages, outputs
 from .errors import UserError, opened
@@ -289,6 +289,13 @@ class Campaign:
         self._con = con
         self._lock_fd = lock_fd
         self._held: list[tuple[Path, int]] = []     # the empty journal made beside it (_hold_side_files)
+        self.after_close: list[Callable[[], None]] = []    # called once the campaign is closed
+
+    @property
+    def held_files(self) -> list[Path]:
+        """The empty journal corecast made beside the campaign, removed at `close` (a command
+        that must leave nothing behind, SIGKILL included, names it to its sentinel)."""
+        return [q for q, _ in self._held]
 
     # ------------------------------------------------------------ opening
     @staticmethod
@@ -315,7 +322,11 @@ class Campaign:
         if kind not in ("new", "regular"):
             raise UserError(f"{p}: not a regular file (a campaign is an SQLite file): choose another -o")
         for suffix in SIDE_SUFFIXES:         # another user's file where SQLite will keep its journal
-            _check_side_file(p, p.with_name(p.name + suffix), os.geteuid())
+            side = p.with_name(p.name + suffix)
+            _check_side_file(p, side, os.geteuid())
+            if os.path.lexists(side) and not os.path.lexists(p):    # SQLite would replay a WAL into the new file
+                raise UserError(f"{p}: {side} is there without the campaign (left by an earlier file of this "
+                                "name?): remove it, or choose another -o")
         if p.exists():
             if not half_created(p):
                 raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
@@ -397,6 +408,9 @@ class Campaign:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+            hooks, self.after_close = self.after_close, []
+            for hook in hooks:
+                hook()
 
     def __enter__(self) -> "Campaign":
         return self
