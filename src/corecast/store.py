@@ -168,8 +168,7 @@ def _connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
     return con
 
 
-#: The files SQLite keeps beside a campaign, under fixed names: its rollback journal, its WAL
-#: and the WAL's index.
+#: The files SQLite keeps beside a campaign under fixed names: its journal, WAL and WAL index.
 SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
 
 
@@ -177,27 +176,22 @@ def _wal_header(p: Path) -> bool:
     """Whether the database header says WAL (its read and write versions are 2)."""
     try:
         with open(p, "rb") as fh:
-            head = fh.read(20)
+            return fh.read(20)[18:20] == b"\x02\x02"
     except OSError:
         return False
-    return len(head) == 20 and head[18] == 2 and head[19] == 2
 
 
 def _hold_side_files(p: Path, wal: bool) -> list[tuple[Path, int]]:
-    """Make SQLite's files beside the campaign ours before SQLite opens them by name.
-
-    SQLite opens them without O_EXCL (following no link, but taking any regular file there), so
-    in a folder others can write to (/tmp) another user could plant `c.db-wal` or a hot
-    `c.db-journal` and have their pages read into the campaign -- its command included, which
-    `--resume` runs. So each name that exists must be a regular file of the campaign's owner
-    with no other name (else a UserError naming it), and each that does not exist is made here
-    with O_CREAT|O_EXCL|O_NOFOLLOW, so that SQLite finds ours: an empty rollback journal (never
-    hot) always, and the WAL and its index when the campaign is in WAL mode (`wal`). In a
-    sticky folder nobody else can remove or replace a file of ours. Only the campaign's owner
-    (or root, for it) makes them: a file another reader made would be refused to the owner. The empty journal made
-    (path, inode) is removed by `_release_side_files` once SQLite is done; the WAL and its index
-    are SQLite's from then on (it removes them when the last connection closes: removing an
-    empty WAL here could pull it from under another connection)."""
+    """Make SQLite's files beside the campaign ours before SQLite opens them by name: it opens
+    them without O_EXCL (following no link, but taking any regular file there), so in /tmp
+    another user could plant `c.db-wal` or a hot `c.db-journal` and have their pages read into
+    the campaign -- its command included, which `--resume` runs. A name that exists must be a
+    regular file of the campaign's owner with one name (else a UserError); one that does not is
+    made here with O_EXCL|O_NOFOLLOW, by the owner (or root) only: an empty journal (never hot)
+    always, the WAL and its index in WAL mode (`wal`). In a sticky folder nobody else can remove
+    or replace them. The journal made (path, inode) is removed by `_release_side_files`; the WAL
+    and its index are SQLite's (it removes them at the last close: removing an empty WAL here
+    could pull it from under another connection)."""
     try:
         owner = os.stat(p)
     except OSError:
@@ -234,15 +228,11 @@ def _check_side_file(p: Path, q: Path, uid: int) -> None:
         return
     except OSError as err:
         raise UserError(f"{p}: cannot look at {q.name} beside it ({err.strerror or err})") from None
-    why = None
-    if stat.S_ISLNK(st.st_mode):
-        why = "is a symbolic link"
-    elif not stat.S_ISREG(st.st_mode):
-        why = "is not a regular file"
-    elif st.st_uid != uid:
-        why = f"is owned by uid {st.st_uid}, not by the campaign's owner (uid {uid})"
-    elif st.st_nlink != 1:
-        why = f"has {st.st_nlink} names (hard links)"
+    checks = ((stat.S_ISLNK(st.st_mode), "is a symbolic link"),
+              (not stat.S_ISREG(st.st_mode), "is not a regular file"),
+              (st.st_uid != uid, f"is owned by uid {st.st_uid}, not by the campaign's owner (uid {uid})"),
+              (st.st_nlink != 1, f"has {st.st_nlink} names (hard links)"))
+    why = next((w for bad, w in checks if bad), None)
     if why:
         raise UserError(f"{p}: {q} {why}: SQLite would use it as the campaign's journal, so it is not "
                         "opened (remove it; another user may have put it there)")
