@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import outputs
-from .errors import UserError, opened
+from .errors import UserError
+from .parsing import read_document
 
 KIND = "corecast-memory-profile"
 VERSION = 1
@@ -159,13 +160,4 @@ def read_profile(source: str | Path | Mapping[str, Any]) -> MemoryProfile:
     if isinstance(source, Mapping):
         return profile_from_doc(source)
     p = Path(source)
-    with opened(p, what="memory profile", encoding="utf-8-sig") as fh:
-        try:
-            text = fh.read()
-        except UnicodeDecodeError:
-            raise UserError(f"{p}: not a text file (a JSON memory profile expected)") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from None
-    return profile_from_doc(doc, str(p))
+    return profile_from_doc(read_document(p, "memory profile", "json"), str(p))
