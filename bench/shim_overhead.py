@@ -7,6 +7,9 @@
 
 Each configuration is measured in alternation ROUNDS times; the figures are the medians of
 the per-round best-of-TRIALS values. Usage: python bench/shim_overhead.py [--rounds N]
+[--compare-lib OLD.so]: with --compare-lib, another build of the shim (say the previous commit's,
+built with the same flags) is measured in the same alternation, so a change to the shim is
+judged against the code it replaces on the same machine at the same time.
 """
 from __future__ import annotations
 
@@ -27,12 +30,14 @@ from corecast.native import native_path  # noqa: E402
 TARGET_NS = 15.0
 
 
-def run(mode: str, n: int, trials: int, preload: bool, report_dir: str) -> float:
+def run(mode: str, n: int, trials: int, preload: bool | str, report_dir: str) -> float:
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop(shim.ENV_REPORT, None)
     if preload:
         env.update(shim.shim_env(report_dir, env))
+        if isinstance(preload, str):
+            env["LD_PRELOAD"] = preload
     out = subprocess.run([str(native_path("corecast-shim-bench")), mode, str(n), str(trials)], env=env,
                          capture_output=True, text=True, check=True).stdout
     vals = dict(line.split() for line in out.splitlines())
@@ -44,13 +49,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--pairs", type=int, default=5_000_000)
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--compare-lib", default=None, metavar="SO", help="another shim build, measured alongside")
     a = ap.parse_args()
     _machine.header("sync shim overhead (bench/shim_overhead.py)")
-    results: dict[tuple[str, bool], list[float]] = {}
+    results: dict[tuple[str, bool | str], list[float]] = {}
+    configs: list[bool | str] = [False, True] + ([a.compare_lib] if a.compare_lib else [])
     with tempfile.TemporaryDirectory() as d:
         for _ in range(a.rounds):
             for mode, n in (("lockpair", a.pairs), ("compute", a.pairs)):
-                for pre in (False, True):
+                for pre in configs:
                     results.setdefault((mode, pre), []).append(run(mode, n, a.trials, pre, d))
     med = {k: statistics.median(v) for k, v in results.items()}
     base, with_shim = med[("lockpair", False)], med[("lockpair", True)]
@@ -59,6 +66,10 @@ def main() -> int:
           f"+{extra:.2f} ns per pair (target <= {TARGET_NS:g} ns), ratio {with_shim / base:.2f}")
     cb, cs = med[("compute", False)], med[("compute", True)]
     print(f"no synchronisation at all: {cb:.3f} ns/iteration without, {cs:.3f} with: ratio {cs / cb:.3f}")
+    if a.compare_lib:
+        old = med[("lockpair", a.compare_lib)]
+        print(f"compared build {a.compare_lib}: {old:.2f} ns per pair (+{old - base:.2f} ns); this build "
+              f"{with_shim - old:+.2f} ns against it")
     print(f"rounds {a.rounds}, {a.pairs} pairs per trial, best of {a.trials} trials per round, median over rounds")
     ok = extra <= TARGET_NS
     print("PASS" if ok else "FAIL", f"lock/unlock overhead {extra:.2f} ns vs target {TARGET_NS:g} ns")
