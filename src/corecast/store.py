@@ -376,6 +376,13 @@ class Campaign:
             out.append({"slot": slot, **r})
         return out
 
+    def run_table_names(self) -> list[str]:
+        """The names of the side tables some run has rows of."""
+        try:
+            return [n for (n,) in self._con.execute("SELECT DISTINCT name FROM run_tables ORDER BY name")]
+        except sqlite3.OperationalError:
+            return []
+
     def notices(self) -> list[str]:
         return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]
 
