@@ -6,14 +6,15 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_corecast_meters_subparsers=(show list replay)
-_shtab_corecast_subparsers=(calibrate chase evaluate events export info measure meters predict sched serve sim stat throughput usl)
+_shtab_corecast_subparsers=(calibrate chase evaluate events export info locks measure meters predict sched serve sim stat throughput usl)
 
 _shtab_corecast_calibrate_option_strings=(-h --help -o --output --no-memory --json -q --quiet -v --verbose)
 _shtab_corecast_chase_option_strings=(-h --help --sweep-size --loaded --size --chains --threads --order --oversubscribe --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --json --plot -o --output --profile -q --quiet -v --verbose)
 _shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --json --format -q --quiet -v --verbose)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format -q --quiet -v --verbose)
-_shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata -q --quiet -v --verbose)
+_shtab_corecast_export_option_strings=(-h --help -o --output --format --table --metadata -q --quiet -v --verbose)
 _shtab_corecast_info_option_strings=(-h --help --json --format -q --quiet -v --verbose)
+_shtab_corecast_locks_option_strings=(-h --help --top --json --format -q --quiet -v --verbose)
 _shtab_corecast_measure_option_strings=(-h --help --cores --reps --warmup --timeout --order --env --threads-per-core --throughput --plugin --no-shim --events -o --output --resume --json --format -q --quiet -v --verbose)
 _shtab_corecast_meters_show_option_strings=(-h --help --blackboard --json -q --quiet -v --verbose)
 _shtab_corecast_meters_list_option_strings=(-h --help --pid --meters -q --quiet -v --verbose)
@@ -37,9 +38,10 @@ _shtab_corecast_events___format_choices=(table json csv records)
 _shtab_corecast_export___format_choices=(csv json records)
 _shtab_corecast_export___metadata_choices=(sidecar inline none)
 _shtab_corecast_info___format_choices=(table json csv records)
+_shtab_corecast_locks___format_choices=(table json csv records)
 _shtab_corecast_measure___format_choices=(table json csv records)
 _shtab_corecast_meters_pos_0_choices=(show list replay)
-_shtab_corecast_predict___method_choices=(auto estima timex usl)
+_shtab_corecast_predict___method_choices=(auto estima mva timex usl)
 _shtab_corecast_predict___placement_choices=(compact spread smt-last)
 _shtab_corecast_predict___measured_placement_choices=(compact spread smt-last)
 _shtab_corecast_predict___format_choices=(table json csv records)
@@ -53,7 +55,7 @@ _shtab_corecast_stat___wake_choices=(auto records tick)
 _shtab_corecast_throughput___lock_model_choices=(wait-share amdahl)
 _shtab_corecast_throughput___format_choices=(table json csv records)
 _shtab_corecast_usl___format_choices=(table json csv records)
-_shtab_corecast_pos_0_choices=(calibrate chase evaluate events export info measure meters predict sched serve sim stat throughput usl)
+_shtab_corecast_pos_0_choices=(calibrate chase evaluate events export info locks measure meters predict sched serve sim stat throughput usl)
 
 _shtab_corecast_calibrate__h_nargs=0
 _shtab_corecast_calibrate___help_nargs=0
@@ -101,6 +103,13 @@ _shtab_corecast_info__q_nargs=0
 _shtab_corecast_info___quiet_nargs=0
 _shtab_corecast_info__v_nargs=0
 _shtab_corecast_info___verbose_nargs=0
+_shtab_corecast_locks__h_nargs=0
+_shtab_corecast_locks___help_nargs=0
+_shtab_corecast_locks___json_nargs=0
+_shtab_corecast_locks__q_nargs=0
+_shtab_corecast_locks___quiet_nargs=0
+_shtab_corecast_locks__v_nargs=0
+_shtab_corecast_locks___verbose_nargs=0
 _shtab_corecast_measure_pos_0_nargs=...
 _shtab_corecast_measure__h_nargs=0
 _shtab_corecast_measure___help_nargs=0

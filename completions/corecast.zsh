@@ -16,6 +16,7 @@ _shtab_corecast_commands() {
     events:'Without options: the CPU, the perf PMUs, every mnemonic and the backend-stall catalog with'
     export:'Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and write it:'
     info:'show what a Dataset or campaign file holds: machine, columns and their sources, runs'
+    locks:'The sync shim counts every pthread mutex, spin lock and rwlock acquisition by lock and call'
     measure:'Run a program at several core counts (pinned to exactly those cores, warm-ups first, then'
     meters:'A foreground daemon that samples contention meters (CPU busy and steal, run-queue delay, PSI,'
     predict:'Extrapolate from the core counts measured to the ones asked for.'
@@ -93,7 +94,7 @@ _shtab_corecast_evaluate_options=(
   "--train-max-cores[fit on cores \<\= K, predict the rest (needed with a file)]:K:"
   "--corpus[evaluate on every series of a corpus instead of one file]:DIR:"
   "--train-frac[with --corpus\: fit on the cores up to F of each series\' largest count (at least its two smallest\; default 0.25)]:F:"
-  "--methods[methods to compare (comma-separated from auto, estima, timex, usl\; default\: all that apply)]:LIST:"
+  "--methods[methods to compare (comma-separated from auto, estima, mva, timex, usl\; default\: all that apply)]:LIST:"
   "--level[level of the bands (default 0.8)]:level:"
   "--clock[the measured machine\'s clock frequency, for data that does not record it]:GHZ:"
   "--size[use the rows of this problem size]:size:"
@@ -131,6 +132,7 @@ _shtab_corecast_export_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   {-o,--output}"[output file (.csv or .json\; a device or a pipe gets CSV)\; default\: standard output]:FILE:"
   "--format[output format (default\: from -o\'s extension, else csv)]:format:(csv json records)"
+  "--table[write a side table instead of the runs\: \`locks\` (the sync shim\'s per-lock table, one row per run, lock and call site, with the run\'s cores and repetition)\; csv, json or records]:NAME:"
   "--metadata[CSV only\: where the metadata goes (default\: sidecar with -o, none on standard output)]:metadata:(sidecar inline none)"
   {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
   {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
@@ -151,6 +153,19 @@ _shtab_corecast_info_options=(
 
 # guard to ensure default positional specs are added only once per session
 _shtab_corecast_info_defaults_added=0
+
+_shtab_corecast_locks_options=(
+  "(- : *)"{-h,--help}"[show this help message and exit]"
+  "--top[the N busiest (lock, call site) pairs only]:N:"
+  "--json[print a JSON object instead of tables (as --format json)]"
+  "--format[table (default), json (one object), or a tidy table with one row per (lock, call site, core count) for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
+  {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"
+  {-v,--verbose}"[more detail on standard error\: what was read, how long it took]"
+  ":campaign file (corecast measure), or a Dataset exported from one (JSON):"
+)
+
+# guard to ensure default positional specs are added only once per session
+_shtab_corecast_locks_defaults_added=0
 
 _shtab_corecast_measure_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
@@ -239,7 +254,7 @@ _shtab_corecast_meters_show_defaults_added=0
 _shtab_corecast_predict_options=(
   "(- : *)"{-h,--help}"[show this help message and exit]"
   "--cores[core counts to predict, e.g. 16,24,32 or 16-64\:2x]:CORES:"
-  "--method[default\: auto]:method:(auto estima timex usl)"
+  "--method[default\: auto]:method:(auto estima mva timex usl)"
   "--level[level of the band (default 0.8)]:level:"
   "--size-ratio[target \/ measured problem size\: scales the stalls (weak scaling)]:R:"
   "--target-size[target problem size, in the units of the size column (else bytes, against the measured memory footprint rss_bytes)\; gives --size-ratio]:S:"
@@ -406,6 +421,7 @@ _shtab_corecast() {
         events) _arguments -C -s $_shtab_corecast_events_options ;;
         export) _arguments -C -s $_shtab_corecast_export_options ;;
         info) _arguments -C -s $_shtab_corecast_info_options ;;
+        locks) _arguments -C -s $_shtab_corecast_locks_options ;;
         measure) _arguments -C -s $_shtab_corecast_measure_options ;;
         meters) _shtab_corecast_meters ;;
         predict) _arguments -C -s $_shtab_corecast_predict_options ;;

@@ -28,6 +28,9 @@ methods:
           checkpoint selection; stalls per core turned into time by an extrapolated scaling
           factor; bottlenecks ranked by growth
   timex   the same kernels and selection on the time series directly
+  mva     measured service demands (CPU time, each hot lock's hold time from the sync shim's
+          per-lock table, off-CPU time) in a closed queueing network solved exactly at each
+          thread count: a campaign recorded with the shim only (not a plain CSV)
   usl     the Universal Scalability Law
   auto    (default) validates the applicable methods on the measured points (rolling
           origin); predicts with the stall method when its stall categories explain the
@@ -48,7 +51,7 @@ examples:
 
 
 #: `corecast.model.predictors.METHODS`, without importing the models (see the docstring).
-METHODS = ("auto", "estima", "timex", "usl")
+METHODS = ("auto", "estima", "mva", "timex", "usl")
 
 
 def add_arguments(p) -> None:

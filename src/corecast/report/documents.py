@@ -93,7 +93,19 @@ def predict_doc(data: Dataset, label: str, method: str, cores: Sequence[float], 
                                      placement, measured=m_spec, measured_order=m_order, smt_yield=smt_yield)
         fits = {method: fitted.base, **predictors.fit_many(names[1:], data, calibrate=True, **opts)}
     doc = R.prediction_doc(label, method, fitted, cores, level, work=predictors.work_per_run(data))
+    _add_locks(doc, data, cores, fitted if target is not None else None)
     return doc, fits
+
+
+def _add_locks(doc: dict[str, Any], data: Dataset, cores: Sequence[float], on_target: Any) -> None:
+    """The hot locks with their call sites and the demand model's share of thread time at each
+    target count (report.locks.predicted_locks), where the data have demands, whatever the method."""
+    from . import locks as L
+
+    eff = on_target.effective(cores) if on_target is not None and hasattr(on_target, "effective") else None
+    block = L.predicted_locks(data, cores, effective=eff)
+    if block:
+        doc["locks"] = block
 
 
 # ============================================================================ usl
@@ -124,7 +136,23 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
              for c in data.distinct_cores]
     return {"file": data.label, "rows": len(data), "machine": data.machine.to_dict(), "command": data.command,
             "corecast_version": data.corecast_version, "notes": data.notes, "columns": cols, "cores": cores,
-            "stall_categories": data.stall_names}
+            "stall_categories": data.stall_names, "tables": _tables_summary(data)}
+
+
+def _tables_summary(data: Dataset) -> dict[str, Any]:
+    """The side tables: rows of each, and for the per-lock table its busiest locks
+    (`corecast locks` ranks them all)."""
+    from . import locks as L
+
+    out: dict[str, Any] = {name: {"rows": len(rows)} for name, rows in data.tables.items()}
+    if data.tables.get(L.TABLE):
+        try:
+            doc = L.locks_doc(data, top=3)
+        except UserError:
+            return out
+        out[L.TABLE]["busiest"] = [{"lock": g["lock"], "site": g["site"], "call": g["call"],
+                                    "per_cores": g["per_cores"]} for g in doc["locks"]]
+    return out
 
 
 def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:

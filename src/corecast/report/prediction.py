@@ -13,6 +13,7 @@ from ..model.base import Prediction
 from ..model.evaluate import Evaluation
 from ..model.series import convert
 from . import html as H
+from . import locks as L
 from . import terminal as T
 from .plots import pyplot
 
@@ -139,6 +140,7 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
         con.print(T.make_table(f"Bottlenecks (stalls per core, largest measured → {top} cores)",
                                ["rank", "category", "model", "growth", "share now", f"share at {top}", "verdict"],
                                brow, justify=["right", "left", "left", "right", "right", "right", "left"]))
+    L.render_predicted(doc.get("locks"), con)
     T.print_notices(con, doc.get("warnings") or [])
 
 
@@ -327,6 +329,7 @@ def render_html(doc: dict[str, Any], fig: Any | None = None, evaluation: Evaluat
         blocks.append(H.section("Bottlenecks", H.table(
             ["rank", "category", "model", "growth per core", "share (measured)", "share (largest target)",
              "verdict"], brow)))
+    blocks.append(L.html_section(doc.get("locks")))
     mrows = []
     for col, m in (doc.get("models") or {}).items():
         if isinstance(m, dict) and "kernel" in m:
