@@ -1,0 +1,332 @@
+"""Per-lock attribution (the sync shim's lock table, `corecast locks`) and the demand model on
+measured data: lockbench's lock named at its call site with its hold time checked against the
+critical section timed alone, a two-lock program ranked against its own count, the bounded
+table's overflow, and mva's lock asymptote on lockbench's measured 1-2-core demands."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corecast import dataset
+from corecast.collect import locks, shim
+from corecast.model import mva, predictors
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCKBENCH = ROOT / "workloads" / "lockbench" / "lockbench.c"
+NCPU = len(os.sched_getaffinity(0))
+CORES = "1,2" if NCPU >= 2 else "1"
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+# The critical section of lockbench's worker, timed alone (no lock, no shim): in batches of 200
+# back to back, each depending on the one before (as under a lock, where the next cannot start
+# before the last has ended); the median batch, so that a preemption spoils one batch only.
+CS_TIMER = r"""
+#include "common.h"
+static struct { uint64_t v; char pad[56]; } g_shared[8] __attribute__((aligned(64)));
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+int main(int argc, char **argv) {
+    long cs = atol(argv[1]);
+    enum { B = 3000, OPS = 200 };
+    static double t[B];
+    uint64_t x = 1;
+    long i = 0;
+    for (int b = 0; b < B; b++) {
+        double t0 = wl_now();
+        for (int k = 0; k < OPS; k++, i++) {
+            uint64_t s = (g_shared[i & 7].v | 1) ^ (x & 2);
+            g_shared[i & 7].v = wl_work(s, cs);
+            x ^= g_shared[i & 7].v;
+        }
+        t[b] = (wl_now() - t0) / OPS;
+    }
+    qsort(t, B, sizeof t[0], cmp);
+    printf("%.12g %llu\n", t[B / 2], (unsigned long long)x);
+    return 0;
+}
+"""
+
+# Two locks of different heat, and the program's own count of its waits: every acquisition
+# timed around the call, by lock (the reference the shim's table is checked against).
+TWO_LOCKS = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static pthread_mutex_t hot_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cold_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile uint64_t shared_hot, shared_cold;
+static uint64_t wait_ns[2], acquired[2];          /* the program's own count (atomics, no lock) */
+static long ops;
+static uint64_t now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000ull + t.tv_nsec; }
+static uint64_t work(uint64_t x, long n) { for (long i = 0; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; } return x; }
+static void *worker(void *arg) {
+    uint64_t x = (uintptr_t)arg, w[2] = {0, 0}, a[2] = {0, 0};
+    for (long i = 0; i < ops; i++) {
+        uint64_t t0 = now();
+        pthread_mutex_lock(&hot_lock);
+        w[0] += now() - t0; a[0]++;
+        shared_hot = work(shared_hot | 1, 1500);
+        pthread_mutex_unlock(&hot_lock);
+        if (i % 8 == 0) {
+            t0 = now();
+            pthread_mutex_lock(&cold_lock);
+            w[1] += now() - t0; a[1]++;
+            shared_cold = work(shared_cold | 1, 200);
+            pthread_mutex_unlock(&cold_lock);
+        }
+        x = work(x | 1, 1500);
+    }
+    for (int k = 0; k < 2; k++) {
+        __atomic_fetch_add(&wait_ns[k], w[k], __ATOMIC_RELAXED);
+        __atomic_fetch_add(&acquired[k], a[k], __ATOMIC_RELAXED);
+    }
+    return (void *)(uintptr_t)x;
+}
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    ops = atol(argv[2]);
+    pthread_t t[64];
+    uint64_t t0 = now();
+    for (int i = 0; i < n; i++) pthread_create(&t[i], 0, worker, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < n; i++) pthread_join(t[i], 0);
+    printf("wall %.9f\nwaits %.9f %.9f\nacquired %llu %llu\n", (now() - t0) * 1e-9, wait_ns[0] * 1e-9,
+           wait_ns[1] * 1e-9, (unsigned long long)acquired[0], (unsigned long long)acquired[1]);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cs_timer(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("cstimer")
+    (d / "cs.c").write_text(CS_TIMER)
+    exe = d / "cs"
+    # the flags lockbench is built with (meson: -O2, C11 with GNU extensions)
+    subprocess.run(["gcc", "-O2", "-std=gnu11", "-I", str(ROOT / "workloads"), "-o", str(exe), str(d / "cs.c")],
+                   check=True)
+    return exe
+
+
+def cs_alone(exe: Path, units: int) -> float:
+    out = subprocess.run([str(exe), str(units)], capture_output=True, text=True, check=True).stdout
+    return float(out.split()[0])
+
+
+def lockbench_line() -> int:
+    for i, ln in enumerate(LOCKBENCH.read_text().splitlines(), 1):
+        if "pthread_mutex_lock(&g_mutex)" in ln:
+            return i
+    raise AssertionError("lockbench.c calls pthread_mutex_lock(&g_mutex) nowhere")
+
+
+def measure(cli, tmp_path, name, *argv, cores=CORES, reps=1, extra=()):
+    db = tmp_path / f"{name}.db"
+    r = cli("measure", "-q", "--cores", cores, "--reps", str(reps), "--warmup", "0", *extra,
+            "-o", str(db), "--", *argv)
+    assert r.code == 0, r.err
+    return dataset.load(db)
+
+
+# ============================================================================ lockbench
+@pytest.mark.slow
+def test_lockbench_lock_is_named_at_its_call_site_with_its_hold_time(cli, tmp_path, cs_timer):
+    """At 1 and 2 cores: `&g_mutex`, acquired at lockbench.c's line in `worker`, acquired once
+    per operation, held (per acquisition) within 10% of the critical section timed alone --
+    measured before and after the campaign, alternately, on the same busy machine."""
+    cs, ops = 300, 120_000
+    ref = [cs_alone(cs_timer, cs)]
+    ds = measure(cli, tmp_path, "lb", "corecast-lockbench", "-t", "{threads}", "-n", str(ops), "--cs", str(cs),
+                 "--think", str(4 * cs))
+    ref.append(cs_alone(cs_timer, cs))
+    ref.append(cs_alone(cs_timer, cs))
+    hold_ref = statistics.median(ref)
+    rows = ds.tables["locks"]
+    assert {r["cores"] for r in rows} == {float(c) for c in CORES.split(",")}
+    line = lockbench_line()
+    for r in rows:
+        assert r["lock"] == "&g_mutex" and r["lock_kind"] == "mutex" and r["lock_file"] == "lockbench.c"
+        assert r["site_function"] == "worker"
+        assert r["site_file"].endswith("lockbench.c") and r["site_line"] == line
+        assert r["site"] == f"lockbench.c:{line} worker"
+        assert r["call"] == "pthread_mutex_lock(&g_mutex)"
+        assert r["acquisitions"] == ops                       # one a operation, whatever the threads
+        assert r["hold_samples"] >= ops / 128
+        assert abs(r["hold_s"] / hold_ref - 1) < 0.10, (r["cores"], r["hold_s"], ref)
+
+
+# ============================================================================ two locks
+@pytest.fixture(scope="module")
+def two_locks(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("twolocks")
+    (d / "twolocks.c").write_text(TWO_LOCKS)
+    exe = d / "twolocks"
+    subprocess.run(["gcc", "-O1", "-g", "-pthread", "-o", str(exe), str(d / "twolocks.c")], check=True)
+    return exe
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NCPU < 2, reason="needs 2 CPUs for contention")
+def test_two_locks_ranked_with_the_wait_shares_of_the_programs_own_count(tmp_path, two_locks):
+    """Four threads on two CPUs: the hot lock first, the cold second; acquisitions exactly the
+    program's count, and each lock's waits as the program timed them itself (the shim times only
+    the contended acquisitions; the program times every one, so it may count a little more)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(shim.shim_env(tmp_path, env))
+    ops = 3000
+    p = subprocess.run(["taskset", "-c", "0,1", str(two_locks), "4", str(ops)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    summary = shim.read_reports(tmp_path)
+    table = locks.lock_rows(tmp_path, summary.ticks_per_s)
+    by = {r["lock"]: r for r in table.rows}
+    assert set(by) == {"&hot_lock", "&cold_lock"}
+    assert [r["lock"] for r in table.rows] == ["&hot_lock", "&cold_lock"]        # busiest first
+    counted = [int(v) for v in re.search(r"acquired (\d+) (\d+)", p.stdout).groups()]
+    assert counted == [4 * ops, 4 * ((ops + 7) // 8)]
+    assert [by["&hot_lock"]["acquisitions"], by["&cold_lock"]["acquisitions"]] == counted
+    assert by["&hot_lock"]["lock_file"] == "twolocks.c" and by["&hot_lock"]["site_function"] == "worker"
+    # the program's own count: its waits per lock, from the report it printed
+    wall = float(re.search(r"wall (\S+)", p.stdout)[1])
+    ref = _reference_waits(p.stdout)
+    thread_time = 4 * wall
+    hot_ref, cold_ref = ref[0] / thread_time, ref[1] / thread_time
+    hot, cold = by["&hot_lock"]["wait_s"] / thread_time, by["&cold_lock"]["wait_s"] / thread_time
+    assert hot_ref > 0.05, "no contention on the hot lock: the test proves nothing"
+    assert hot > cold and hot_ref > cold_ref
+    # the shim's waits are within the program's (which add ~100 ns of clock reads a call) ...
+    assert hot <= hot_ref * 1.02 + 1e-4 and cold <= cold_ref * 1.02 + 1e-4
+    # ... and make up nearly all of them
+    assert hot >= 0.85 * hot_ref, (hot, hot_ref)
+    assert abs(cold - cold_ref) <= 0.15 * cold_ref + 0.005, (cold, cold_ref)
+
+
+def _reference_waits(stdout: str) -> list[float]:
+    m = re.search(r"waits (\S+) (\S+)", stdout)
+    assert m, stdout
+    return [float(m[1]), float(m[2])]
+
+
+# ============================================================================ bounded table
+OVERFLOW = r"""
+#include <pthread.h>
+#include <stdio.h>
+static pthread_mutex_t locks[300];
+int main(void) {
+    for (int i = 0; i < 300; i++) pthread_mutex_init(&locks[i], 0);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 300; i++) { pthread_mutex_lock(&locks[i]); pthread_mutex_unlock(&locks[i]); }
+    return 0;
+}
+"""
+
+
+def test_the_table_is_bounded_and_counts_what_it_had_no_room_for(tmp_path):
+    """300 locks from one site in one thread: the thread's table keeps at most 256 (lock, call
+    site) entries and counts the acquisitions of the others as overflow; together they are all."""
+    (tmp_path / "many.c").write_text(OVERFLOW)
+    exe = tmp_path / "many"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(tmp_path / "many.c")], check=True)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(shim.shim_env(tmp_path, env))
+    subprocess.run([str(exe)], env=env, check=True, timeout=60)
+    text = next(tmp_path.glob("shim.*")).read_text()
+    tab = re.search(r"locktab \d+ entries (\d+) overflow (\d+)", text)
+    entries, overflow = int(tab[1]), int(tab[2])
+    assert entries <= 256 and overflow > 0
+    pl = locks.parse_report(text)
+    assert sum(e.acq for e in pl.entries.values()) + overflow == 900
+    table = locks.lock_rows(tmp_path, 1e9)
+    assert any("no room" in n for n in table.notes)
+    # the array's elements are named by index
+    names = {r["lock"] for r in table.rows}
+    assert "&locks[0]" in names or any(n.startswith("&locks[") for n in names)
+
+
+# ============================================================================ mva on lockbench
+@pytest.mark.slow
+def test_mva_on_lockbench_reaches_the_locks_asymptote(cli, tmp_path, cs_timer):
+    """--cs 50 --think 400 measured at 1-2 cores: the demand model predicts a speed-up at 64
+    cores within 10% of the lock's ceiling (hold + rest of the operation) / hold, about 9, with
+    the hold timed alone here and the operation's CPU time from the campaign."""
+    ops = 300_000
+    ref = [cs_alone(cs_timer, 50)]
+    ds = measure(cli, tmp_path, "lb50", "corecast-lockbench", "-t", "{threads}", "-n", str(ops), "--cs", "50",
+                 "--think", "400", reps=2)
+    ref.append(cs_alone(cs_timer, 50))
+    hold = statistics.median(ref)
+    one = ds.cores == 1
+    cpu_per_op = float(np.median((ds.metrics["user_s"] + ds.metrics["sys_s"])[one])) / ops
+    ceiling = cpu_per_op / hold
+    assert 6 < ceiling < 14                              # about 9: the workload is what it says
+    f = predictors.fit("mva", ds)
+    t = f.predict([1, 64]).value
+    speedup = t[0] / t[1]
+    assert abs(speedup / ceiling - 1) < 0.10, (speedup, ceiling, f.demands.to_dict())
+    d = f.models(64)["mva"]["demands"]
+    assert d["cores"] == 1 and d["customers"] == 1 and [lk["lock"] for lk in d["locks"]] == ["&g_mutex"]
+    assert "per-lock table" in d["sources"]["locks"] and "user_s + sys_s" in d["sources"]["cpu"]
+
+
+# ============================================================================ the command
+def test_locks_command_ranks_by_wait_share(cli, tmp_path):
+    """`corecast locks` on a Dataset with the side table (a campaign's, exported as JSON): the
+    lock, its call site, its wait share at each core count; csv and records one row per (lock,
+    site, count); info names it; export --table writes it; a plain CSV has none (one line, 2)."""
+    import fakes
+
+    ds = fakes.lock_demands(cores=(1, 2, 4))
+    path = tmp_path / "camp.json"
+    ds.to_json(path)
+    r = cli("locks", str(path), "--json")
+    code, out, err = r.code, r.out, r.err
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cores"] == [1, 2, 4]
+    (lk,) = doc["locks"]
+    assert lk["lock"] == "&queue_lock" and lk["site"] == "pool.c:41 worker"
+    shares = [p["wait_share"] for p in lk["per_cores"]]
+    assert shares[0] == 0 and shares[1] < shares[2]       # waits grow with the cores
+    t = ds.aggregate("time_s")
+    wait4 = np.median([r["wait_s"] for r in ds.tables["locks"] if r["cores"] == 4])
+    assert shares[2] == pytest.approx(wait4 / (4 * t.value[-1]), rel=0.05)
+    r = cli("locks", str(path), "--format", "csv")
+    code, out = r.code, r.out
+    assert code == 0 and out.splitlines()[0].startswith("rank,lock,site,call") and len(out.splitlines()) == 4
+    r = cli("info", str(path))
+    code, out = r.code, r.out
+    assert code == 0 and "side table locks: 6 rows" in out and "pthread_mutex_lock(&queue_lock)" in out
+    r = cli("export", str(path), "--table", "locks", "--format", "csv")
+    code, out = r.code, r.out
+    assert code == 0 and len(out.splitlines()) == 7 and "hold_s" in out.splitlines()[0]
+    plain = tmp_path / "plain.csv"
+    plain.write_text("cores,time_s\n1,2\n2,1.1\n")
+    r = cli("locks", str(plain))
+    code, out, err = r.code, r.out, r.err
+    assert code == 2 and "no per-lock table" in err and len(err.strip().splitlines()) == 1
+    r = cli("export", str(path), "--table", "nosuch")
+    code, out, err = r.code, r.out, r.err
+    assert code == 2 and "no side table 'nosuch'" in err
+
+
+def test_mva_is_not_offered_without_demands(cli, tmp_path):
+    """A plain CSV has no demands: mva says so in one line, and auto and the plot leave it out."""
+    plain = tmp_path / "plain.csv"
+    plain.write_text("cores,time_s\n1,2\n2,1.1\n3,0.8\n4,0.65\n")
+    r = cli("predict", str(plain), "--cores", "8", "--method", "mva")
+    code, err = r.code, r.err
+    assert code == 2 and "mva needs measured demands" in err and "plain CSV" in err
+    assert "mva" not in predictors.fit("auto", dataset.load(plain)).fits
+    assert mva.missing(dataset.load(plain)) is not None
