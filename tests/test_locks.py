@@ -330,3 +330,36 @@ def test_mva_is_not_offered_without_demands(cli, tmp_path):
     assert code == 2 and "mva needs measured demands" in err and "plain CSV" in err
     assert "mva" not in predictors.fit("auto", dataset.load(plain)).fits
     assert mva.missing(dataset.load(plain)) is not None
+
+
+def test_dashboard_predict_document_names_the_locks(tmp_path, cli):
+    """The dashboard's /api/predict gives the same locks as `predict --json` (app.js shows them
+    under the bottlenecks)."""
+    pytest.importorskip("aiohttp")
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    import fakes
+    from corecast.serve.app import Dashboard
+
+    path = tmp_path / "camp.json"
+    fakes.lock_demands(cores=(1, 2)).to_json(path)
+    dash = Dashboard([str(tmp_path)], "127.0.0.1", 0)
+
+    async def go():
+        async with TestClient(TestServer(dash.app(), host="127.0.0.1", port=0)) as client:
+            dash.port = client.server.port
+            r = await client.get(f"/?token={dash.guard.secret}", allow_redirects=False)
+            assert r.status == 302
+            dash.registry.scan()
+            f = next(e.id for e in dash.registry.files.values() if e.path.name == "camp.json")
+            p = await client.get("/api/predict", params={"file": f, "cores": "16,64", "method": "mva"})
+            assert p.status == 200, await p.text()
+            return await p.json()
+
+    got = asyncio.run(asyncio.wait_for(go(), 120))
+    r = cli("predict", path, "--cores", "16,64", "--method", "mva", "--json")
+    assert r.code == 0, r.err
+    assert got["doc"]["locks"] == json.loads(r.out)["locks"]
+    assert got["doc"]["locks"]["locks"][0]["label"] == "pool.c:41 worker: pthread_mutex_lock(&queue_lock)"

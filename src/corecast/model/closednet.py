@@ -94,7 +94,9 @@ def _conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     diff = idx[:, None] - idx[None, :]                  # n - j
     m = np.where(diff >= 0, a[None, :] + b[np.clip(diff, 0, n - 1)], -np.inf)
     top = m.max(axis=1)
-    return top + np.log(np.exp(m - top[:, None]).sum(axis=1))
+    top = np.where(np.isfinite(top), top, 0.0)        # a row of -inf (impossible populations) stays -inf
+    with np.errstate(divide="ignore"):
+        return top + np.log(np.exp(m - top[:, None]).sum(axis=1))
 
 
 def solve(centres: Sequence[Centre], customers: int) -> Solution:

@@ -141,7 +141,8 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
     for g in doc["locks"]:
         by = {p["cores"]: p for p in g["per_cores"]}
         lp = by.get(last, {})
-        rows.append([g["rank"], g["lock"] + (f" ×{g['instances']}" if g["instances"] > 1 else ""), g["site"]]
+        rows.append([g["rank"], _escape(g["lock"]) + (f" ×{g['instances']}" if g["instances"] > 1 else ""),
+                     _escape(g["site"])]
                     + [_pct(by.get(c, {}).get("wait_share")) for c in cores]
                     + [_pct(lp.get("hold_share"))]
                     + [_ns(lp.get("hold_s")), lp.get("acquisitions"),
@@ -204,33 +205,33 @@ def _by_lock(ds: Dataset) -> list[dict[str, Any]]:
 
 
 def lock_lines(block: dict[str, Any]) -> list[str]:
-    """`pool.c:41 worker: pthread_mutex_lock(&queue_lock): 12% of thread time at 2 cores, 71% at 64`."""
+    """One line a lock: `pool.c:41 worker: pthread_mutex_lock(&queue_lock): 12% of thread time at
+    2 cores (measured), 31% at 16, 71% at 64 (predicted)`."""
     out = []
     for lk in block["locks"]:
-        parts = [f"{100 * p['share']:.0f}% at {p['cores']}" for p in lk["measured"][-1:]]
-        parts[:1] = [f"{s} (measured)" for s in parts[:1]]
-        parts += [f"{100 * p['share']:.0f}% at {p['cores']}" for p in lk["predicted"]]
-        if parts:
-            parts[0] = parts[0].replace(" at ", " of thread time at ", 1)
-        out.append(f"{lk['label']}: " + ", ".join(parts))
+        parts = [f"{100 * p['share']:.0f}% of thread time at {p['cores']} cores (measured)"
+                 for p in lk["measured"][-1:]]
+        pred = [f"{100 * p['share']:.0f}% at {p['cores']}" for p in lk["predicted"]]
+        if pred:
+            if not parts:
+                pred[0] = pred[0].replace(" at ", " of thread time at ", 1)
+            pred[-1] += " (predicted)"
+        out.append(f"{lk['label']}: " + ", ".join(parts + pred))
     return out
 
 
 def render_predicted(block: dict[str, Any] | None, con: Any) -> None:
+    """predict's terminal: the locks, one line each, below the stall categories."""
     if not block:
         return
-    from . import terminal as T
+    con.print("Locks (share of thread time waiting for or holding each; predicted by the demand model):")
+    for line in lock_lines(block):
+        con.print(f"  {_escape(line)}")
 
-    lk0 = block["locks"][0]
-    mc = [p["cores"] for p in lk0["measured"][-1:]]
-    tc = [p["cores"] for p in lk0["predicted"]]
-    headers = ["lock (call site)"] + [f"measured @{c}" for c in mc] + [f"@{c}" for c in tc]
-    rows = []
-    for lk in block["locks"]:
-        rows.append([lk["label"]] + [_pct(p["share"]) for p in lk["measured"][-1:]]
-                    + [_pct(p["share"]) for p in lk["predicted"]])
-    con.print(T.make_table("Locks (share of thread time waiting for or holding each; predicted by the demand model)",
-                           headers, rows, justify=["left"] + ["right"] * (len(headers) - 1)))
+
+def _escape(text: str) -> str:
+    """rich reads [brackets] as markup: `&locks[3]` must print as it is."""
+    return text.replace("[", "\\[")
 
 
 def html_section(block: dict[str, Any] | None) -> str:
@@ -243,5 +244,5 @@ def html_section(block: dict[str, Any] | None) -> str:
         f"@{p['cores']}" for p in lk0["predicted"]]
     rows = [[lk["label"]] + [_pct(p["share"]) for p in lk["measured"][-1:]] + [_pct(p["share"]) for p in lk["predicted"]]
             for lk in block["locks"]]
-    return H.section("Locks", H.table(headers, rows) + H.paragraph(
+    return H.section("Locks", H.table(headers, rows), H.paragraph(
         f"Share {block['share']}; predicted from the {block['source']}."))
