@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import outputs
+from .. import messages, outputs
 from ..errors import UserError
 from ..report import plots
 from ..report import tables as T
@@ -121,6 +121,9 @@ def run(args) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
+        if not plots.available():
+            raise UserError("--plot needs matplotlib, which is not installed (--report writes the HTML report "
+                            "without its plot)")
     if args.report:
         outputs.check(args.report)
     data = ds_mod.load(args.file)
@@ -148,7 +151,9 @@ def run(args) -> int:
     else:
         R.render_terminal(doc, terminal.console())
     fig = None
-    if args.plot or args.report:
+    if args.report and not plots.available():
+        messages.note("matplotlib is not installed: the HTML report has no plot")
+    elif args.plot or args.report:
         shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
         fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
     if args.plot:

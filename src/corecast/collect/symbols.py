@@ -316,6 +316,10 @@ def symbolize_sites(space: AddressSpace, addrs: Iterable[int]) -> dict[int, Site
         elf = read_elf(loc.path)
         sym = elf.function(loc.vaddr - 1) if elf is not None else None
         fn, file, line = lines.get(loc.path, {}).get(max(loc.vaddr - 1, 0), (None, None, None))
+        # addr2line names the nearest symbol before an address it has no debug information for
+        # (an exported function of a stripped library, far from the code): only with a line
+        if not file:
+            fn = None
         out[a] = Site(object=loc.path, offset=loc.vaddr, function=fn or (sym.name if sym else None),
                       file=file, line=line)
     return out

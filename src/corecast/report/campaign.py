@@ -2,7 +2,8 @@
 stderr, a line for every failed run and every notice) and the summary of a campaign file per
 core count (the table, and the rows `measure --json` prints).
 
-rich is imported where it draws (for start-up time): `corecast measure -q --json` never loads it.
+rich is imported where it draws (for start-up time): `corecast measure -q --json` never loads it;
+without rich there is no bar, and the rest is plain text (report.terminal).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..collect.runner import Reporter, Slot
 from ..dataset import Dataset
 from ..store import OK, RunRecord
 from .terminal import console as terminal_console
-from .terminal import fmt
+from .terminal import escape, fmt, have_rich, new_table
 
 
 # ====================================================================== progress
@@ -29,6 +30,8 @@ class RichReporter(Reporter):
         self.task = None
 
     def start(self, total: int, done: int) -> None:
+        if not have_rich():
+            return                     # no bar without rich: failures and notices still print
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -68,7 +71,6 @@ class RichReporter(Reporter):
 
 
 def _escape(s: str) -> str:
-    from rich.markup import escape
     return escape(s)
 
 
@@ -118,13 +120,10 @@ def summary_rows(ds: Dataset) -> list[dict[str, Any]]:
 
 def render_summary(ds: Dataset, console: Any) -> None:
     """Two tables: time/throughput/memory per core count, then the stall categories."""
-    from rich.markup import escape
-    from rich.table import Table
-
     rows = summary_rows(ds)
     # Titles are lines of their own, not table titles (rich wraps those to the table's width).
     console.print(escape(f"{ds.path}: {ds.command or ''}"))
-    t = Table()
+    t = new_table()
     t.add_column("cores", justify="right")
     t.add_column("runs ok", justify="right")
     t.add_column("time_s", justify="right")
@@ -150,7 +149,7 @@ def render_summary(ds: Dataset, console: Any) -> None:
     names = [n for n in ds.stall_names if any(r["stalls"].get(n, 0) > 0 for r in rows)]
     if names:
         console.print("stall categories: median cycles per run, summed over threads")
-        st = Table()
+        st = new_table()
         st.add_column("cores", justify="right")
         for n in names:
             st.add_column(n.removesuffix("_cycles"), justify="right")

@@ -7,11 +7,14 @@ import json
 import re
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from ..dataset import Dataset
 from . import terminal
+from .terminal import escape
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def render_terminal(s: dict[str, Any], data: Dataset, con: Console) -> None:

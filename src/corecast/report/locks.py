@@ -230,8 +230,10 @@ def render_predicted(block: dict[str, Any] | None, con: Any) -> None:
 
 
 def _escape(text: str) -> str:
-    """rich reads [brackets] as markup: `&locks[3]` must print as it is."""
-    return text.replace("[", "\\[")
+    """What rich would read as markup, escaped (`&locks[3]` prints as it is)."""
+    from .terminal import escape
+
+    return escape(text)
 
 
 def html_section(block: dict[str, Any] | None) -> str:
