@@ -4,6 +4,11 @@
    same run (corecast-shim-bench lockpair). Target: at most 15 ns more per pair with the shim.
 2. A program that uses no synchronisation at all (corecast-shim-bench compute), with and
    without the shim: it must be unaffected (ratio ~1).
+3. The slow path (corecast-shim-bench slowpath): a read lock on a rwlock the thread holds for
+   writing fails its try, so the shim times the real call (two clock reads and, since issue 29,
+   the idle-core accounting), which returns EDEADLK at once without a system call: the slow
+   path's own cost per call, with and without the shim (no target: the blocking call it wraps
+   on a real wait costs microseconds).
 
 Each configuration is measured in alternation ROUNDS times; the figures are the medians of
 the per-round best-of-TRIALS values. Usage: python bench/shim_overhead.py [--rounds N]
@@ -56,7 +61,7 @@ def main() -> int:
     configs: list[bool | str] = [False, True] + ([a.compare_lib] if a.compare_lib else [])
     with tempfile.TemporaryDirectory() as d:
         for _ in range(a.rounds):
-            for mode, n in (("lockpair", a.pairs), ("compute", a.pairs)):
+            for mode, n in (("lockpair", a.pairs), ("compute", a.pairs), ("slowpath", a.pairs // 5)):
                 for pre in configs:
                     results.setdefault((mode, pre), []).append(run(mode, n, a.trials, pre, d))
     med = {k: statistics.median(v) for k, v in results.items()}
@@ -66,7 +71,12 @@ def main() -> int:
           f"+{extra:.2f} ns per pair (target <= {TARGET_NS:g} ns), ratio {with_shim / base:.2f}")
     cb, cs = med[("compute", False)], med[("compute", True)]
     print(f"no synchronisation at all: {cb:.3f} ns/iteration without, {cs:.3f} with: ratio {cs / cb:.3f}")
+    sb, ss = med[("slowpath", False)], med[("slowpath", True)]
+    print(f"slow path (a failed try, then a real call that returns at once): {sb:.1f} ns without the shim, {ss:.1f} ns with "
+          f"it: +{ss - sb:.1f} ns per wait")
     if a.compare_lib:
+        so = med[("slowpath", a.compare_lib)]
+        print(f"compared build, slow path: {so:.1f} ns (+{so - sb:.1f} ns); this build {ss - so:+.1f} ns against it")
         old = med[("lockpair", a.compare_lib)]
         print(f"compared build {a.compare_lib}: {old:.2f} ns per pair (+{old - base:.2f} ns); this build "
               f"{with_shim - old:+.2f} ns against it")
