@@ -15,9 +15,14 @@ ninja for the build program. What it does not need: meson, rich, matplotlib, aio
    build asks for). corecast then runs as `python3 -m corecast` with OUTDIR/corecast on
    PYTHONPATH. Without rich its tables are plain text; without matplotlib `predict --report`
    has no plot and `--plot` says so (report.terminal, report.plots).
-2. Inputs (`prepare`): a text file of random hex lines for sort and xz, a build.ninja of
-   corecast's C sources, the NumPy script.
-3. Campaigns (`campaign`): `corecast measure -q --json` per program of programs.toml, into
+2. Programs: bench/real_programs.toml, the list of real programs with their known scaling
+   (bench/realprog.py reads it and makes their inputs: text, a C tree, the NumPy script), with
+   their work multiplied by --scale (default: half the largest core count, 8 for 16 cores, so
+   that each keeps enough independent pieces for the cores); and extra_programs.toml beside this
+   file, what that list lacks: ninja building corecast's own C sources. The ones issue 24 names
+   run first -- sort, xz, NumPy on its BLAS threads, the ninja build, the bundled workloads
+   lockbench, pool, barrier, membw, phases -- then the rest of the list while the budget lasts.
+3. Campaigns (`campaign`): `corecast measure -q --json` per program, into
    OUTDIR/campaigns/NAME.db; a program whose commands are missing is skipped with the reason;
    once the budget is spent the rest are skipped, said so.
 4. Summary: OUTDIR/summary.json and summary.txt (machine, environment, per program the median
@@ -33,22 +38,26 @@ import concurrent.futures as cf
 import json
 import os
 import platform
-import random
 import shutil
 import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent.parent
+sys.path.insert(0, str(TREE / "bench"))
+import realprog  # noqa: E402  (bench/realprog.py: the list of real programs and their inputs)
+
 CORE_COUNTS = (1, 2, 4, 6, 8, 12, 16)
 BUDGET_S = 480.0
 RUN_TIMEOUT_S = 120
 OPTIONAL = ("rich", "matplotlib", "aiohttp", "plotly")
+#: Run first, in this order (issue 24's programs); the rest of the lists after them.
+FIRST = ("sort", "xz", "numpy-blas", "ninja-build", "lockbench", "pool", "barrier", "membw", "phases")
+RESERVE_S = 45.0        # no campaign is started with less of the budget left
 
 # the compiler flags of corecast's meson build (meson.build: gnu11, -O2, NDEBUG, warnings)
 CFLAGS = ["-std=gnu11", "-O2", "-DNDEBUG", "-D_FILE_OFFSET_BITS=64", "-Wall", "-Wextra", "-Wno-unused-parameter"]
@@ -62,21 +71,6 @@ NATIVES = [  # (product, sources, extra flags): what `corecast measure` runs
 ]
 
 
-@dataclass
-class Program:
-    name: str
-    command: list[str]
-    known: str
-    kind: str
-    setup: str = "none"
-    needs: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    params: dict[str, list[float]] = field(default_factory=dict)
-
-    def missing(self) -> list[str]:
-        return [c for c in self.needs if shutil.which(c) is None]
-
-
 def python() -> list[str]:
     """This Python as a command, with the flags it runs with (-S, -s, -E, -I): the programs and
     corecast's commands run on the same interpreter and see the same packages."""
@@ -85,10 +79,14 @@ def python() -> list[str]:
         ["-S"] * f.no_site
 
 
-def load_programs(path: Path = HERE / "programs.toml") -> list[Program]:
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    return [Program(**p) for p in data["program"]]
+def load_programs() -> list[realprog.Program]:
+    """bench/real_programs.toml and extra_programs.toml, issue 24's programs first."""
+    progs = dict(realprog.load())
+    with open(HERE / "extra_programs.toml", "rb") as fh:
+        for d in tomllib.load(fh)["program"]:
+            progs[d["name"]] = realprog.Program(**d)
+    order = [n for n in FIRST if n in progs] + [n for n in progs if n not in FIRST]
+    return [progs[n] for n in order]
 
 
 def log(out: Path, text: str) -> None:
@@ -143,38 +141,18 @@ def environment(py: list[str]) -> dict[str, Any]:
 
 
 # ============================================================================ inputs
-def prepare(out: Path, quick: bool, tree: Path = TREE) -> dict[str, str]:
-    work = out / "work"
-    work.mkdir(exist_ok=True)
-    subs: dict[str, Any] = {"@python@": python()}
-    text = work / "input.txt"
-    lines = 20_000 if quick else 1_250_000
-    rng = random.Random(24)
-    with open(text, "w") as fh:
-        for _ in range(lines):
-            fh.write(f"{rng.getrandbits(64):016x} {rng.getrandbits(32):08x}\n")
-    subs["@input@"] = str(text)
-    script = work / "blas.py"
-    script.write_text(BLAS)
-    subs["@script@"] = str(script)
-    nd = work / "ninja"
-    nd.mkdir(exist_ok=True)
-    (nd / "build.ninja").write_text(build_ninja(tree, nd, quick))
-    subs["@dir@"] = str(nd)
-    return subs
-
-
-BLAS = '''import sys, time
-import numpy as np
-n, reps = int(sys.argv[1]), int(sys.argv[2])
-rng = np.random.default_rng(1)
-a, b = rng.random((n, n)), rng.random((n, n))
-t0 = time.perf_counter()
-for _ in range(reps):
-    b = a @ b
-    b /= np.abs(b).max()
-print(f"throughput: {reps * 2.0 * n ** 3 / (time.perf_counter() - t0):.6g} flop/s")
-'''
+def inputs(prog: realprog.Program, work: Path, scale: int, quick: bool) -> dict[str, Any]:
+    """The values of the program's @placeholders@ (its input made in `work`); @python@ is this
+    Python with its flags (several words)."""
+    if prog.setup == "ninja":
+        nd = work / "ninja"
+        nd.mkdir(parents=True, exist_ok=True)
+        (nd / "build.ninja").write_text(build_ninja(TREE, nd, quick))
+        vals: dict[str, Any] = {"dir": str(nd), "scale": str(scale)}
+    else:
+        vals = realprog.prepare(prog, work, scale)
+    vals["python"] = python()
+    return vals
 
 
 def build_ninja(tree: Path, nd: Path, quick: bool) -> str:
@@ -195,19 +173,14 @@ def build_ninja(tree: Path, nd: Path, quick: bool) -> str:
 
 
 # ============================================================================ campaigns
-def substitute(argv: list[str], subs: dict[str, Any], params: dict[str, list[float]], quick: bool) -> list[str]:
+def substitute(argv: list[str], vals: dict[str, Any]) -> list[str]:
     out: list[str] = []
+    text_vals = {k: v for k, v in vals.items() if isinstance(v, str)}
     for a in argv:
-        if isinstance(subs.get(a), list):          # @python@: a command of several words
-            out.extend(subs[a])
-            continue
-        for k, v in subs.items():
-            if isinstance(v, str):
-                a = a.replace(k, v)
-        for k, v in params.items():
-            val = v[1] if quick else v[0]
-            a = a.replace(f"@{k}@", f"{val:g}" if isinstance(val, float) else str(val))
-        out.append(a)
+        if a == "@python@":                       # a command of several words
+            out.extend(vals["python"])
+        else:
+            out.append(realprog.fill(a, text_vals))
     return out
 
 
@@ -217,12 +190,16 @@ def corecast(py: list[str], site: Path, *args: str, timeout: float | None = None
     return subprocess.run([*py, "-m", "corecast", *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def campaign(py: list[str], site: Path, prog: Program, argv: list[str], cores: list[int], reps: int,
+def campaign(py: list[str], site: Path, prog: realprog.Program, vals: dict[str, Any], cores: list[int], reps: int,
              db: Path) -> dict[str, Any]:
+    argv = substitute(prog.command, vals)
+    text_vals = {k: v for k, v in vals.items() if isinstance(v, str)}
     opts = ["measure", "-q", "--json", "--cores", ",".join(map(str, cores)), "--reps", str(reps), "--warmup", "0",
             "--timeout", str(RUN_TIMEOUT_S), "-o", str(db)]
+    if prog.throughput:
+        opts += ["--throughput", prog.throughput]
     for k, v in prog.env.items():
-        opts += ["--env", f"{k}={v}"]
+        opts += ["--env", f"{k}={realprog.fill(v, text_vals)}"]
     t0 = time.monotonic()
     p = corecast(py, site, *opts, "--", *argv)
     res: dict[str, Any] = {"elapsed_s": round(time.monotonic() - t0, 2), "exit_status": p.returncode,
@@ -304,10 +281,13 @@ def cpu_model() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--quick", action="store_true", help="small inputs (the kit's own test)")
+    ap.add_argument("--quick", action="store_true", help="small inputs: scale 1, a small build (the kit's own test)")
+    ap.add_argument("--scale", type=int, default=None,
+                    help="work of the real programs x K (default: half the largest core count, at least 1)")
     ap.add_argument("--cores", default=None, help="core counts (default: 1,2,4,6,8,12,16 up to the CPUs)")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--programs", default=None, help="names from programs.toml (default: all)")
+    ap.add_argument("--programs", default=None,
+                    help="names from bench/real_programs.toml and extra_programs.toml (default: all)")
     ap.add_argument("--budget", type=float, default=BUDGET_S, help="seconds in all, set-up included")
     ap.add_argument("--started", type=float, default=None, help="when run.sh started (epoch seconds)")
     a = ap.parse_args(argv)
@@ -320,11 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     py = python()
     env = environment(py)
     log(out, f"kit: {ncpu} CPUs, core counts {cores}, {a.reps} repetitions; Python {env['python']}")
+    if not (TREE / "bench" / "real_programs.toml").is_file():
+        raise SystemExit("kit: bench/real_programs.toml is missing from the tree")
     for f in env["fallbacks"]:
         log(out, f"kit: fallback: {f}")
     site = build(out)
     log(out, f"kit: corecast built with gcc into {site} ({time.time() - started:.0f} s)")
-    subs = prepare(out, a.quick)
+    scale = a.scale or (1 if a.quick else max(1, max(cores) // 2))
+    work = out / "work"
     progs = load_programs()
     if a.programs:
         want = a.programs.split(",")
@@ -338,14 +321,13 @@ def main(argv: list[str] | None = None) -> int:
         missing = prog.missing()
         if missing:
             res["skipped"] = f"not on this machine: {', '.join(missing)}"
-        elif time.time() - started > a.budget:
+        elif time.time() - started > a.budget - RESERVE_S:
             res["skipped"] = f"the time budget ({a.budget:.0f} s) was spent"
         else:
             db = out / "campaigns" / f"{prog.name}.db"
             for old in out.glob(f"campaigns/{prog.name}.db*"):
                 old.unlink()
-            res.update(campaign(py, site, prog, substitute(prog.command, subs, prog.params, a.quick), cores, a.reps,
-                                db))
+            res.update(campaign(py, site, prog, inputs(prog, work, scale, a.quick), cores, a.reps, db))
             if db.exists():
                 res["campaign"] = str(db.relative_to(out))
                 res["check"] = check(py, site, db, cores)
@@ -353,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                                           + (f" ({res['error']})" if res.get("error") else "")))
         results.append(res)
     doc = {"machine": {"cpu": cpu_model(), "cpus": ncpu, "kernel": platform.release(), "host": platform.node()},
-           "environment": env, "cores": cores, "reps": a.reps, "quick": a.quick, "budget_s": a.budget,
+           "environment": env, "cores": cores, "reps": a.reps, "quick": a.quick, "scale": scale, "budget_s": a.budget,
            "elapsed_s": time.time() - started, "programs": results,
            "tree": tree_version()}
     (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
