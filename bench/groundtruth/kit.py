@@ -66,8 +66,9 @@ NATIVES = [  # (product, sources, extra flags): what `corecast measure` runs
      ["-fPIC", "-shared", "-fvisibility=hidden", "-fno-plt", "-pthread", "-ldl"]),
     ("corecast-launch", ["native/launch/launch.c"], []),
     ("corecast-sentinel", ["native/launch/sentinel.c"], []),
-    *[(f"corecast-{w}", [f"workloads/{w}/{w}.c"], ["-g", "-pthread"] + (["-Inative/meters"] if w == "pool" else []))
-      for w in ("lockbench", "pool", "barrier", "membw", "phases")],
+    # and every bundled workload (workloads/NAME/NAME.c), with line tables as meson builds them
+    *[(f"corecast-{d.name}", [f"workloads/{d.name}/{d.name}.c"], ["-g", "-pthread", "-Inative/meters"])
+      for d in sorted((TREE / "workloads").iterdir()) if (d / f"{d.name}.c").is_file()],
 ]
 
 
@@ -255,7 +256,8 @@ def summary_text(doc: dict[str, Any]) -> str:
         lk = (p.get("check") or {}).get("locks") or []
         lock = f"{lk[0]['site']}: {lk[0]['call']}" if lk else "-"
         err = f"  ({p['error']})" if p.get("error") else ""
-        lines.append(f"{p['name']:<12} {p['kind']:<10} {cells}  {sp if sp is None else f'{sp:8.2f}'}  {lock}{err}")
+        sp_text = f"{sp:8.2f}" if sp is not None else f"{'-':>8}"
+        lines.append(f"{p['name']:<12} {p['kind']:<10} {cells}  {sp_text}  {lock}{err}")
     return "\n".join(lines) + "\n"
 
 
@@ -330,10 +332,14 @@ def main(argv: list[str] | None = None) -> int:
             res.update(campaign(py, site, prog, inputs(prog, work, scale, a.quick), cores, a.reps, db))
             if db.exists():
                 res["campaign"] = str(db.relative_to(out))
-                res["check"] = check(py, site, db, cores)
         log(out, f"kit: {prog.name}: " + (res.get("skipped") or f"{res.get('elapsed_s')} s, exit {res.get('exit_status')}"
                                           + (f" ({res['error']})" if res.get("error") else "")))
         results.append(res)
+    # then, while the budget lasts, what corecast makes of each campaign (the campaigns first:
+    # they are what cannot be had later; evaluate.py analyses them anywhere)
+    for res in results:
+        if res.get("campaign") and time.time() - started < a.budget:
+            res["check"] = check(py, site, out / res["campaign"], cores)
     doc = {"machine": {"cpu": cpu_model(), "cpus": ncpu, "kernel": platform.release(), "host": platform.node()},
            "environment": env, "cores": cores, "reps": a.reps, "quick": a.quick, "scale": scale, "budget_s": a.budget,
            "elapsed_s": time.time() - started, "programs": results,
