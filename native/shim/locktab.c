@@ -64,16 +64,14 @@ struct lt_stats {
 };
 
 struct lt_table {
+    uint32_t rng;
+    unsigned held_i;             /* the entry of the open hold sample (tls_lt_held) */
+    int tid;
+    uint64_t held_t0;
+    uint64_t entries, overflow;
+    struct lt_table *next;       /* every table, for the report */
     struct lt_key keys[LT_SLOTS];
     struct lt_stats stats[LT_SLOTS];
-    const void *held;            /* the lock of the open hold sample, or NULL */
-    unsigned held_i;
-    uint64_t held_t0;
-    uint32_t countdown;          /* acquisitions until the next hold sample */
-    uint32_t rng;
-    uint64_t entries, overflow;
-    int tid;
-    struct lt_table *next;       /* every table, for the report */
 };
 
 static struct lt_table *_Atomic lt_all;
@@ -81,6 +79,11 @@ static _Atomic unsigned lt_ntables;
 static _Atomic uint64_t lt_untracked;
 static uint64_t lt_tick_cost;
 static __thread struct lt_table *tls_lt __attribute__((tls_model("initial-exec")));
+/* What every acquisition and unlock reads, in thread-local storage beside tls_lt (one cache line
+ * with the shim's other thread-locals), not in the table: the lock of the open hold sample, and
+ * the acquisitions until the next one. */
+static __thread const void *tls_lt_held __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_lt_countdown __attribute__((tls_model("initial-exec")));
 static __thread int tls_lt_none __attribute__((tls_model("initial-exec")));  /* no table: do not retry */
 
 /* The clock of a hold sample, ordered with the instructions around it: a plain TSC read is not,
@@ -145,7 +148,7 @@ static __attribute__((noinline)) struct lt_table *lt_alloc(void) {
     struct lt_table *tb = m;            /* zero-filled by mmap */
     tb->tid = cc_gettid();
     tb->rng = (uint32_t)(cc_now() ^ (uint64_t)tb->tid * 2654435761u) | 1u;
-    tb->countdown = lt_stride(tb);
+    tls_lt_countdown = lt_stride(tb);
     struct lt_table *head = atomic_load(&lt_all);
     do { tb->next = head; } while (!atomic_compare_exchange_weak(&lt_all, &head, tb));
     tls_lt = tb;
@@ -173,10 +176,10 @@ static __attribute__((noinline)) int lt_find(struct lt_table *tb, const void *ad
 
 static __attribute__((noinline)) void lt_sample_start(struct lt_table *tb, int i, const void *addr, int stride) {
     if (stride)
-        tb->countdown = lt_stride(tb);
-    if (tb->held)
+        tls_lt_countdown = lt_stride(tb);
+    if (tls_lt_held)
         return;                          /* a sample is open (nested locks): the outer one */
-    tb->held = addr;
+    tls_lt_held = addr;
     tb->held_i = (unsigned)i;
     tb->held_t0 = lt_clock_begin();
 }
@@ -186,7 +189,7 @@ static __attribute__((noinline)) void lt_sample_end(struct lt_table *tb) {
     struct lt_stats *s = &tb->stats[tb->held_i];
     uint64_t d = now - tb->held_t0;
     d = d > lt_tick_cost ? d - lt_tick_cost : 0;
-    tb->held = NULL;
+    tls_lt_held = NULL;
     s->hold_n++;
     s->hold_sum += d;
     if (d > s->hold_max)
@@ -206,8 +209,8 @@ static inline int lt_acquired(const void *addr, const void *site, int kind) {
         if (!tb)
             return -1;
     }
-    if (UNLIKELY(tb->held == addr))
-        tb->held = NULL;                 /* re-acquired: it was released where we did not see it */
+    if (UNLIKELY(tls_lt_held == addr))
+        tls_lt_held = NULL;              /* re-acquired: it was released where we did not see it */
     int i = (int)lt_hash(addr, site);
     struct lt_key *e = &tb->keys[i];
     if (UNLIKELY(e->addr != addr || e->site != site)) {
@@ -217,7 +220,7 @@ static inline int lt_acquired(const void *addr, const void *site, int kind) {
         e = &tb->keys[i];
     }
     uint64_t a = ++e->acq;
-    if (UNLIKELY(--tb->countdown == 0))
+    if (UNLIKELY(--tls_lt_countdown == 0))
         lt_sample_start(tb, i, addr, 1);
     else if (UNLIKELY(a <= LT_FIRST))
         lt_sample_start(tb, i, addr, 0);
@@ -255,9 +258,8 @@ static inline void lt_tried(const void *addr, const void *site, int kind, int r)
 
 /* The lock is being released by this thread (unlock, or a condition wait on it). */
 static inline void lt_release(const void *addr) {
-    struct lt_table *tb = tls_lt;
-    if (UNLIKELY(tb != NULL && tb->held == addr))
-        lt_sample_end(tb);
+    if (UNLIKELY(tls_lt_held == addr && addr != NULL))
+        lt_sample_end(tls_lt);
 }
 
 #define LT_SITE() __builtin_return_address(0)
@@ -337,8 +339,11 @@ static void lt_calibrate(void) {
     const void *spin_addr = me->spin_addr;           /* an open trylock episode waits for us */
     me->spin_addr = NULL;
     struct lt_table *tb = &lt_cal_table;
+    const void *held = tls_lt_held;
+    uint32_t countdown = tls_lt_countdown;
     tls_lt = tb;
-    tb->countdown = 1;
+    tls_lt_held = NULL;
+    tls_lt_countdown = 1;
     if (lt_cal_pair(&cal) == 0) {
         int i = -1;
         for (unsigned j = 0; j < LT_SLOTS; j++)
@@ -348,7 +353,7 @@ static void lt_calibrate(void) {
             lt_cal_pair(&cal);
         int n = 0;
         uint32_t x = 0x9E3779B9u;
-        tb->countdown = 1 + LT_CAL_STRIDE;
+        tls_lt_countdown = 1 + LT_CAL_STRIDE;
         for (int k = 0; i >= 0 && n < LT_CAL && k < 4 * LT_CAL * LT_CAL_STRIDE; k++) {
             uint64_t n0 = tb->stats[i].hold_n, s0 = tb->stats[i].hold_sum;
             if (lt_cal_pair(&cal) != 0)
@@ -356,7 +361,7 @@ static void lt_calibrate(void) {
             if (tb->stats[i].hold_n == n0 + 1) {
                 d[n++] = tb->stats[i].hold_sum - s0;
                 x ^= x << 13; x ^= x >> 17; x ^= x << 5;
-                tb->countdown = 1 + x % (2 * LT_CAL_STRIDE - 1);
+                tls_lt_countdown = 1 + x % (2 * LT_CAL_STRIDE - 1);
             }
         }
         if (n > 0) {
@@ -368,6 +373,8 @@ static void lt_calibrate(void) {
         }
     }
     tls_lt = NULL;
+    tls_lt_held = held;
+    tls_lt_countdown = countdown;
     me->s[P_MUTEX_LOCK] = saved;
     me->spin_addr = spin_addr;
 }
@@ -397,6 +404,7 @@ static void lt_after_fork(void) {
     atomic_store(&lt_untracked, 0);
     tls_lt = NULL;
     tls_lt_none = 0;
+    tls_lt_held = NULL;
 }
 
 static void out_hex(struct out *o, uint64_t v) {
