@@ -115,8 +115,8 @@ def parse_maps(lines: Iterable[str]) -> list[Mapping]:
     out = []
     for ln in lines:
         parts = ln.split(" ", 4)
-        if len(parts) < 5 or parts[0] != "map":
-            continue
+        if len(parts) < 5 or parts[0] != "map" or not parts[4].startswith("/"):
+            continue                # a mapping of a file names it by its absolute path
         try:
             m = Mapping(int(parts[1], 16), int(parts[2], 16), int(parts[3], 16), parts[4].rstrip("\n"))
         except ValueError:
