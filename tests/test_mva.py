@@ -166,3 +166,28 @@ def test_solver_bounds():
     with pytest.raises(UserError, match="positive demand"):
         closednet.Centre("x", 0.0)
     assert math.isfinite(closednet.solve([closednet.Centre("cpu", 1.0, "cpu", 1e3)], 2000).throughput)
+
+
+def test_mva_for_a_target_machine_keeps_its_locks():
+    """--target-machine: the demand model is fitted on the measured machine's effective cores
+    (its per-lock table follows the runs) and asked about the target's, SMT siblings at the
+    yield; predict's locks are there too."""
+    from corecast.target import parse_spec
+
+    ds = fakes.lock_demands(cores=(1, 2), noise=0.0)
+    ds.machine.sockets, ds.machine.cores, ds.machine.threads_per_core = 1, 2, 1
+    target = (parse_spec("sockets=1,cores=8,smt=2"), "compact", 0.5)
+    doc, fits = D.predict_doc(ds, "camp", "mva", [8, 16], 0.8, {}, target=target)
+    assert doc["models"]["mva"]["demands"]["locks"][0]["lock"] == "&queue_lock"
+    assert [p["effective_cores"] for p in doc["predictions"]] == [8, 12]       # 8 cores + 8 siblings at 0.5
+    assert doc["locks"]["locks"][0]["lock"] == "&queue_lock"
+    plain = predictors.fit("mva", ds).predict([8, 12]).value
+    assert [p["time_s"] for p in doc["predictions"]] == pytest.approx(plain, rel=1e-6)
+    # measured at 2 threads on one core's two hardware threads: 1.5 effective cores, and the
+    # lock table's rows at 2 threads are the demands of those 1.5
+    smt = fakes.lock_demands(cores=(2, 3), noise=0.0)
+    smt.machine.sockets, smt.machine.cores, smt.machine.threads_per_core = 1, 1, 3
+    doc, _ = D.predict_doc(smt, "camp", "mva", [8], 0.8, {}, target=target,
+                           measured=(parse_spec("sockets=1,cores=1,smt=3"), "compact"))
+    d = doc["models"]["mva"]["demands"]
+    assert d["cores"] < 2 and [lk["lock"] for lk in d["locks"]] == ["&queue_lock"]
