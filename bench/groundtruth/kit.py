@@ -66,8 +66,8 @@ NATIVES = [  # (product, sources, extra flags): what `corecast measure` runs
      ["-fPIC", "-shared", "-fvisibility=hidden", "-fno-plt", "-pthread", "-ldl"]),
     ("corecast-launch", ["native/launch/launch.c"], []),
     ("corecast-sentinel", ["native/launch/sentinel.c"], []),
-    # and every bundled workload (workloads/NAME/NAME.c), with line tables as meson builds them
-    *[(f"corecast-{d.name}", [f"workloads/{d.name}/{d.name}.c"], ["-g", "-pthread", "-Inative/meters"])
+    # and every bundled workload (workloads/NAME/NAME.c)
+    *[(f"corecast-{d.name}", [f"workloads/{d.name}/{d.name}.c"], ["-pthread", "-Inative/meters"])
       for d in sorted((TREE / "workloads").iterdir()) if (d / f"{d.name}.c").is_file()],
 ]
 
