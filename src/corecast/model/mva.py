@@ -188,7 +188,8 @@ def _run_demands(ds: Dataset, i: int, rows: list[dict[str, Any]], n0: int) -> di
         lk = locks.setdefault(r["lock"], {"demand": 0.0, "acq": 0.0, "kind": r.get("lock_kind", "mutex"),
                                           "instances": 1, "sites": {}, "lock_file": r.get("lock_file")})
         d = acq * float(hold) if hold is not None else 0.0
-        lk["demand"] += d
+        if r.get("lock_kind") != "rdlock":        # readers do not exclude each other: CPU demand
+            lk["demand"] += d
         lk["acq"] += acq
         lk["instances"] = max(lk["instances"], int(r.get("instances") or 1))
         if r.get("lock_kind") != "rdlock":
