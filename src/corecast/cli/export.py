@@ -37,6 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--table", metavar="NAME",
                    help="write a side table instead of the runs: `locks` (the sync shim's per-lock table, one row "
                         "per run, lock and call site, with the run's cores and repetition); csv, json or records")
+    p.add_argument("--json", action="store_true", help="as --format json: the metadata and the rows in one object")
     p.add_argument("--metadata", choices=("sidecar", "inline", "none"),
                    help="CSV only: where the metadata goes (default: sidecar with -o, none on standard output)")
 
@@ -44,9 +45,11 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from .. import dataset as ds_mod
 
+    if args.json and args.format not in (None, "json"):
+        raise UserError(f"--json and --format {args.format} ask for two formats: give one")
     kind = outputs.check(args.output) if args.output else None
     data = ds_mod.load(args.file)
-    fmt = args.format
+    fmt = args.format or ("json" if args.json else None)
     if fmt is None and kind in ("descriptor", "in place"):
         fmt = "csv"                 # a device, a pipe, /dev/stdout: as on standard output
     if fmt is None and args.output:

@@ -74,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mixes with the measured program's own output)")
     p.add_argument("--format", choices=sorted([*WRITERS, "jsonl"]), default="table",
                    help="table (default), csv, or jsonl: JSON Lines, one object a line ('json' is the same)")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="as --format jsonl: JSON Lines, a header, one sample a line, a summary (as perf stat -j "
+                        "writes one object a line)")
     p.add_argument("--field-separator", metavar="SEP", dest="separator",
                    help="CSV output with this separator (perf's -x/--field-separator)")
     p.add_argument("--threads", choices=["kernel", "poll"], default="kernel", dest="thread_tracking",
@@ -129,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
         target = Target.system()
     else:
         raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
+    if args.json:
+        if args.format not in ("table", "json", "jsonl"):
+            raise UserError(f"--json and --format {args.format} ask for two formats: give one")
+        args.format = "jsonl"
     fmt = "json" if args.format == "jsonl" else args.format
     if args.separator is not None:
         if args.format not in ("table", "csv"):

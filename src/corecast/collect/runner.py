@@ -146,7 +146,7 @@ def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
 # ====================================================================== progress reporting
 class Reporter:
     """What the runner tells the person watching. The default says nothing; the progress bar
-    is `corecast.report.campaign.RichReporter`."""
+    is `corecast.report.campaign.ProgressReporter`."""
 
     def start(self, total: int, done: int) -> None: ...
     def run_started(self, slot: Slot, index: int) -> None: ...

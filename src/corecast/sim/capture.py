@@ -140,12 +140,14 @@ def resolve_markers(markers: Sequence[str], objects: list[x86.LoadedObject]) -> 
 
 def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
             annotate: bool = True, chunk_bytes: int = 8 << 20,
-            progress: Callable[[int], None] | None = None,
+            progress: Callable[[int, int], None] | None = None,
             env: dict[str, str] | None = None, backend: str = "lackey",
             decoding: Callable[[int, int], None] | None = None) -> CaptureInfo:
     """Run `cmd` under the chosen back end and write its trace to `out` (`env`: the program's
-    environment, default corecast's own). `progress` is called with the instructions so far;
-    `decoding` with the records annotated so far and their total, in the disassembly pass."""
+    environment, default corecast's own). `progress` is called with the instructions and the
+    records written so far (a record is an instruction fetch, a load, a store, ...: about two
+    an instruction), last with the totals; `decoding` with the records annotated so far and
+    their total, in the disassembly pass."""
     if choose_backend(backend) == "qemu":
         return capture_qemu(cmd, out, markers=markers, annotate=annotate, chunk_bytes=chunk_bytes,
                             progress=progress, env=env, decoding=decoding)
@@ -196,8 +198,10 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
                 writer.write(recs)
                 total += int(np.count_nonzero(recs["kind"] == N.KIND_FETCH))
                 if progress:
-                    progress(total)
+                    progress(total, writer.count)
             writer.write(parser.feed(b"", final=True))
+            if progress:
+                progress(int(writer.kinds[N.KIND_FETCH]), writer.count)
     except KeyboardInterrupt:
         proc.kill()
         proc.wait()
@@ -237,7 +241,7 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
 
 def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
                  annotate: bool = True, chunk_bytes: int = 8 << 20,
-                 progress: Callable[[int], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None,
                  decoding: Callable[[int, int], None] | None = None,
                  env: dict[str, str] | None = None) -> CaptureInfo:
     """`capture` through QEMU user mode and corecast's TCG plugin (see the module doc)."""
@@ -291,7 +295,7 @@ def _capture_qemu(qemu: str, cmd: Sequence[str], out: Path, scratch: Path, marke
                 break
             except subprocess.TimeoutExpired:
                 if progress:
-                    progress(_instructions_so_far(count_path))
+                    progress(_instructions_so_far(count_path), writer.appended_records())
     except KeyboardInterrupt:
         proc.kill()
         proc.wait()
@@ -309,7 +313,7 @@ def _capture_qemu(qemu: str, cmd: Sequence[str], out: Path, scratch: Path, marke
         writer = _with_markers(writer, hex_markers)
     tids = set(writer.tids)
     if progress:
-        progress(int(writer.kinds[N.KIND_FETCH]))
+        progress(int(writer.kinds[N.KIND_FETCH]), writer.count)
     status = proc.returncode
     if writer.count == 0:
         writer.abort()
