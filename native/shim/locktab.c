@@ -25,7 +25,7 @@
  * Report lines (after the thread and stat lines, before "done"):
  *   lt_tick_cost C                                   (clock ticks a clock read costs)
  *   locktab TID entries E overflow O                 (one per table)
- *   lock TID ADDR SITE PRIM acq A contended K wait W max M tryfail F hold_n N hold_sum S
+ *   lock TID ADDR SITE KIND acq A contended K wait W max M tryfail F hold_n N hold_sum S
  *        hold_max X hist B:N:S,...                    (ADDR, SITE in hex; W M S X in ticks)
  *   lt_untracked U                                   (threads past LT_MAX_TABLES)
  *   map START END OFFSET PATH                         (file-backed mappings at exit, hex)
@@ -46,8 +46,9 @@ static void out_kv(struct out *o, const char *k, uint64_t v);
 #define LT_MAX_TABLES 16384
 #define LT_MAX_MAPS 4096
 
-enum lt_kind { LT_MUTEX, LT_SPIN, LT_RDLOCK, LT_WRLOCK };
-static const char *const lt_kind_name[] = {"mutex", "spin", "rdlock", "wrlock"};
+enum lt_kind { LT_MUTEX, LT_SPIN, LT_RDLOCK, LT_WRLOCK, LT_TRY = 4 };   /* LT_TRY: a trylock's site */
+static const char *const lt_kind_name[] = {"mutex", "spin", "rdlock", "wrlock",
+                                           "mutex-try", "spin-try", "rdlock-try", "wrlock-try"};
 
 struct lt_key {                  /* what the uncontended path touches: 24 bytes an entry */
     const void *addr;
@@ -251,9 +252,9 @@ static __attribute__((noinline)) void lt_tryfail(const void *addr, const void *s
 /* A trylock returned `r`: acquired (0) or found the lock taken (EBUSY). */
 static inline void lt_tried(const void *addr, const void *site, int kind, int r) {
     if (r == 0)
-        lt_acquired(addr, site, kind);
+        lt_acquired(addr, site, kind | LT_TRY);
     else if (r == EBUSY)
-        lt_tryfail(addr, site, kind);
+        lt_tryfail(addr, site, kind | LT_TRY);
 }
 
 /* The lock is being released by this thread (unlock, or a condition wait on it). */
@@ -441,7 +442,7 @@ static void lt_report_table(struct out *o, struct lt_table *tb) {
         out_str(o, " ");
         out_hex(o, (uint64_t)(uintptr_t)e->site);
         out_str(o, " ");
-        out_str(o, lt_kind_name[s->kind < 4 ? s->kind : 0]);
+        out_str(o, lt_kind_name[s->kind < 8 ? s->kind : 0]);
         out_kv(o, "acq", e->acq);
         out_kv(o, "contended", s->contended);
         out_kv(o, "wait", s->wait);

@@ -13,7 +13,8 @@ one row per (lock, call site):
                      stack): named after the function of its busiest call site, so that the
                      same lock has the same name in every run
     lock_file        the source file of a static lock (`pool.c`), when the symbol table says it
-    lock_kind        mutex, spin, rdlock, wrlock
+    lock_kind        mutex, spin, rdlock, wrlock; `trylock` true for a site that takes it with
+                     a trylock (its waits are the program's, outside the shim's view)
     instances        distinct lock objects (per process) under this name at this site
     site             `pool.c:41 worker` (file:line from the debug information, where there is
                      some; else the function; else the object and offset)
@@ -42,7 +43,9 @@ MAX_LOCK_LINES = 1_000_000     # lock lines read per report (the shim writes at 
 HOLD_OUTLIER = 32.0            # a hold sample above this many times the median is an outlier
 
 CALLS = {"mutex": "pthread_mutex_lock", "spin": "pthread_spin_lock", "rdlock": "pthread_rwlock_rdlock",
-         "wrlock": "pthread_rwlock_wrlock"}
+         "wrlock": "pthread_rwlock_wrlock", "mutex-try": "pthread_mutex_trylock",
+         "spin-try": "pthread_spin_trylock", "rdlock-try": "pthread_rwlock_tryrdlock",
+         "wrlock-try": "pthread_rwlock_trywrlock"}
 KIND_SIZE = {"mutex": 40, "spin": 4, "rdlock": 56, "wrlock": 56}   # sizeof on x86-64 glibc
 
 
@@ -169,7 +172,7 @@ class LockTable:
 def _lock_name(var: symbols.Variable, kind: str) -> str | None:
     if not var.name:
         return None
-    size = KIND_SIZE.get(kind, 0)
+    size = KIND_SIZE.get(kind.removesuffix("-try"), 0)
     if var.offset == 0:
         return f"&{var.name}"
     if size and var.offset % size == 0 and var.size >= var.offset + size:
@@ -234,7 +237,8 @@ def lock_rows(report_dir: str | Path, ticks_per_s: float | None) -> LockTable | 
             g = groups.get(key)
             if g is None:
                 g = groups[key] = {"lock": nm, "lock_file": symbols.short(var.file) or None,
-                                   "lock_object": symbols.short(var.object) or None, "lock_kind": e.kind,
+                                   "lock_object": symbols.short(var.object) or None,
+                                   "lock_kind": e.kind.removesuffix("-try"), "trylock": e.kind.endswith("-try"),
                                    "lock_addr": hex(e.addr), "site": key[1], "site_function": s.function,
                                    "site_file": s.file, "site_line": s.line,
                                    "site_object": symbols.short(s.object) or None,
