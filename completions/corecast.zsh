@@ -486,9 +486,9 @@ _corecast_options=(
 --verbose:more detail on standard error: what was read, how long it took'
     'stat' '-h:show this help message and exit
 --help:show this help message and exit
--c:an event set (repeat for round-robin sets; perf''s --event is accepted)
---events:an event set (repeat for round-robin sets; perf''s --event is accepted)
---event:an event set (repeat for round-robin sets; perf''s --event is accepted)
+-c:an event set (repeat for round-robin sets; perf''s --event is accepted). Without -c and -V, perf stat''s default set: task_clock, context_switches, cpu_migrations, page_faults, cycles, instr, branches, branch_misses
+--events:an event set (repeat for round-robin sets; perf''s --event is accepted). Without -c and -V, perf stat''s default set: task_clock, context_switches, cpu_migrations, page_faults, cycles, instr, branches, branch_misses
+--event:an event set (repeat for round-robin sets; perf''s --event is accepted). Without -c and -V, perf stat''s default set: task_clock, context_switches, cpu_migrations, page_faults, cycles, instr, branches, branch_misses
 -V:virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local
 --virtual:virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local
 -T:sampling interval: seconds, or 100ms, 0.5s (default 1 s, at least 0.01 s)
