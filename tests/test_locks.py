@@ -275,6 +275,35 @@ def test_the_table_is_bounded_and_counts_what_it_had_no_room_for(tmp_path):
     assert "&locks[0]" in names or any(n.startswith("&locks[") for n in names)
 
 
+def test_a_campaigns_side_table_is_bounded_and_checked(cli, tmp_path, monkeypatch):
+    """A campaign file's side table is read as a Dataset's JSON is: at most MAX_ROWS rows in all
+    (the reader stops at one more: a planted table of millions of rows is one line, not all of
+    memory), each a flat object; else one line and exit status 2."""
+    import sqlite3
+
+    from corecast.errors import UserError
+
+    (tmp_path / "many.c").write_text(OVERFLOW)
+    exe = tmp_path / "many"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(tmp_path / "many.c")], check=True)
+    db = tmp_path / "many.db"
+    r = cli("measure", "-q", "--cores", "1", "--reps", "2", "--warmup", "0", "-o", str(db), "--", str(exe))
+    assert r.code == 0, r.err
+    n = len(dataset.load(db).tables["locks"])
+    assert n > 100
+    monkeypatch.setattr(dataset, "MAX_ROWS", n)
+    assert len(dataset.load(db).tables["locks"]) == n
+    monkeypatch.setattr(dataset, "MAX_ROWS", n - 1)
+    with pytest.raises(UserError, match=f"side table 'locks' holds more than {n - 1:,} rows"):
+        dataset.load(db)
+    monkeypatch.undo()
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE run_tables SET data = json_set(data, '$.lock', json('{\"a\": 1}')) WHERE row = 0")
+    con.close()
+    r = cli("locks", str(db))
+    assert r.code == 2 and "expected a flat object" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
 # ============================================================================ mva on lockbench
 @pytest.mark.slow
 def test_mva_on_lockbench_reaches_the_locks_asymptote(cli, tmp_path, cs_timer):

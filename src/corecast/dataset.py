@@ -733,7 +733,9 @@ def read_campaign(path: str | Path) -> Dataset:
         cols = camp.columns()
         runs = [r for r in camp.runs() if not r["warmup"]]
         notices = camp.notices()
-        side = {name: camp.run_tables(name) for name in camp.run_table_names()}
+        side: dict[str, list[dict[str, Any]]] = {}
+        for name in camp.run_table_names():      # MAX_ROWS rows in all, as in a Dataset's JSON
+            side[name] = camp.run_tables(name, MAX_ROWS - sum(map(len, side.values())))
     except sqlite3.DatabaseError as err:
         raise UserError(f"{p}: not a readable campaign file ({err})") from None
     finally:
@@ -798,6 +800,7 @@ def read_campaign(path: str | Path) -> Dataset:
                       **{k: v for k, v in t.items() if k not in ("cores", "repetition")}}
                      for t in rows if t["slot"] in by_slot]
               for name, rows in side.items()}
+    tables = _side_tables(tables, p)
     ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
                  repetition=[r["repetition"] for r in runs], columns=columns,
                  machine=Machine.from_dict(meta.get("machine")), command=shlex.join(argv) if argv else None,
