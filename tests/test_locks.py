@@ -238,6 +238,80 @@ def _reference_waits(stdout: str) -> list[float]:
     return [float(m[1]), float(m[2])]
 
 
+# ============================================================================ spin locks, rwlocks
+KINDS = r"""
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+#include <stdint.h>
+#include <stdio.h>
+static pthread_spinlock_t spin;
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static volatile uint64_t shared;
+static long fails[2];
+static int tried;                 /* workers whose first try failed (main holds the lock till both) */
+static uint64_t work(uint64_t x, long n) { for (long i = 0; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; } return x; }
+static void *worker(void *arg) {
+    long k = (long)(intptr_t)arg, f = 0;
+    for (int i = 0; i < 20000; i++) {
+        if (pthread_spin_trylock(&spin) != 0) {
+            f++;
+            if (i == 0) __atomic_fetch_add(&tried, 1, __ATOMIC_SEQ_CST);
+            pthread_spin_lock(&spin);
+        }
+        shared = work(shared | 1, 300);
+        pthread_spin_unlock(&spin);
+        work(k, 100);
+    }
+    fails[k] = f;
+    return 0;
+}
+int main(void) {
+    pthread_t t[2];
+    pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
+    pthread_spin_lock(&spin);
+    for (long k = 0; k < 2; k++) pthread_create(&t[k], 0, worker, (void *)(intptr_t)k);
+    while (__atomic_load_n(&tried, __ATOMIC_SEQ_CST) < 2) sched_yield();
+    usleep(200000);
+    pthread_spin_unlock(&spin);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], 0);
+    for (int i = 0; i < 700; i++) { pthread_rwlock_rdlock(&rw); shared++; pthread_rwlock_unlock(&rw); }
+    for (int i = 0; i < 300; i++) { pthread_rwlock_wrlock(&rw); shared++; pthread_rwlock_unlock(&rw); }
+    printf("fails %ld\n", fails[0] + fails[1]);
+    return 0;
+}
+"""
+
+
+def test_spin_locks_and_rwlocks_are_counted_by_kind(tmp_path):
+    """A spin lock taken by two threads (a trylock first, the lock call only when it failed, as
+    the program counts; the first tries fail for sure: main holds the lock till both have
+    failed, and 200 ms more) and an rwlock read 700 times and written 300: a row per lock, kind
+    and call site, with the program's own counts exactly, named by the statics' names."""
+    (tmp_path / "kinds.c").write_text(KINDS)
+    exe = tmp_path / "kinds"
+    subprocess.run(["gcc", "-O1", "-g", "-pthread", "-o", str(exe), str(tmp_path / "kinds.c")], check=True)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(shim.shim_env(tmp_path, env))
+    p = subprocess.run([str(exe)], env=env, capture_output=True, text=True, check=True, timeout=120)
+    fails = int(re.search(r"fails (\d+)", p.stdout)[1])
+    table = locks.lock_rows(tmp_path, shim.read_reports(tmp_path).ticks_per_s)
+    got = {(r["lock"], r["call"], r["site_function"]): r for r in table.rows}
+    assert len(got) == len(table.rows) and fails >= 2
+    tr = got[("&spin", "pthread_spin_trylock(&spin)", "worker")]
+    assert tr["acquisitions"] == 40000 - fails and tr["lock_kind"] == "spin" and tr["trylock"]
+    r = got[("&spin", "pthread_spin_lock(&spin)", "worker")]   # one lock call a failed try
+    assert r["acquisitions"] == fails and r["lock_kind"] == "spin" and not r["trylock"]
+    assert 1 <= r["contended"] <= fails and r["wait_s"] > 0       # main held it 200 ms more
+    assert got[("&spin", "pthread_spin_lock(&spin)", "main")]["acquisitions"] == 1
+    rd, wr = got[("&rw", "pthread_rwlock_rdlock(&rw)", "main")], got[("&rw", "pthread_rwlock_wrlock(&rw)", "main")]
+    assert (rd["lock_kind"], rd["acquisitions"], wr["lock_kind"], wr["acquisitions"]) == ("rdlock", 700, "wrlock", 300)
+    for r in (rd, wr):
+        assert r["lock_file"] == "kinds.c" and r["site_function"] == "main" and r["contended"] == 0
+        assert r["site_line"] == line_of(KINDS, r["call"])
+
+
 # ============================================================================ bounded table
 OVERFLOW = r"""
 #include <pthread.h>
