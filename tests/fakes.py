@@ -86,7 +86,9 @@ def lock_demands(cores=(1, 2, 3, 4, 6, 8), cpu_s: float = 8.0, hold_s: float = 1
         sol = closednet.solve([closednet.Centre("cpu", cpu_s - hold_s, "cpu", c),
                                closednet.Centre("&queue_lock", hold_s, "queue")], int(c))
         t = 1.0 / sol.throughput
-        wait = max(sol.residence_time[1] * c - hold_s, 0.0) if c > 1 else 0.0
+        # the threads' waits in one run's work: its residence at the lock less its hold (Little's
+        # law: Q_wait = X (R - D) waiting, for 1/X)
+        wait = max(sol.residence_time[1] - hold_s, 0.0) if c > 1 else 0.0
         for r in range(repetitions):
             f = float(_noise(rng, 1, noise)[0])
             rows.append({"cores": c, "repetition": r, "time_s": t * f, "user_s": 0.95 * cpu_s * f,

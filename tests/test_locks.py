@@ -444,6 +444,41 @@ def test_locks_command_ranks_by_wait_share(cli, tmp_path):
     assert code == 2 and "no side table 'nosuch'" in err
 
 
+def test_a_lock_held_and_waited_for_longer_than_the_threads_lived_is_said(cli, tmp_path):
+    """A program that ran more threads than {threads} (a fixed `prog 4` measured at 1, 2 and 4
+    cores): its lock's waits and holds pass the thread time the shares are of, which no lock can
+    (a thread waits for it, holds it or neither) -- `locks`, predict's lines and its HTML say so;
+    a campaign that kept to {threads} has no such note."""
+    from corecast.report import locks as L
+
+    import fakes
+
+    ok = fakes.lock_demands(cores=(1, 2, 4), noise=0.0)
+    assert L.locks_doc(ok)["notes"] == [] and L.predicted_locks(ok, [8])["notes"] == []
+    # the measured share where the waits are the network's (the fake) is the model's at that count
+    (lk,) = L.predicted_locks(ok, [2, 4])["locks"]
+    measured = {p["cores"]: p["share"] for p in lk["measured"]}
+    assert [p["share"] for p in lk["predicted"]] == pytest.approx([measured[2], measured[4]], rel=1e-6)
+    ds = fakes.lock_demands(cores=(1, 2, 4))
+    t2 = float(np.median(ds.metrics["time_s"][ds.cores == 2]))
+    for r in ds.tables["locks"]:
+        if r["cores"] == 2:           # 1.2 × the thread time of 2 threads waited: 4 threads ran
+            r["wait_s"] = 1.2 * 2 * t2
+    doc = L.locks_doc(ds)
+    (note,) = doc["notes"]
+    assert note.startswith("at 2 cores &queue_lock was waited for and held 1") and "of 2 threads" in note
+    assert "ran more threads than that" in note
+    block = L.predicted_locks(ds, [8])
+    assert block["notes"] == [note]
+    path = tmp_path / "more.json"
+    ds.to_json(path)
+    r = cli("locks", str(path))
+    assert r.code == 0 and "note: at 2 cores &queue_lock was waited for and held" in " ".join(r.out.split())
+    r = cli("predict", str(path), "--cores", "8", "--method", "mva", "--report", str(tmp_path / "r.html"))
+    assert r.code == 0 and "ran more threads than that" in " ".join(r.out.split()), r.err
+    assert "Note: at 2 cores &amp;queue_lock was waited for" in (tmp_path / "r.html").read_text()
+
+
 def test_mva_is_not_offered_without_demands(cli, tmp_path):
     """A plain CSV has no demands: mva says so in one line, and auto and the plot leave it out."""
     plain = tmp_path / "plain.csv"

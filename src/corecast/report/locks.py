@@ -99,11 +99,40 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
     out.sort(key=rank_key)
     for i, g in enumerate(out):
         g["rank"] = i + 1
+    notes = _too_many_threads(out, cores, ds)
     if top:
         out = out[:top]
     return {"file": ds.label, "cores": [_int(c) for c in cores],
             "threads": {str(_int(c)): _threads(ds, c) for c in cores}, "locks": out,
-            "shares": "of thread time: (threads × wall time) per run, median over the repetitions"}
+            "shares": "of thread time: (threads × wall time) per run, median over the repetitions", "notes": notes}
+
+
+#: A lock's waits and holds over thread time above this: more threads than the campaign's
+#: {threads} ran (at any moment a thread waits for a lock, holds it or neither, so they add up to
+#: at most the thread time; the margin is for the sampled hold's error).
+MOST_SHARE = 1.05
+
+
+def _too_many_threads(groups: list[dict[str, Any]], cores: Sequence[float], ds: Dataset) -> list[str]:
+    """The note for `corecast locks` where a lock's waits and holds (all its call sites) pass
+    MOST_SHARE of the thread time at some count."""
+    shares: dict[str, dict[float, float]] = {}
+    for g in groups:
+        for p in g["per_cores"]:
+            d = shares.setdefault(g["lock"], {})
+            d[p["cores"]] = d.get(p["cores"], 0.0) + (p["wait_share"] or 0.0) + (p["hold_share"] or 0.0)
+    return _share_notes(shares, ds)
+
+
+def _share_notes(shares: dict[str, dict[float, float]], ds: Dataset) -> list[str]:
+    notes = []
+    for c in sorted({c for d in shares.values() for c in d}):
+        most, lock = max((d.get(c, 0.0), k) for k, d in shares.items())
+        if most > MOST_SHARE:
+            notes.append(f"at {_int(c)} cores {lock} was waited for and held {100 * most:.0f}% of the thread time "
+                         f"of {_threads(ds, c):g} threads ({{threads}} = cores × --threads-per-core): the program "
+                         "ran more threads than that, and its shares of thread time are too large")
+    return notes
 
 
 def _int(c: float) -> float | int:
@@ -150,6 +179,8 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
                        "-" if lp.get("max_wait_s") is None else f"{lp['max_wait_s'] * 1e6:.1f} µs"])
     con.print(T.make_table("Locks by wait share (time waited / thread time)", headers, rows,
                            justify=["right", "left", "left"] + ["right"] * (len(headers) - 3)))
+    for n in doc.get("notes", []):
+        con.print(f"note: {_escape(n)}")
 
 
 # ============================================================================ in predict
@@ -179,9 +210,10 @@ def predicted_locks(ds: Dataset, cores: Sequence[float], effective: Sequence[flo
                     "lock_file": o["lock_file"], "hold_s": o["hold_s"], "instances": o["instances"],
                     "measured": m.get("shares", []),
                     "predicted": [{"cores": _int(c), "share": s} for c, s in zip(cores, o["share"])]})
+    notes = _share_notes({k: {p["cores"]: p["share"] for p in g.get("shares", [])} for k, g in measured.items()}, ds)
     return {"locks": out, "source": f"demands of the {dem.runs} run(s) at {dem.cores:g} cores: "
                                     "the mva closed network (CPU cores, one server per hot lock, off-CPU delay)",
-            "share": "of thread time, waiting for the lock or holding it"}
+            "share": "of thread time, waiting for the lock or holding it", "notes": notes}
 
 
 def _by_lock(ds: Dataset) -> list[dict[str, Any]]:
@@ -227,6 +259,8 @@ def render_predicted(block: dict[str, Any] | None, con: Any) -> None:
     con.print("Locks (share of thread time waiting for or holding each; predicted by the demand model):")
     for line in lock_lines(block):
         con.print(f"  {_escape(line)}")
+    for n in block.get("notes", []):
+        con.print(f"  note: {_escape(n)}")
 
 
 def _escape(text: str) -> str:
@@ -247,4 +281,5 @@ def html_section(block: dict[str, Any] | None) -> str:
     rows = [[lk["label"]] + [_pct(p["share"]) for p in lk["measured"][-1:]] + [_pct(p["share"]) for p in lk["predicted"]]
             for lk in block["locks"]]
     return H.section("Locks", H.table(headers, rows), H.paragraph(
-        f"Share {block['share']}; predicted from the {block['source']}."))
+        f"Share {block['share']}; predicted from the {block['source']}."),
+        *[H.paragraph(f"Note: {n}") for n in block.get("notes", [])])

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dataset import Dataset
+from ..errors import UserError
 from ..model.base import Prediction
 from ..model.evaluate import Evaluation
 from ..model.series import convert
@@ -264,6 +265,12 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     est = fits.get("estima")
     if est is None and "auto" in fits:
         est = getattr(fits["auto"], "fits", {}).get("estima")
+    sv = None
+    if est is not None:
+        try:        # stalls it cannot extrapolate (zero at most counts): no panel of them
+            sv = est.solve(hi)
+        except UserError:
+            est = None
     curves = None
     if est is None:
         hook = next((getattr(f, "stall_extrapolations", None) for f in fits.values()
@@ -317,7 +324,6 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     ax.grid(alpha=0.3)
     if est is not None:
         ax2 = axes[1, 0]
-        sv = est.solve(hi)
         for i, (name, sel) in enumerate(sv.stalls.items()):
             col = plt.cm.tab10(i % 10)
             v, lo, hi_ = sel.band(grid, level)
