@@ -28,6 +28,9 @@ methods:
           checkpoint selection; stalls per core turned into time by an extrapolated scaling
           factor; bottlenecks ranked by growth
   timex   the same kernels and selection on the time series directly
+  mva     measured service demands (CPU time, each hot lock's hold time from the sync shim's
+          per-lock table, off-CPU time) in a closed queueing network solved exactly at each
+          thread count: a campaign recorded with the shim only (not a plain CSV)
   usl     the Universal Scalability Law
   auto    (default) validates the applicable methods on the measured points (rolling
           origin); predicts with the stall method when its stall categories explain the
@@ -48,7 +51,7 @@ examples:
 
 
 #: `corecast.model.predictors.METHODS`, without importing the models (see the docstring).
-METHODS = ("auto", "estima", "timex", "usl")
+METHODS = ("auto", "estima", "mva", "timex", "usl")
 
 
 def add_arguments(p) -> None:
@@ -135,6 +138,9 @@ def run(args) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
+        if not plots.available():
+            raise UserError("--plot needs matplotlib, which is not installed (--report writes the HTML report "
+                            "without its plot)")
     if args.report:
         outputs.check(args.report)
     data = ds_mod.load(args.file)
@@ -164,7 +170,9 @@ def run(args) -> int:
             R.render_terminal(doc, terminal.console())
         sys.stdout.flush()
         fig = None
-        if args.plot or args.report:
+        if args.report and not plots.available():
+            messages.note("matplotlib is not installed: the HTML report has no plot")
+        elif args.plot or args.report:
             bar.update(bar.done, "drawing the figure")
             shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
             fig = R.figure(result.data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from ..dataset import Dataset
 from ..errors import UserError
 from ..target import MachineSpec
-from . import estima, predictors, topo
+from . import estima, mva, predictors, topo
 from .base import Fitted
 from .kernels import PAPER_KERNELS, kernels as kernel_set
 
@@ -134,6 +134,28 @@ class PredictResult:
     data: Dataset
     target: Target | None = None
     options: PredictOptions = field(default_factory=PredictOptions)
+
+    def lock_outlook(self, cores: Sequence[float]) -> tuple[Any, list[dict[str, Any]]] | None:
+        """The measured demands and the demand model's share of each hot lock at `cores` (on
+        the target's effective cores where a target was given); None without demands."""
+        eff = None
+        if self.target is not None and hasattr(self.fitted, "effective"):
+            eff = self.fitted.effective(cores)
+        return lock_outlook(self.data, cores, eff)
+
+
+def lock_outlook(data: Dataset, cores: Sequence[float],
+                 effective: Sequence[float] | None = None) -> tuple[Any, list[dict[str, Any]]] | None:
+    """(demands, mva.lock_outlook) of the data's hot locks at `cores` (`effective`: the
+    target's effective cores for them), or None where the data have no demands (a plain CSV,
+    a run without the sync shim's lock table)."""
+    if mva.missing(data) is not None or not data.tables.get(mva.TABLE):
+        return None
+    try:
+        dem = mva.demands(data)
+    except UserError:
+        return None
+    return dem, mva.lock_outlook(dem, list(effective) if effective is not None else [float(c) for c in cores])
 
 
 def predict(data: Dataset, options: PredictOptions, target: Target | None = None,

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dataset import IDLE_PART_SUFFIX, Dataset
+from ..errors import UserError
 
 
 # ============================================================================ predict
@@ -25,7 +26,17 @@ def predict_doc(result: Any, label: str, cores: Sequence[float], level: float) -
     `model.usecase.predict`; this only renders it)."""
     from . import prediction as R
 
-    return R.prediction_doc(label, result.method, result.fitted, cores, level, work=result.work)
+    from . import locks as L
+
+    doc = R.prediction_doc(label, result.method, result.fitted, cores, level, work=result.work)
+    # the hot locks with their call sites and the demand model's share of thread time at each
+    # target count, where the data have demands, whatever the method
+    outlook = result.lock_outlook(cores)
+    if outlook is not None:
+        block = L.predicted_locks(result.data, cores, outlook)
+        if block:
+            doc["locks"] = block
+    return doc
 
 
 # ============================================================================ usl
@@ -52,7 +63,8 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
              for c in data.distinct_cores]
     return {"file": data.label, "rows": len(data), "machine": data.machine.to_dict(), "command": data.command,
             "corecast_version": data.corecast_version, "notes": data.notes, "columns": cols, "cores": cores,
-            "stall_categories": data.stall_names, "waits": wait_split(data)}
+            "stall_categories": data.stall_names, "waits": wait_split(data),
+            "tables": _tables_summary(data)}
 
 
 def wait_split(data: Dataset) -> list[dict[str, Any]]:
@@ -72,6 +84,22 @@ def wait_split(data: Dataset) -> list[dict[str, Any]]:
             rows.append({"cores": int(c) if float(c).is_integer() else float(c), "wait_cycles": float(v),
                          "idle_cycles": iv, "overlap_cycles": None if iv is None else max(float(v) - iv, 0.0)})
         out.append({"category": name, "idle_column": idle, "per_count": rows})
+    return out
+
+
+def _tables_summary(data: Dataset) -> dict[str, Any]:
+    """The side tables: rows of each, and for the per-lock table its busiest locks
+    (`corecast locks` ranks them all)."""
+    from . import locks as L
+
+    out: dict[str, Any] = {name: {"rows": len(rows)} for name, rows in data.tables.items()}
+    if data.tables.get(L.TABLE):
+        try:
+            doc = L.locks_doc(data, top=3)
+        except UserError:
+            return out
+        out[L.TABLE]["busiest"] = [{"lock": g["lock"], "site": g["site"], "call": g["call"],
+                                    "per_cores": g["per_cores"]} for g in doc["locks"]]
     return out
 
 
