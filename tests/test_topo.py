@@ -33,15 +33,21 @@ def test_effective_cores_smt_and_oversubscription():
     lay = Layout(parse_spec("sockets=2,cores=8,smt=2"), "compact", smt_yield=0.25)
     assert list(lay.effective([4, 8, 12, 16, 17, 32, 40])) == [4, 8, 9, 10, 11, 20, 20]
     n = [1, 2, 4, 8, 16]
-    t = fit_for_target(_usl_fit, _ds(n, _usl(n)), lay.spec, "compact", smt_yield=0.25)
+    # measured where every thread had a core of its own
+    t = fit_for_target(_usl_fit, _ds(n, _usl(n)), lay.spec, "compact", smt_yield=0.25, measured=parse_spec("cpus=16"))
     p = t.predict([8, 12, 32, 40])
     assert np.allclose(p.value, _usl([8, 9, 20, 20]), rtol=1e-6) and list(p.cores) == [8, 12, 32, 40]
     assert any("more than the target's 32 logical CPUs" in w for w in p.warnings)
     assert any("each adds 0.25 of a core" in w for w in p.warnings)
-    assert any("measured machine is not known" in w for w in p.warnings)
     pos = p.params["target"]["positions"]
     assert [(q["sockets_used"], q["smt_shared"], q["oversubscribed"]) for q in pos] == [
         (1, False, False), (1, True, False), (2, True, False), (2, True, True)]
+    # without the measured machine, the measurements are taken to come from the target: its
+    # 9..16 threads then ran on SMT siblings, and were fitted so
+    t = fit_for_target(_usl_fit, _ds(n, _usl(n)), lay.spec, "compact", smt_yield=0.25)
+    p = t.predict([8, 16])
+    assert any("measured machine is not given" in w for w in p.warnings)
+    assert p.params["target"]["effective_cores"] == [8, 10]
 
 
 def test_spread_uses_physical_cores_of_both_sockets_first():
@@ -169,8 +175,12 @@ def test_measured_machine_on_the_command_line_changes_the_fit(cli):
     base = ["predict", f, "--cores", "176", "--target-machine", "xeon-e7-8880v4-4s", "--placement", "spread", "--json"]
     plain = cli(*base).json()
     mapped = cli(*base, "--measured-machine", "xeon-e7-8880v4-4s", "--measured-placement", "spread").json()
-    assert plain["predictions"][0]["throughput"] != pytest.approx(mapped["predictions"][0]["throughput"], rel=1e-3)
+    other = cli(*base, "--measured-machine", "cpus=176").json()
+    # not given, the measured machine is taken to be the target, placed alike
+    assert plain["predictions"][0]["throughput"] == pytest.approx(mapped["predictions"][0]["throughput"], rel=1e-9)
+    assert plain["predictions"][0]["throughput"] != pytest.approx(other["predictions"][0]["throughput"], rel=1e-3)
     assert mapped["target_machine"]["measured_machine"]
+    assert plain["target_machine"]["measured_machine"].startswith("assumed the target")
 
 
 def test_a_memory_bound_program_meets_the_targets_bandwidth_ceiling():

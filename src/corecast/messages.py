@@ -85,6 +85,10 @@ def _count(n: float, unit: str) -> str:
     return f"{n:,.0f} {unit}".rstrip()
 
 
+#: Characters of the bar a Progress(bar=True) draws.
+BAR_WIDTH = 24
+
+
 class Progress:
     """The progress of one piece of long work, drawn on one line of standard error when it is a
     terminal (and -q is not given), at most five times a second; the line is cleared at the end.
@@ -94,14 +98,16 @@ class Progress:
                 ...
                 p.advance(len(chunk))
 
-    `total` may be None when it is not known (a count and the time are shown then). Nothing is
-    drawn where standard error is a file or a pipe: logs stay clean.
+    `total` may be None when it is not known (a count and the time are shown then). With
+    `bar`, a bar of BAR_WIDTH characters before the share done. Nothing is drawn where standard
+    error is a file or a pipe: logs stay clean.
     """
 
     INTERVAL_S = 0.2
 
-    def __init__(self, what: str, total: float | None = None, unit: str = "", stream: Any = None):
-        self.what, self.total, self.unit = what, total, unit
+    def __init__(self, what: str, total: float | None = None, unit: str = "", stream: Any = None,
+                 bar: bool = False):
+        self.what, self.total, self.unit, self.bar = what, total, unit, bar
         self.done = 0.0
         self.stream = stream
         self.start = time.monotonic()
@@ -144,6 +150,9 @@ class Progress:
         text = f"{self.what}: "
         if self.total:
             frac = min(1.0, self.done / self.total)
+            if self.bar:
+                full = int(round(frac * BAR_WIDTH))
+                text += "[" + "#" * full + "." * (BAR_WIDTH - full) + "] "
             text += f"{100 * frac:.0f}% ({_count(self.done, '')}/{_count(self.total, self.unit)})"
             if 0 < frac < 1 and elapsed > 1:
                 text += f", {elapsed:.0f} s, about {elapsed * (1 - frac) / frac:.0f} s left"

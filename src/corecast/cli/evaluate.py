@@ -67,7 +67,19 @@ def add_arguments(p) -> None:
                    help="with --target-machine SPEC: how the threads were laid out (default compact)")
     p.add_argument("--leave-one-source-out", action="store_true",
                    help="with --corpus: auto's priors learned from the other sources only, source by source")
+    p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+                   help="with --corpus: fit in N worker processes (default: one per CPU this process may use)")
     add_format(p, "method and held-out core count (with --corpus: per source and method)")
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise UserError(f"--jobs {text}: a whole number of processes") from None
+    if not 1 <= n <= 256:
+        raise UserError(f"--jobs {n}: between 1 and 256")
+    return n
 
 
 def run(args) -> int:
@@ -85,6 +97,8 @@ def run(args) -> int:
         raise UserError("--train-max-cores K is needed with a file (fit on cores <= K, predict the rest)")
     if args.leave_one_source_out:
         raise UserError("--leave-one-source-out goes with --corpus DIR")
+    if args.jobs is not None:
+        raise UserError("--jobs goes with --corpus DIR")
     data = ds_mod.load(args.file)
     opts = options(args, data)
     size = opts.pop("size")
@@ -122,10 +136,23 @@ def _corpus(args) -> int:
     if args.target_machine not in (None, "source"):
         raise UserError("with --corpus, --target-machine takes 'source' (each source's machine from its "
                         "source.toml); a corpus has no one machine")
+    from ..model.trials import default_jobs
+
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    ev = scorecard.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac,
-                                   level=args.level, target=args.target_machine == "source",
-                                   leave_one_source_out=args.leave_one_source_out, progress=messages.step)
+    bar = messages.Progress("", bar=True)
+
+    def progress(what: str, done: int, total: int) -> None:
+        if what != bar.what:
+            bar.close()
+            bar.what = what
+            bar.begin(total)
+        bar.update(done)
+
+    with bar:
+        ev = scorecard.evaluate_corpus(C.load_corpus(args.corpus), methods, train_frac=args.train_frac,
+                                       level=args.level, target=args.target_machine == "source",
+                                       leave_one_source_out=args.leave_one_source_out, progress=progress,
+                                       jobs=args.jobs or default_jobs())
     fmt = output_format(args)
     if fmt in ("csv", "records"):
         sys.stdout.write(T.table_text(T.corpus_rows(ev.to_dict()), fmt))

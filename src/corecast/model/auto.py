@@ -52,7 +52,7 @@ from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
-from . import methods, twopoint
+from . import bands, methods, twopoint
 from .base import Fitted, Prediction
 from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate, noise_of, validate
 from .priors import Priors
@@ -90,6 +90,13 @@ class AutoFit(Fitted):
     prior_weight: float = 0.0             # ... counted as this many validation errors
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
+    #: the measured series (core counts, throughput of the input's units: 1/time): the floor
+    #: of every prediction unless `retro` says the curve turns down (`bands`); None: no floor
+    #: (a prediction for another clock or problem size)
+    measured: tuple[np.ndarray, np.ndarray] | None = None
+    retro: tuple[bool, str] = (False, "")
+    reps: np.ndarray | None = None        # the repetitions' spread (`bands.rep_percentiles`)
+    table: dict[str, Any] | None = None   # the corpus' conformal band (`bands.Conformal`), None: t-based
 
     def combined_validation(self) -> list[tuple[float, float]]:
         """(log distance, log error) of the combined prediction at every rolling-origin pair,
@@ -140,14 +147,20 @@ class AutoFit(Fitted):
         w = {k: v / tot for k, v in w.items()}
         L = {k: np.log(p.value) for k, p in preds.items()}
         logt = sum(wk * L[k] for k, wk in w.items())
-        t = np.exp(logt)
         spread = np.sqrt(sum(wk * (L[k] - logt) ** 2 for k, wk in w.items()))
-        cal = self.calibration()
         warns = list(self.warnings) + dropped
+        x, note = self.floored(cores, np.exp(-logt))
+        if note:
+            warns.append(note)
+        t = 1.0 / x
+        cal = self.calibration()
+        parts: dict[str, Any] | None = None
         if cal is not None:
-            d = np.log(np.maximum(cores, self.top) / self.top)
-            h = cal.half_width(d, spread, level)
-            lo, hi = t * np.exp(-h), t * np.exp(h)
+            r = cores / self.top
+            parts = {"kind": "validated", "noise": cal.noise, "growth": cal.growth,
+                     "spread": [float(v) for v in spread], "top": self.top, "dof": cal.dof}
+            x_lo, x_hi = self.band(x, r, parts, level)
+            lo, hi = 1.0 / x_hi, 1.0 / x_lo
         else:
             # Nothing to calibrate on (3 core counts): the members' own bands, if any.
             lows = [p.low for p in preds.values() if p.low is not None and p.high is not None]
@@ -175,11 +188,45 @@ class AutoFit(Fitted):
         for p in preds.values():
             warns.extend(x for x in p.warnings if x not in warns)
         model = " + ".join(f"{k} ({wk:.2f})" if len(w) > 1 else k for k, wk in w.items())
+        params = {"chosen": list(w), "weights": dict(w), "validation_scores": dict(self.scores),
+                  "reason": self.reason}
+        if parts is not None:
+            params["band_parts"] = parts
+        if self.measured is not None:
+            params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
         pr = Prediction(cores=cores, value=t, metric="time_s", low=lo, high=hi, level=level, method="auto",
-                        model=model, params={"chosen": list(w), "weights": dict(w),
-                                             "validation_scores": dict(self.scores), "reason": self.reason},
-                        warnings=warns)
+                        model=model, params=params, warnings=warns)
         return convert(pr, self.metric)
+
+    def floored(self, cores: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str]:
+        """The throughput `x` at `cores` kept at least at the highest measured at or below each
+        count, unless the fitted model says the curve turns down (`bands`); and what was done."""
+        if self.measured is None:
+            return x, ""
+        mc, mx = self.measured
+        fl = bands.floor(cores, mc, mx)
+        below = x < fl * (1 - 1e-12)
+        if not np.any(below):
+            return x, ""
+        i = int(np.argmax(below))
+        ok = mc <= cores[i]
+        at = float(mc[ok][int(np.argmax(mx[ok]))])
+        if self.retro[0]:
+            return x, (f"the curve turns down: from {cores[i]:g} the prediction falls below the throughput measured "
+                       f"at {at:g}, because {self.retro[1]}")
+        return np.where(below, fl, x), (f"from {cores[i]:g} the fitted curve fell below the throughput measured at "
+                                        f"{at:g}; kept at that measurement, since {self.retro[1]}")
+
+    def band(self, x: np.ndarray, r: np.ndarray, parts: dict[str, Any], level: float,
+             machine: np.ndarray | float = 0.0, table: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) throughput around `x` at distances r (count / largest measured count), from
+        the scale `parts` of the band and the uncertainty of any machine effect applied."""
+        sigma = bands.scale(parts["noise"], parts["growth"], r, np.asarray(parts["spread"]), machine)
+        tab = table if table is not None else self.table
+        if tab is None:
+            z = float(stats.t.ppf((1 + level) / 2, max(int(parts.get("dof", 1)), 1)))
+            return bands.band(x, sigma, r, None, level, self.reps, fallback=z)
+        return bands.band(x, sigma, r, bands.Conformal.from_dict(tab), level, self.reps)
 
     def models(self, horizon: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -229,7 +276,9 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                                   **methods.options_for(twopoint.fit_dataset, kw))
         if tp.uses_stalls:
             return tp
-        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two)
+        measured, _ = measured_floor(ds1, {}, kw)
+        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured,
+                         reps=bands.rep_percentiles(ds1), table=pri.band_table_two)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
@@ -289,9 +338,24 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
         if estima_note:
             reason = estima_note + "; " + reason
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
+    measured, retro = measured_floor(ds1, fits, kw)
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
-                   prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns)
+                   prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns,
+                   measured=measured, retro=retro, reps=bands.rep_percentiles(ds1), table=pri.band_table)
+
+
+def measured_floor(ds: Dataset, fits: dict[str, Fitted], kw: dict[str, Any]) -> tuple[
+        tuple[np.ndarray, np.ndarray] | None, tuple[bool, str]]:
+    """The measured series a prediction may not fall below (None when the prediction is for
+    another clock or problem size: then it may), and whether the fitted USL says the curve turns
+    down (`bands.retrograde`)."""
+    if any(float(kw.get(k) or 1.0) != 1.0 for k in ("freq_ratio", "size_ratio")):
+        return None, (False, "")
+    ts = time_series(ds)
+    x = 1.0 / ts.time
+    u = fits.get("usl")
+    return (ts.cores.copy(), x), bands.retrograde(getattr(u, "fit", None), ts.cores, x)
 
 
 def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:
@@ -406,12 +470,17 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
 @dataclass
 class PriorBand(Fitted):
     """A prediction from two core counts with the band the corpus' error growth gives:
-    h(n) = z · g₀ · ln(n / largest measured count) (nothing to estimate noise from)."""
+    h(n) = z · g₀ · ln(n / largest measured count) (nothing to estimate noise from), or the
+    corpus' conformal quantiles times g₀ · ln(n / largest measured count) (`bands`). Never below
+    a measured throughput at a lower count: two points cannot show a peak."""
 
     fitted: Fitted
     top: float
     growth: float
     method: str = "auto"
+    measured: tuple[np.ndarray, np.ndarray] | None = None
+    reps: np.ndarray | None = None
+    table: dict[str, Any] | None = None
 
     @property
     def warnings(self) -> list[str]:       # type: ignore[override]
@@ -421,17 +490,33 @@ class PriorBand(Fitted):
         cores = np.asarray(cores, dtype=float)
         p = self.fitted.predict(cores, level)
         t = convert(p, "time_s")
-        d = np.log(np.maximum(cores, self.top) / self.top)
-        h = float(stats.norm.ppf((1 + level) / 2)) * self.growth * d
-        lo, hi = t.value * np.exp(-h), t.value * np.exp(h)
         warns = [w for w in p.warnings if w != twopoint.BAND_NOTE]
+        x = 1.0 / t.value
+        if self.measured is not None:
+            fl = bands.floor(cores, *self.measured)
+            below = x < fl * (1 - 1e-12)
+            if np.any(below):
+                i = int(np.argmax(below))
+                warns.append(f"from {cores[i]:g} the two-point law fell below the throughput measured at "
+                             f"{self.top:g}; kept at that measurement (two points cannot show a peak)")
+                x = np.where(below, fl, x)
+        parts = {"kind": "two", "noise": 0.0, "growth": self.growth, "spread": [0.0] * len(cores), "top": self.top}
+        x_lo, x_hi = self.band(x, cores / self.top, parts, level)
         warns.append("two core counts: the band is the corpus' error growth for extrapolation this far "
                      f"(g0 = {self.growth:.3f} per unit of log distance), not estimated from these points")
         params = dict(p.params)
         params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth}
-        q = Prediction(cores=cores, value=t.value, metric="time_s", low=lo, high=hi, level=level,
+        params["band_parts"] = parts
+        q = Prediction(cores=cores, value=1.0 / x, metric="time_s", low=1.0 / x_hi, high=1.0 / x_lo, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)
+
+    def band(self, x: np.ndarray, r: np.ndarray, parts: dict[str, Any], level: float,
+             machine: np.ndarray | float = 0.0, table: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) throughput around `x` at distances r (see `AutoFit.band`)."""
+        sigma = bands.scale(0.0, parts["growth"], r, 0.0, machine)
+        tab = table if table is not None else self.table
+        return bands.band(x, sigma, r, None if tab is None else bands.Conformal.from_dict(tab), level, self.reps)
 
     def models(self, horizon: float = 0.0) -> dict[str, Any]:
         return self.fitted.models(horizon)
@@ -440,6 +525,6 @@ class PriorBand(Fitted):
         return self.fitted.bottlenecks(cores)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("fitted", "top", "growth"):
+        if name.startswith("__") or name in ("fitted", "top", "growth", "measured", "reps", "table"):
             raise AttributeError(name)
         return getattr(self.fitted, name)

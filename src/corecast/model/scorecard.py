@@ -22,15 +22,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from . import extrap, learn, predictors
+from . import extrap, learn, predictors, trials
 from .corpus import Series, train_max
 from .priors import Priors
 from .priors import load as load_priors
 from .series import convert
-from .topo import fit_for_target
+from .topo import Layout, fit_for_target
+
+#: progress(what, done, total): what the scorecard is doing, and how far it is.
+ProgressFn = Callable[[str, int, int], None]
 
 #: Methods scored besides auto by default.
 BASELINES = ("usl", "timex")
+#: Single methods that auto fits and validates as members (scored from its trials).
+AUTO_MEMBERS = ("usl", "timex", "amdahl", "power", "pmnf")
 
 
 @dataclass
@@ -119,12 +124,79 @@ def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> 
     return fit(tr)
 
 
+def yield_free(s: Series) -> bool:
+    """Whether the series' trial on its machine is the same whatever the SMT yield: no count,
+    measured or held out, puts threads on SMT siblings."""
+    if s.machine is None:
+        return True
+    return all(q.runnable == q.cores_used for q in Layout(s.machine, s.order, 0.0).positions(s.cores))
+
+
+def _crosses(s: Series, train_frac: float) -> bool:
+    """Whether the series' held-out threads cross more NUMA nodes than its fitted ones."""
+    if s.machine is None:
+        return False
+    k = train_max(s.cores, train_frac)
+    lay = Layout(s.machine, s.order, 0.0)
+    test = s.cores[s.cores > k]
+    return bool(len(test)) and bool(np.max(lay.crossing(test)) > lay.crossing([k])[0] + 1e-9)
+
+
+@dataclass
+class _Work:
+    """What one series needs fitted: auto's trials (plain, and on its machine at some SMT
+    yields) and the other methods' predictions."""
+
+    series: Series
+    raw: bool
+    yields: tuple[float, ...]
+    baselines: tuple[str, ...]
+    target: bool
+    base_yield: float
+
+
+@dataclass
+class _Done:
+    raw: learn.Trial | None
+    on_machine: dict[float, learn.Trial | None]
+    baselines: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None]
+
+
+def _run(w: _Work, train_frac: float, level: float) -> _Done:
+    s = w.series
+    # The single methods come from the trial scored in this mode where there is one (auto fitted
+    # and validated them), else they are fitted here.
+    on_m = w.target and s.machine is not None
+    from_trial = tuple(m for m in w.baselines if m in AUTO_MEMBERS) if level == trials.LEVEL else ()
+    raw = (trials.make_trial(s, train_frac, baselines=() if on_m else from_trial)
+           if w.raw or (from_trial and not on_m) else None)
+    own = w.base_yield if on_m and not yield_free(s) else -1.0
+    on = {y: trials.make_trial(s, train_frac, target=True, smt_yield=w.base_yield if y < 0 else y,
+                               baselines=from_trial if on_m and y == own else ())
+          for y in set(w.yields) | ({own} if on_m and from_trial else set())}
+    scored = on.get(own) if on_m else raw
+    k = train_max(s.cores, train_frac)
+    test = s.cores > k
+    base: dict[str, Any] = {}
+    for m in w.baselines:
+        if m in from_trial and scored is not None:
+            base[m] = scored.baselines.get(m)
+            continue
+        try:
+            f = _fit_method(m, s, k, w.target, w.base_yield)
+            p = convert(f.predict(s.cores[test], level), "throughput")
+            base[m] = (p.value, p.low, p.high)
+        except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+            base[m] = None
+    return _Done(raw, on, base)
+
+
 def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = None, train_frac: float = 0.25,
                     level: float = 0.8, target: bool = False, leave_one_source_out: bool = False,
-                    priors: Priors | None = None,
-                    progress: Callable[[str], None] | None = None) -> CorpusEvaluation:
+                    priors: Priors | None = None, progress: ProgressFn | None = None,
+                    jobs: int = 1) -> CorpusEvaluation:
     """Score `methods` (default: auto, the baselines, and Extra-P where installed) on every
-    series (see the module doc)."""
+    series (see the module doc), in `jobs` worker processes."""
     if not 0 < train_frac < 1:
         raise UserError(f"--train-frac {train_frac}: between 0 and 1")
     notes: list[str] = []
@@ -142,51 +214,74 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
     if "extrap" in methods and not extrap.available():
         raise UserError("Extra-P is not installed (pip install extrap, in an environment of its own: it needs numpy < 2)")
     shipped = priors or load_priors()
-    say = progress or (lambda _msg: None)
+    say = progress or (lambda _w, _d, _t: None)
+    series = list(series)
     sources = sorted({s.source for s in series})
+    loso = "auto" in methods and leave_one_source_out
 
-    # auto: its priors per source (shipped, or learned without the source), trials fitted once.
+    # The SMT yield each source's trials are fitted with: learned without it, or the shipped one.
+    y_of = {src: (learn.smt_yield([s for s in series if s.source != src])[0] if leave_one_source_out
+                  else shipped.smt_yield) for src in sources}
+    all_y = tuple(sorted(set(y_of.values())))
+
+    def key(s: Series, y: float) -> float:
+        return -1.0 if yield_free(s) else y
+
+    work = []
+    for s in series:
+        ys: set[float] = set()
+        if "auto" in methods and target and s.machine is not None:
+            ys.add(key(s, y_of[s.source]))
+        if loso and s.machine is not None and _crosses(s, train_frac):
+            # learning the cross-node cost without another source S uses this series at S's yield
+            ys.update(key(s, y) for src, y in y_of.items() if src != s.source)
+        work.append(_Work(s, raw="auto" in methods and (loso or not (target and s.machine is not None)),
+                          yields=tuple(sorted(ys)),
+                          baselines=tuple(m for m in methods if m != "auto"), target=target,
+                          base_yield=y_of[s.source]))
+    done = trials.parallel_map(lambda w: _run(w, train_frac, level), work, jobs,
+                               lambda d, n: say("fitting the series", d, n))
+    by_series = {id(w.series): d for w, d in zip(work, done)}
+
+    def on_machine(s: Series, y: float) -> learn.Trial | None:
+        return by_series[id(s)].on_machine.get(key(s, y))
+
     pri_of: dict[str, Priors] = {src: shipped for src in sources}
-    trials_by_yield: dict[float, dict[int, learn.Trial]] = {}
+    if loso:
+        raw_trials = [d.raw for d in done if d.raw is not None]
 
-    def trials(y: float, tgt: bool) -> dict[int, learn.Trial]:
-        key = (y if tgt else -1.0)
-        if key not in trials_by_yield:
-            say(f"fitting auto on {len(series)} series" + (f" (target machines, SMT yield {y:.2f})" if tgt else ""))
-            made = learn.make_trials(series, train_frac, target=tgt, smt_yield=y)
-            trials_by_yield[key] = {id(t.series): t for t in made}
-        return trials_by_yield[key]
-
-    if "auto" in methods and leave_one_source_out:
-        raw = list(trials(0.0, False).values())
-        for src in sources:
+        def learn_without(src: str) -> Priors:
             others = [s for s in series if s.source != src]
-            y = learn.smt_yield(others)[0]
-            tgt_trials = [t for t in trials(y, True).values() if t.series.source != src]
-            say(f"learning priors without {src}")
-            pri_of[src] = learn.learn([t for t in raw if t.series.source != src], tgt_trials, others, train_frac,
-                                      origin=f"learned without {src}")
+            y = y_of[src]
+            cross = [t for s in others if (t := on_machine(s, y)) is not None and t.crosses]
+            return learn.learn([t for t in raw_trials if t.series.source != src], cross, others, train_frac,
+                               origin=f"learned without {src}")
+
+        got = trials.parallel_map(learn_without, sources, jobs, lambda d, n: say("learning without each source", d, n))
+        pri_of = dict(zip(sources, got))
 
     rows: list[tuple[Series, dict[str, tuple[float, float | None]]]] = []
     for s in series:
         k = train_max(s.cores, train_frac)
         test = s.cores > k
-        res: dict[str, tuple[float, float | None]] = {}
         if not test.any():
             continue
         truth = s.throughput[test]
+        d = by_series[id(s)]
+        res: dict[str, tuple[float, float | None]] = {}
         for m in methods:
             try:
                 if m == "auto":
                     pri = pri_of[s.source]
-                    t = trials(pri.smt_yield, target and s.machine is not None).get(id(s))
+                    t = on_machine(s, y_of[s.source]) if target and s.machine is not None else d.raw
                     if t is None:
                         raise UserError("auto could not be fitted")
                     v, lo, hi = t.predict(pri)
                 else:
-                    f = _fit_method(m, s, k, target, pri_of[s.source].smt_yield)
-                    p = convert(f.predict(s.cores[test], level), "throughput")
-                    v, lo, hi = p.value, p.low, p.high
+                    got_m = d.baselines.get(m)
+                    if got_m is None:
+                        continue
+                    v, lo, hi = got_m
             except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
                 continue
             if not (np.all(np.isfinite(v)) and np.all(v > 0)):

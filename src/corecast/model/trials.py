@@ -1,0 +1,323 @@
+"""Trials: the corpus' series split as a user with a small machine meets them, `auto` fitted once
+on each, kept in a form that replays any set of priors without fitting again.
+
+A `Trial` is one series fitted on the cores up to `train_frac` of its largest count (at least its
+two smallest counts, `corpus.train_max`) with its held-out counts and their truth. `make_trials`
+fits `auto` on each (every member, so that the priors can choose among them), optionally on the
+series' machine (`topo.fit_for_target`), and then *freezes* the fit: every member's prediction
+at the points the held-out counts ask for is computed once and kept (`Frozen`), so that the
+fitted object is small, can cross a process boundary, and predicts under other priors without a
+fit (`Trial.predict`: the very code `predict` runs, `with_priors`). `Trial.values` gives the
+point prediction under priors faster still, from the members' log predictions (`Replay`): it
+is what learning scores thousands of times; tests/test_trials.py checks it equals
+`Trial.predict`.
+
+`parallel_map` runs the fitting in worker processes (`--jobs`); nothing of it depends on the
+order, so the result is the same with any number of workers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+import numpy as np
+
+from ..errors import UserError
+from . import auto, twopoint
+from .base import Fitted, Prediction
+from .corpus import Series, train_max
+from .priors import FALLBACK_SMT_YIELD, Priors
+from .series import convert
+from .topo import Layout, OnTarget, cross_factor, fit_for_target
+
+LEVEL = 0.8
+#: The two-point USL's coherency shares learning chooses among (`learn`).
+COHERENCY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class Frozen(Fitted):
+    """A member's prediction at one set of core counts, computed once: asked about those counts
+    it answers as the member did (or raises what the member raised); asked about others, it
+    cannot answer."""
+
+    name: str
+    cores: np.ndarray
+    prediction: Prediction | None
+    error: Exception | None = None
+    level: float = LEVEL
+    method: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
+        c = np.asarray(cores, dtype=float)
+        if c.shape != self.cores.shape or not np.array_equal(c, self.cores) or level != self.level:
+            raise ValueError(f"{self.name}: frozen at other core counts")
+        if self.error is not None:
+            raise self.error
+        assert self.prediction is not None
+        return dataclasses.replace(self.prediction, warnings=list(self.prediction.warnings),
+                                   params=dict(self.prediction.params))
+
+    def models(self, horizon: float) -> dict[str, Any]:
+        return {}
+
+
+def freeze(a: auto.AutoFit, cores: np.ndarray) -> tuple[auto.AutoFit, dict[str, np.ndarray]]:
+    """`a` with each member frozen at `cores`, and the members' log throughput there (those
+    that predicted finite positive values)."""
+    fits: dict[str, Fitted] = {}
+    logx: dict[str, np.ndarray] = {}
+    for k, f in a.fits.items():
+        try:
+            p = f.predict(cores, LEVEL)
+            fits[k] = Frozen(k, cores.copy(), p, method=f.method)
+            x = convert(p, "throughput").value
+            if np.all(np.isfinite(x)) and np.all(x > 0):
+                logx[k] = np.log(x)
+        except (UserError, ValueError, np.linalg.LinAlgError) as err:
+            fits[k] = Frozen(k, cores.copy(), None, err, method=f.method)
+    return dataclasses.replace(a, fits=fits), logx
+
+
+@dataclass
+class Replay:
+    """What the point prediction under any priors is made of (see `Trial.values`)."""
+
+    kind: str                                   # "auto", "estima" or "two"
+    scores: dict[str, float] = field(default_factory=dict)     # finite validation scores, not estima
+    fitted: tuple[str, ...] = ()                # the members fitted
+    logx: dict[str, np.ndarray] = field(default_factory=dict)  # member -> log throughput at the asked points
+    two: dict[float, np.ndarray] = field(default_factory=dict)  # coherency share -> log throughput (kind two)
+    cross: tuple[np.ndarray, np.ndarray, float, tuple[float, float]] | None = None   # on a target: what
+    #                                           the cross-node factor needs (`topo.cross_factor`)
+    ceiling: np.ndarray | None = None
+
+
+@dataclass
+class Trial:
+    """One series split at train_frac, with `auto` fitted (and frozen) on its first part."""
+
+    series: Series
+    train_max: float
+    cores: np.ndarray            # held-out thread counts
+    truth: np.ndarray            # held-out throughput
+    fitted: Fitted | None        # the frozen auto: AutoFit, PriorBand(TwoPointFit), or OnTarget around one
+    crosses: bool = False        # target mode: held-out threads cross more NUMA nodes than fitted ones
+    replay: Replay | None = None
+    pair: dict[float, np.ndarray] | None = None    # the two-point USL through the last two fitted points
+    #: other methods' (throughput, low, high) at the held-out counts, as `predict --method m`
+    #: gives them (None: m could not predict), from the members auto fitted and validated
+    baselines: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None] = field(
+        default_factory=dict)
+
+    def predict(self, pri: Priors) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Throughput and band at the held-out counts under the priors `pri`."""
+        assert self.fitted is not None
+        p = convert(with_priors(self.fitted, pri).predict(self.cores, LEVEL), "throughput")
+        return p.value, p.low, p.high
+
+    def values(self, pri: Priors) -> np.ndarray:
+        """The point prediction (throughput) under `pri`: the same as `predict`'s, from the
+        members' frozen log predictions."""
+        r = self.replay
+        if r is None:
+            return self.predict(pri)[0]
+        if r.kind == "two":
+            if pri.coherency_share not in r.two:
+                return self.predict(pri)[0]
+            lx = r.two[pri.coherency_share]
+        elif r.kind == "estima" or not r.logx:
+            lx = next(iter(r.logx.values())) if r.logx else None
+            if lx is None:
+                raise UserError("no member could predict")
+        else:
+            w = auto.choose(r.scores, pri)[0] if r.scores else auto.default_weights(dict.fromkeys(r.fitted), pri)
+            w = {k: v for k, v in w.items() if k in r.logx}
+            if not w:
+                raise UserError("no member could predict")
+            tot = sum(w.values())
+            lx = sum((v / tot) * r.logx[k] for k, v in w.items())
+        x = np.exp(lx)
+        if r.cross is not None:
+            x = x * cross_factor(*r.cross, pri.cross_domain)
+        if r.ceiling is not None:
+            x = np.minimum(x, r.ceiling)
+        return x
+
+
+def with_priors(f: Fitted, pri: Priors) -> Fitted:
+    """The fitted `auto` as it would have been fitted under `pri` (nothing refitted)."""
+    if isinstance(f, OnTarget):
+        return dataclasses.replace(f, base=with_priors(f.base, pri), cross_cost=pri.cross_domain)
+    if isinstance(f, auto.PriorBand):
+        tp = f.fitted
+        if isinstance(tp, twopoint.TwoPointFit):
+            tp = dataclasses.replace(tp, coherency_share=pri.coherency_share)
+        return dataclasses.replace(f, fitted=tp, growth=pri.band_growth_two)
+    if isinstance(f, auto.AutoFit):
+        if list(f.weights) == ["estima"]:          # the stall method: the priors do not choose it
+            return dataclasses.replace(f, prior_growth=pri.band_growth, prior_weight=pri.band_weight)
+        finite = {k: v for k, v in f.scores.items() if math.isfinite(v) and k != "estima"}
+        weights = auto.choose(finite, pri)[0] if finite else auto.default_weights(f.fits, pri)
+        return dataclasses.replace(f, weights=weights, prior_growth=pri.band_growth,
+                                   prior_weight=pri.band_weight)
+    return f
+
+
+# ------------------------------------------------------------------------------ making trials
+def _two_values(tp: twopoint.TwoPointFit, cores: np.ndarray) -> dict[float, np.ndarray]:
+    out = {}
+    for q in COHERENCY_SHARES:
+        p = convert(dataclasses.replace(tp, coherency_share=q).predict(cores, LEVEL), "throughput")
+        out[q] = np.log(np.maximum(p.value, 1e-300))
+    return out
+
+
+def _replay(f: Fitted, cores: np.ndarray) -> tuple[Fitted, Replay]:
+    """The fitted auto frozen at what `cores` ask of it, and its replay."""
+    if isinstance(f, OnTarget):
+        eff = f.target.effective(cores)
+        base, r = _replay(f.base, eff)
+        pos = f.target.positions(cores)
+        cross = np.array([q.cross_fraction for q in pos])
+        ft = dataclasses.replace(f, base=base)
+        r.cross = (eff, cross, ft.measured_crossing, ft.usl_overheads)
+        r.ceiling = ft.ceiling(pos)
+        return ft, r
+    if isinstance(f, auto.PriorBand) and isinstance(f.fitted, twopoint.TwoPointFit) and not f.fitted.uses_stalls:
+        return f, Replay("two", two=_two_values(f.fitted, cores))
+    if isinstance(f, auto.AutoFit):
+        a, logx = freeze(f, cores)
+        if list(f.weights) == ["estima"]:
+            return a, Replay("estima", logx={k: v for k, v in logx.items() if k == "estima"})
+        finite = {k: v for k, v in f.scores.items() if math.isfinite(v) and k != "estima"}
+        return a, Replay("auto", scores=finite, fitted=tuple(f.fits), logx=logx)
+    return f, Replay("other")
+
+
+def make_trial(s: Series, train_frac: float = 0.25, target: bool = False,
+               smt_yield: float = FALLBACK_SMT_YIELD, baselines: Sequence[str] = ()) -> Trial | None:
+    """The trial of one series (None when it cannot be fitted). target: fit and predict on the
+    series' machine and placement (effective cores, crossing). baselines: members to predict
+    with as single methods, their bands calibrated on their own validation (`predict --method`),
+    from auto's fits (nothing fitted twice)."""
+    k = train_max(s.cores, train_frac)
+    train = s.cores <= k
+    if train.all():
+        return None
+    ds = s.dataset()
+    tr = ds.select(ds.cores <= k)
+    cores = s.cores[~train]
+    try:
+        if target and s.machine is not None:
+            fitted: Fitted = fit_for_target(lambda d: auto.fit_dataset(d, priors=Priors()), tr, s.machine,
+                                            s.order, measured=s.machine, measured_order=s.order,
+                                            priors=Priors(smt_yield=smt_yield))
+        else:
+            fitted = auto.fit_dataset(tr, priors=Priors())
+        base = {m: _single(fitted, m, cores) for m in baselines}
+        fitted, rep = _replay(fitted, cores)
+    except (UserError, ValueError, np.linalg.LinAlgError):
+        return None
+    crosses = False
+    if isinstance(fitted, OnTarget):
+        lay = Layout(s.machine, s.order, smt_yield)
+        crosses = bool(np.max(lay.crossing(cores)) > fitted.measured_crossing + 1e-9)
+    return Trial(s, k, cores, s.throughput[~train], fitted, crosses, rep, _pair(s, k, cores), base)
+
+
+def _single(f: Fitted, m: str, cores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+    """Member `m` of the fitted auto as a single method (`calibration.calibrated`), on the
+    target when auto is: its prediction at `cores` (None where it cannot predict)."""
+    inner = f.base if isinstance(f, OnTarget) else f
+    if not isinstance(inner, auto.AutoFit):
+        return None
+    one = inner.calibrated_member(m)
+    if one is None:
+        return None
+    g: Fitted = dataclasses.replace(f, base=one, method=m) if isinstance(f, OnTarget) else one
+    try:
+        p = convert(g.predict(cores, LEVEL), "throughput")
+    except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+        return None
+    return p.value, p.low, p.high
+
+
+def _pair(s: Series, k: float, cores: np.ndarray) -> dict[float, np.ndarray] | None:
+    """The two-point USL through the last two fitted points, at every coherency share (what the
+    share is learned from)."""
+    fit_cores = np.sort(s.cores[s.cores <= k])
+    if len(fit_cores) < 2:
+        return None
+    keep = (s.cores >= fit_cores[-2]) & (s.cores <= k)
+    ds = s.dataset()
+    sub = ds.select(np.isin(ds.cores, s.cores[keep]))
+    try:
+        tp = twopoint.fit_dataset(sub, coherency_share=0.1)
+        return {q: np.exp(v) for q, v in _two_values(tp, cores).items()}
+    except (UserError, ValueError):
+        return None
+
+
+def make_trials(series: Sequence[Series], train_frac: float = 0.25, target: bool = False,
+                smt_yield: float = FALLBACK_SMT_YIELD, jobs: int = 1,
+                progress: Callable[[int, int], None] | None = None) -> list[Trial]:
+    """A trial per series (those that cannot be fitted are left out), in the series' order."""
+    got = parallel_map(_make_one, [(s, train_frac, target, smt_yield) for s in series], jobs, progress)
+    return [t for t in got if t is not None]
+
+
+def _make_one(args: tuple[Series, float, bool, float]) -> Trial | None:
+    return make_trial(*args)
+
+
+# ------------------------------------------------------------------------------ processes
+def default_jobs() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parallel_map(fn: Callable[[T], R], items: Iterable[T], jobs: int = 1,
+                 progress: Callable[[int, int], None] | None = None) -> list[R]:
+    """[fn(x) for x in items], in `jobs` worker processes (forked: `fn` and the items need not be
+    importable by name, the results must be picklable), in the items' order. `progress(done,
+    total)` after each item."""
+    items = list(items)
+    n = len(items)
+    if jobs <= 1 or n <= 1:
+        out = []
+        for i, x in enumerate(items):
+            out.append(fn(x))
+            if progress:
+                progress(i + 1, n)
+        return out
+    global _FN
+    _FN = fn
+    ctx = multiprocessing.get_context("fork")
+    res: list[Any] = [None] * n
+    with ctx.Pool(min(jobs, n)) as pool:
+        for done, (i, r) in enumerate(pool.imap_unordered(_call, list(enumerate(items)),
+                                                          chunksize=max(1, min(8, n // (4 * jobs)))), 1):
+            res[i] = r
+            if progress:
+                progress(done, n)
+    _FN = None
+    return res
+
+
+_FN: Callable[[Any], Any] | None = None
+
+
+def _call(ix: tuple[int, Any]) -> tuple[int, Any]:
+    assert _FN is not None
+    return ix[0], _FN(ix[1])
