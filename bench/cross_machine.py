@@ -59,10 +59,12 @@ def table(ev: scorecard.CorpusEvaluation) -> None:
         if peer in ms:
             w, n = ev.wins("auto", peer)
             print(f"auto below {peer} in {w} of the {n} sources where both predicted")
-    cov = [s.coverage["auto"] for s in ev.sources if "auto" in s.coverage]
-    inside = sum(1 for c in cov if 0.75 <= c <= 0.85)
-    print(f"auto's 80% band held 75-85% of the held-out points in {inside} of {len(cov)} sources "
-          f"(range {100 * min(cov):.0f}-{100 * max(cov):.0f}%)")
+    for m in ms:
+        c = ev.coverage_summary(m)
+        if c:
+            print(f"{m}'s 80% band: {100 * c['points']:.1f}% of the held-out points, {100 * c['mean_over_sources']:.1f}% "
+                  f"averaged over the sources; within 65-95% in {c['within_65_95']} of {c['sources']} sources, "
+                  f"within 75-85% in {c['within_75_85']}")
 
 
 def one_socket(series: list[corpus.Series]) -> None:

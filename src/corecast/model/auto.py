@@ -65,6 +65,12 @@ ESTIMA_TOLERANCE = 3.0
 ESTIMA_FLOOR = 0.10
 #: A member whose validation error is more than this factor of the best member's gets no weight.
 NO_WEIGHT_RATIO = 2.0
+#: The scaling laws whose disagreement at a count widens the band (the laws that fit the
+#: measured points and that the data cannot tell apart: where they part, the data do not
+#: decide). Cheap to fit; fitted whatever the priors weigh. (Among the spreads tried for the
+#: band's scale -- the weighted members', these laws', these with timex -- this one narrowed the
+#: band most at the same held-out coverage; docs/predict.md.)
+LAWS = ("usl", "amdahl", "power", "pmnf")
 #: A switch ratio this large means never: the default is not displaced by validation.
 NEVER_SWITCH = 1e6
 #: The stall categories explain the time when their growth accounts for at least this share of
@@ -147,7 +153,7 @@ class AutoFit(Fitted):
         w = {k: v / tot for k, v in w.items()}
         L = {k: np.log(p.value) for k, p in preds.items()}
         logt = sum(wk * L[k] for k, wk in w.items())
-        spread = np.sqrt(sum(wk * (L[k] - logt) ** 2 for k, wk in w.items()))
+        spread = self.disagreement(cores, L, level)
         warns = list(self.warnings) + dropped
         x, note = self.floored(cores, np.exp(-logt))
         if note:
@@ -197,6 +203,23 @@ class AutoFit(Fitted):
         pr = Prediction(cores=cores, value=t, metric="time_s", low=lo, high=hi, level=level, method="auto",
                         model=model, params=params, warnings=warns)
         return convert(pr, self.metric)
+
+    def disagreement(self, cores: np.ndarray, L: dict[str, np.ndarray], level: float) -> np.ndarray:
+        """How much the predicting members and the scaling laws (LAWS) disagree at `cores`: the
+        standard deviation of their log predictions (0 with one)."""
+        logs = dict(L)
+        for k in LAWS:
+            if k in logs or k not in self.fits:
+                continue
+            try:
+                v = convert(self.fits[k].predict(cores, level), "time_s").value
+            except (UserError, ValueError, np.linalg.LinAlgError):
+                continue
+            if np.all(np.isfinite(v)) and np.all(v > 0):
+                logs[k] = np.log(v)
+        if len(logs) < 2:
+            return np.zeros(len(cores))
+        return np.std(np.array(list(logs.values())), axis=0)
 
     def floored(self, cores: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str]:
         """The throughput `x` at `cores` kept at least at the highest measured at or below each
@@ -276,9 +299,9 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                                   **methods.options_for(twopoint.fit_dataset, kw))
         if tp.uses_stalls:
             return tp
-        measured, _ = measured_floor(ds1, {}, kw)
-        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured,
-                         reps=bands.rep_percentiles(ds1), table=pri.band_table_two)
+        measured, retro = measured_floor(ds1, {}, kw)
+        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured, retro=retro,
+                         reps=bands.rep_percentiles(ds1), table=pri.band_table)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
@@ -289,7 +312,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     # only the default, its partner and the stall method can carry weight: the others are not
     # fitted or validated (unless the default cannot be fitted).
     never = pri.switch_ratio >= NEVER_SWITCH
-    first = [m for m in cand if m in ("estima", pri.default, pri.partner)] if never else cand
+    first = [m for m in cand if m in ("estima", pri.default, pri.partner) + LAWS] if never else cand
     for group in (first, [m for m in cand if m not in first]):
         for meth in group:
             try:
@@ -354,8 +377,10 @@ def measured_floor(ds: Dataset, fits: dict[str, Fitted], kw: dict[str, Any]) -> 
         return None, (False, "")
     ts = time_series(ds)
     x = 1.0 / ts.time
-    u = fits.get("usl")
-    return (ts.cores.copy(), x), bands.retrograde(getattr(u, "fit", None), ts.cores, x)
+    u = getattr(fits.get("usl"), "fit", None)
+    if u is None and len(ts.cores) > 2:
+        return (ts.cores.copy(), x), (False, "no USL was fitted to say the curve turns down")
+    return (ts.cores.copy(), x), bands.retrograde(u, ts.cores, x)
 
 
 def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:
@@ -479,6 +504,7 @@ class PriorBand(Fitted):
     growth: float
     method: str = "auto"
     measured: tuple[np.ndarray, np.ndarray] | None = None
+    retro: tuple[bool, str] = (False, "")
     reps: np.ndarray | None = None
     table: dict[str, Any] | None = None
 
@@ -497,9 +523,12 @@ class PriorBand(Fitted):
             below = x < fl * (1 - 1e-12)
             if np.any(below):
                 i = int(np.argmax(below))
-                warns.append(f"from {cores[i]:g} the two-point law fell below the throughput measured at "
-                             f"{self.top:g}; kept at that measurement (two points cannot show a peak)")
-                x = np.where(below, fl, x)
+                if self.retro[0]:
+                    warns.append(f"the curve turns down: {self.retro[1]}")
+                else:
+                    warns.append(f"from {cores[i]:g} the two-point law fell below the highest throughput measured; "
+                                 "kept at that measurement (two points that still rise cannot show a peak)")
+                    x = np.where(below, fl, x)
         parts = {"kind": "two", "noise": 0.0, "growth": self.growth, "spread": [0.0] * len(cores), "top": self.top}
         x_lo, x_hi = self.band(x, cores / self.top, parts, level)
         warns.append("two core counts: the band is the corpus' error growth for extrapolation this far "
@@ -507,6 +536,8 @@ class PriorBand(Fitted):
         params = dict(p.params)
         params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth}
         params["band_parts"] = parts
+        if self.measured is not None:
+            params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
         q = Prediction(cores=cores, value=1.0 / x, metric="time_s", low=1.0 / x_hi, high=1.0 / x_lo, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)
@@ -525,6 +556,6 @@ class PriorBand(Fitted):
         return self.fitted.bottlenecks(cores)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("fitted", "top", "growth", "measured", "reps", "table"):
+        if name.startswith("__") or name in ("fitted", "top", "growth", "measured", "retro", "reps", "table"):
             raise AttributeError(name)
         return getattr(self.fitted, name)

@@ -3,10 +3,13 @@
 **The measurements are a floor.** A throughput measured at n threads was reached; a prediction
 at more threads below it says the curve turns down, and only the fitted model may say that, when
 it has the evidence (`retrograde`): the USL's coherency β clearly above zero (its 90% interval
-excludes 0) *and* the measured points already show the peak or the flattening (the largest
-measured count is past the highest throughput measured, or its last step gained less than
-FLAT_SHARE of a linear rise). Otherwise a prediction is kept at least at the highest throughput
-measured at or below its count (`floor`), and the output says so.
+excludes 0) and the measured points already flatten (the last step gained less than FLAT_SHARE
+of a linear rise), or the USL turns down (β > 0) and the measured points already fall after
+their peak (by more than DROP_SHARE; with two core counts, that fall is the only evidence).
+Otherwise a prediction is kept at least at the highest throughput measured at or below its
+count (`floor`), and the output says so. (Chosen by leave-one-source-out among five tests,
+docs/predict.md: the interval alone let the floor lift curves that had visibly collapsed, the
+Wald interval of a USL that misfits a cliff being wide.)
 
 **The band is calibrated out of sample** (split-conformal, `Conformal`): on the corpus, every
 series is fitted on its first quarter and predicted beyond with priors learned without its
@@ -40,6 +43,9 @@ MIN_HALF_WIDTH = 0.01
 #: The measurements flatten when the last measured step gained less than this share of a linear
 #: rise (X(n_k) / X(n_{k-1}) - 1 < FLAT_SHARE (n_k / n_{k-1} - 1)).
 FLAT_SHARE = 0.25
+#: The measurements fall after their peak when the largest count's throughput is below the
+#: highest measured by more than this share.
+DROP_SHARE = 0.05
 #: β is clearly above zero when its interval at this level excludes 0.
 RETRO_LEVEL = 0.9
 #: Percentiles of the repetitions' log deviations kept (the band's floor at any level).
@@ -56,17 +62,22 @@ def floor(cores: np.ndarray, meas_cores: np.ndarray, meas_x: np.ndarray) -> np.n
 
 def retrograde(fit: usl.USLFit | None, meas_cores: np.ndarray, meas_x: np.ndarray) -> tuple[bool, str]:
     """Does the fitted model itself say the curve turns down? (yes, why) -- see the module doc."""
-    if fit is None or fit.amdahl or fit.beta <= 0:
-        return False, "the fitted USL has no coherency term (β = 0)"
-    ci = fit.confint(RETRO_LEVEL)
-    if not np.all(np.isfinite(ci[1])) or ci[1, 0] <= 0:
-        return False, (f"the USL's β = {fit.beta:.3g} is not clearly above zero (its {100 * RETRO_LEVEL:.0f}% "
-                       "interval reaches 0)")
     order = np.argsort(meas_cores)
     c, x = np.asarray(meas_cores, dtype=float)[order], np.asarray(meas_x, dtype=float)[order]
-    why_b = f"the USL's β = {fit.beta:.3g} ({100 * RETRO_LEVEL:.0f}% interval {ci[1, 0]:.3g}-{ci[1, 1]:.3g})"
-    if len(c) >= 2 and int(np.argmax(x)) < len(c) - 1:
-        return True, f"{why_b} and the measurements peak at {c[int(np.argmax(x))]:g} and fall after"
+    fell = len(c) >= 2 and int(np.argmax(x)) < len(c) - 1 and x[-1] < (1.0 - DROP_SHARE) * x.max()
+    peak = f"the measurements peak at {c[int(np.argmax(x))]:g} and fall {100 * (1 - x[-1] / x.max()):.0f}% by {c[-1]:g}"
+    if fit is None:
+        # two points: the fall itself, measured, is the only evidence there can be
+        return (True, peak) if fell else (False, "two core counts cannot show a peak")
+    if fit.amdahl or fit.beta <= 0:
+        return False, "the fitted USL has no coherency term (β = 0)"
+    if fell:
+        return True, f"the USL's β = {fit.beta:.3g} turns the curve down and {peak}"
+    ci = fit.confint(RETRO_LEVEL)
+    why_b = f"the USL's β = {fit.beta:.3g}"
+    if not np.all(np.isfinite(ci[1])) or ci[1, 0] <= 0:
+        return False, f"{why_b} is not clearly above zero (its {100 * RETRO_LEVEL:.0f}% interval reaches 0)"
+    why_b += f" ({100 * RETRO_LEVEL:.0f}% interval {ci[1, 0]:.3g}-{ci[1, 1]:.3g})"
     if len(c) >= 2 and x[-1] / x[-2] - 1.0 < FLAT_SHARE * (c[-1] / c[-2] - 1.0):
         return True, (f"{why_b} and the measurements flatten: {c[-2]:g} to {c[-1]:g} gained "
                       f"{100 * (x[-1] / x[-2] - 1):.0f}%")
@@ -136,9 +147,10 @@ class Conformal:
 
 def scale(noise: float, growth: float, r: np.ndarray, spread: np.ndarray | float = 0.0,
           machine: np.ndarray | float = 0.0) -> np.ndarray:
-    """σ(n) of the module doc."""
+    """σ(n) of the module doc (never below MIN_HALF_WIDTH: a score is always finite)."""
     d = np.log(np.maximum(np.asarray(r, dtype=float), 1.0))
-    return np.sqrt(noise ** 2 + (growth * d) ** 2 + np.square(spread) + np.square(machine))
+    return np.maximum(np.sqrt(noise ** 2 + (growth * d) ** 2 + np.square(spread) + np.square(machine)),
+                      MIN_HALF_WIDTH)
 
 
 def band(value: np.ndarray, sigma: np.ndarray, r: np.ndarray, table: Conformal | None, level: float,

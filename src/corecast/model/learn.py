@@ -46,6 +46,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
+from . import bands
 from .corpus import Series
 from .priors import FALLBACK_SMT_YIELD, Priors
 from .trials import COHERENCY_SHARES, LEVEL, Trial, make_trials, with_priors  # noqa: F401 (the API)
@@ -73,6 +74,10 @@ BAND_WEIGHTS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: 16.0% (docs/predict.md, which also says how split the 34-source corpus' resamples are).
 BAGS = 200
 BAG_SEED = 20261125
+#: The distance bins of the conformal band (count / largest fitted count; `bands`), and the
+#: sources a bin needs (fewer: merged with its neighbour).
+BAND_EDGES = (1.5, 2.2, 3.2, math.inf)
+BAND_MIN_SOURCES = 8
 
 
 # ------------------------------------------------------------------------------ scores
@@ -279,6 +284,18 @@ def _growth_for_level(trials: Sequence[Trial], pri: Priors, field_name: str) -> 
             break
         lo, hi = (mid, hi) if cov < LEVEL else (lo, mid)
     return round(0.5 * (lo + hi), 4)
+
+
+def band_table(scores: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, Any] | None:
+    """The conformal band (`bands.Conformal`, as a dict) from held-out (source, distances,
+    scores), every source weighing the same; None without any."""
+    scores = [x for x in scores if len(x[1])]
+    if not scores:
+        return None
+    src = np.concatenate([[s] * len(r) for s, r, _ in scores])
+    r = np.concatenate([x[1] for x in scores])
+    z = np.concatenate([x[2] for x in scores])
+    return bands.learn_table(z, r, src, BAND_EDGES, bands.quantile_levels(), BAND_MIN_SOURCES).to_dict()
 
 
 @dataclass

@@ -51,13 +51,10 @@ class Priors:
     band_growth: float = 0.25
     band_weight: float = 4.0
     band_growth_two: float = 0.25
-    #: conformal band tables learned out of sample (`bands.Conformal`): for a validated
-    #: prediction and one from two core counts, without and with a target machine (None: a
-    #: t-based band from the growth above)
+    #: conformal band tables learned out of sample (`bands.Conformal`), without and with a
+    #: target machine (None: a t-based band from the growth above)
     band_table: dict[str, Any] | None = None
-    band_table_two: dict[str, Any] | None = None
     band_table_machine: dict[str, Any] | None = None
-    band_table_machine_two: dict[str, Any] | None = None
     sources: tuple[str, ...] = ()
     series: int = 0
     train_frac: float = 0.25

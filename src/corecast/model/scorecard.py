@@ -15,6 +15,7 @@ cores and asked about the held-out threads' (`corecast.model.topo`); Extra-P nev
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -45,6 +46,7 @@ class SourceScore:
     median_error: dict[str, float] = field(default_factory=dict)      # method -> % (median of series medians)
     coverage: dict[str, float] = field(default_factory=dict)          # method -> share of held-out points in band
     failed: dict[str, int] = field(default_factory=dict)              # method -> series it could not predict
+    points: dict[str, int] = field(default_factory=dict)              # method -> held-out points with a band
     priors: Priors | None = None                                     # auto's priors for this source
 
 
@@ -90,6 +92,19 @@ class CorpusEvaluation:
         both = [s for s in self.sources if method in s.median_error and against in s.median_error]
         return sum(1 for s in both if s.median_error[method] < s.median_error[against]), len(both)
 
+    def coverage_summary(self, method: str = "auto") -> dict[str, float | int]:
+        """The coverage of `method`'s band: over all held-out points, the mean over the sources,
+        and in how many sources it lies within 65-95% and within 75-85%."""
+        cs = [(s.coverage[method], s.points.get(method, 0)) for s in self.sources if method in s.coverage]
+        if not cs:
+            return {}
+        c = np.array([x for x, _ in cs])
+        n = np.array([x for _, x in cs], dtype=float)
+        return {"points": float(np.sum(c * n) / np.sum(n)) if n.sum() else math.nan,
+                "mean_over_sources": float(c.mean()), "sources": len(cs),
+                "within_65_95": int(np.sum((c >= 0.65) & (c <= 0.95))),
+                "within_75_85": int(np.sum((c >= 0.75) & (c <= 0.85)))}
+
     def to_dict(self) -> dict[str, Any]:
         def num(v: float | None) -> float | None:
             return None if v is None or not math.isfinite(v) else round(float(v), 3)
@@ -109,7 +124,8 @@ class CorpusEvaluation:
                             for s in self.sources],
                 "overall_median_abs_pct_error": {m: num(v) for m, v in self.overall().items()},
                 "overall_on_common_sources": {m: num(v) for m, v in self.overall_common().items()},
-                "geometric_mean_on_common_sources": {m: num(v) for m, v in self.geomean_common().items()}}
+                "geometric_mean_on_common_sources": {m: num(v) for m, v in self.geomean_common().items()},
+                "coverage": {m: self.coverage_summary(m) for m in self.methods if self.coverage_summary(m)}}
 
 
 def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> Any:
@@ -191,6 +207,108 @@ def _run(w: _Work, train_frac: float, level: float) -> _Done:
     return _Done(raw, on, base)
 
 
+@dataclass
+class Fitting:
+    """Everything the corpus' series need fitted for a leave-one-source-out run (or a run with
+    the shipped priors), and what was learned from it: `evaluate_corpus` scores it, and
+    scripts/learn_priors.py learns the shipped priors from it."""
+
+    series: list[Series]
+    train_frac: float
+    target: bool
+    y_of: dict[str, float]                     # SMT yield each source's trials were fitted at
+    done: dict[int, _Done]                     # by id(series)
+    pri_of: dict[str, Priors] = field(default_factory=dict)
+
+    def key(self, s: Series, y: float) -> float:
+        return -1.0 if yield_free(s) else y
+
+    def on_machine(self, s: Series, y: float) -> learn.Trial | None:
+        return self.done[id(s)].on_machine.get(self.key(s, y))
+
+    def scored(self, s: Series) -> learn.Trial | None:
+        """The trial auto is scored on: on the series' machine in target mode, else plain."""
+        if self.target and s.machine is not None:
+            return self.on_machine(s, self.y_of[s.source])
+        return self.done[id(s)].raw
+
+    def raw_trials(self) -> list[learn.Trial]:
+        return [d.raw for d in self.done.values() if d.raw is not None]
+
+
+def fit_corpus(series: Sequence[Series], methods: Sequence[str], train_frac: float, level: float, target: bool,
+               loso: bool, shipped: Priors, jobs: int, say: ProgressFn) -> Fitting:
+    """Fit auto's trials (plain, on the machines at the SMT yields needed) and the other
+    methods on every series, in `jobs` worker processes."""
+    series = list(series)
+    sources = sorted({s.source for s in series})
+    # The SMT yield each source's trials are fitted with: learned without it, or the shipped one.
+    y_of = {src: (learn.smt_yield([s for s in series if s.source != src])[0] if loso else shipped.smt_yield)
+            for src in sources}
+    fitting = Fitting(series, train_frac, target, y_of, {})
+    work = []
+    for s in series:
+        ys: set[float] = set()
+        if "auto" in methods and target and s.machine is not None:
+            ys.add(fitting.key(s, y_of[s.source]))
+        if loso and s.machine is not None and _crosses(s, train_frac):
+            # learning the cross-node cost without another source S uses this series at S's yield
+            ys.update(fitting.key(s, y) for src, y in y_of.items() if src != s.source)
+        work.append(_Work(s, raw="auto" in methods and (loso or not (target and s.machine is not None)),
+                          yields=tuple(sorted(ys)),
+                          baselines=tuple(m for m in methods if m != "auto"), target=target,
+                          base_yield=y_of[s.source]))
+    done = trials.parallel_map(lambda w: _run(w, train_frac, level), work, jobs,
+                               lambda d, n: say("fitting the series", d, n))
+    fitting.done = {id(w.series): d for w, d in zip(work, done)}
+    return fitting
+
+
+def learn_loso(f: Fitting, jobs: int, say: ProgressFn) -> None:
+    """Per source, the priors learned without it (`f.pri_of`), then the band: the conformal
+    tables learned from the held-out scores of the *other* sources, each scored with the
+    priors learned without itself (nested: no source's band saw the source)."""
+    series = f.series
+    sources = sorted({s.source for s in series})
+    raw = f.raw_trials()
+
+    def learn_without(src: str) -> Priors:
+        others = [s for s in series if s.source != src]
+        y = f.y_of[src]
+        cross = [t for s in others if (t := f.on_machine(s, y)) is not None and t.crosses]
+        return learn.learn([t for t in raw if t.series.source != src], cross, others, f.train_frac,
+                           origin=f"learned without {src}")
+
+    got = trials.parallel_map(learn_without, sources, jobs, lambda d, n: say("learning without each source", d, n))
+    f.pri_of = dict(zip(sources, got))
+    plain, machine = band_scores(f, jobs, say)
+    for src in sources:
+        f.pri_of[src] = dataclasses.replace(
+            f.pri_of[src], band_table=learn.band_table([x for x in plain if x[0] != src]),
+            band_table_machine=learn.band_table([x for x in machine if x[0] != src]) if f.target else None)
+
+
+def band_scores(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str, np.ndarray, np.ndarray]],
+                                                                  list[tuple[str, np.ndarray, np.ndarray]]]:
+    """The held-out (source, distances, scores) of every series, plain and (in target mode) on
+    its machine, each with its own source's priors (`f.pri_of`)."""
+    jobs_in = [(t, False) for t in f.raw_trials()]
+    if f.target:
+        jobs_in += [(t, True) for s in f.series if s.machine is not None and (t := f.scored(s)) is not None]
+
+    def one(tm: tuple[learn.Trial, bool]) -> tuple[str, bool, np.ndarray, np.ndarray] | None:
+        t, on = tm
+        try:
+            got = t.band_scores(f.pri_of[t.series.source])
+        except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+            return None
+        return None if got is None else (t.series.source, on, got[0], got[1])
+
+    res = [x for x in trials.parallel_map(one, jobs_in, jobs, lambda d, n: say("calibrating the bands", d, n))
+           if x is not None]
+    return ([(src, r, z) for src, on, r, z in res if not on], [(src, r, z) for src, on, r, z in res if on])
+
+
 def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = None, train_frac: float = 0.25,
                     level: float = 0.8, target: bool = False, leave_one_source_out: bool = False,
                     priors: Priors | None = None, progress: ProgressFn | None = None,
@@ -218,47 +336,10 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
     series = list(series)
     sources = sorted({s.source for s in series})
     loso = "auto" in methods and leave_one_source_out
-
-    # The SMT yield each source's trials are fitted with: learned without it, or the shipped one.
-    y_of = {src: (learn.smt_yield([s for s in series if s.source != src])[0] if leave_one_source_out
-                  else shipped.smt_yield) for src in sources}
-    all_y = tuple(sorted(set(y_of.values())))
-
-    def key(s: Series, y: float) -> float:
-        return -1.0 if yield_free(s) else y
-
-    work = []
-    for s in series:
-        ys: set[float] = set()
-        if "auto" in methods and target and s.machine is not None:
-            ys.add(key(s, y_of[s.source]))
-        if loso and s.machine is not None and _crosses(s, train_frac):
-            # learning the cross-node cost without another source S uses this series at S's yield
-            ys.update(key(s, y) for src, y in y_of.items() if src != s.source)
-        work.append(_Work(s, raw="auto" in methods and (loso or not (target and s.machine is not None)),
-                          yields=tuple(sorted(ys)),
-                          baselines=tuple(m for m in methods if m != "auto"), target=target,
-                          base_yield=y_of[s.source]))
-    done = trials.parallel_map(lambda w: _run(w, train_frac, level), work, jobs,
-                               lambda d, n: say("fitting the series", d, n))
-    by_series = {id(w.series): d for w, d in zip(work, done)}
-
-    def on_machine(s: Series, y: float) -> learn.Trial | None:
-        return by_series[id(s)].on_machine.get(key(s, y))
-
-    pri_of: dict[str, Priors] = {src: shipped for src in sources}
+    fitting = fit_corpus(series, methods, train_frac, level, target, loso, shipped, jobs, say)
     if loso:
-        raw_trials = [d.raw for d in done if d.raw is not None]
-
-        def learn_without(src: str) -> Priors:
-            others = [s for s in series if s.source != src]
-            y = y_of[src]
-            cross = [t for s in others if (t := on_machine(s, y)) is not None and t.crosses]
-            return learn.learn([t for t in raw_trials if t.series.source != src], cross, others, train_frac,
-                               origin=f"learned without {src}")
-
-        got = trials.parallel_map(learn_without, sources, jobs, lambda d, n: say("learning without each source", d, n))
-        pri_of = dict(zip(sources, got))
+        learn_loso(fitting, jobs, say)
+    pri_of = fitting.pri_of or {src: shipped for src in sources}
 
     rows: list[tuple[Series, dict[str, tuple[float, float | None]]]] = []
     for s in series:
@@ -267,16 +348,16 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
         if not test.any():
             continue
         truth = s.throughput[test]
-        d = by_series[id(s)]
+        d = fitting.done[id(s)]
         res: dict[str, tuple[float, float | None]] = {}
         for m in methods:
             try:
                 if m == "auto":
-                    pri = pri_of[s.source]
-                    t = on_machine(s, y_of[s.source]) if target and s.machine is not None else d.raw
+                    t = fitting.scored(s)
                     if t is None:
                         raise UserError("auto could not be fitted")
-                    v, lo, hi = t.predict(pri)
+                    p = t.prediction(pri_of[s.source], level)
+                    v, lo, hi = p.value, p.low, p.high
                 else:
                     got_m = d.baselines.get(m)
                     if got_m is None:
@@ -305,6 +386,7 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
                     pts = [(c, int((s.cores > train_max(s.cores, train_frac)).sum())) for s, r in mine
                            if m in r and r[m][1] is not None for c in [r[m][1]]]
                     sc.coverage[m] = float(sum(c * n for c, n in pts) / sum(n for _, n in pts))
+                    sc.points[m] = int(sum(n for _, n in pts))
         scores.append(sc)
     return CorpusEvaluation(methods, train_frac, level, scores, target=target,
                             leave_one_source_out=leave_one_source_out, notes=notes, per_series=rows)

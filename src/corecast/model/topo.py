@@ -297,8 +297,8 @@ class OnTarget(Fitted):
     #: largest measured count
     measured_series: tuple[np.ndarray, np.ndarray] | None = None
     top_threads: float = 0.0
-    #: the corpus' conformal bands with a machine given (validated, two core counts)
-    tables: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
+    #: the corpus' conformal band with a machine given (`bands.Conformal`)
+    table: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.method:
@@ -344,8 +344,7 @@ class OnTarget(Fitted):
         if parts is not None and hasattr(self.base, "band"):
             # auto: the band around the final value, at the distance in threads, widened by the
             # machine's effects
-            table = self.tables[1 if parts.get("kind") == "two" else 0]
-            low, high = self.base.band(value, cores / max(self.top_threads, 1.0), parts, level, machine, table)
+            low, high = self.base.band(value, cores / max(self.top_threads, 1.0), parts, level, machine, self.table)
         elif p.low is not None and p.high is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 dl = np.log(np.maximum(p.value * f, 1e-300) / np.maximum(p.low * f, 1e-300))
@@ -407,13 +406,8 @@ class OnTarget(Fitted):
         if self.cross_cost > 0:
             base = value / self._factor(eff, cross, self.cross_cost)
             logs += [np.log(base * f0), np.log(base * f2)]
-        y_lo, y_hi = self.smt_range or (self.target.smt_yield,) * 2
-        u_lo, u_hi = self.busy_range or (self.target.busy,) * 2
         f = self._factor(eff, cross, self.cross_cost)
-        for y, u in ((y_lo, u_hi), (y_hi, u_lo)):
-            alt = dataclasses.replace(self.target, smt_yield=y, busy=u).effective(cores)
-            if np.allclose(alt, eff):
-                continue
+        for alt in self.alternatives(cores, eff):
             try:
                 pa = convert(self.base.predict(alt, level), "throughput").value * f
             except (UserError, ValueError, np.linalg.LinAlgError):
@@ -422,6 +416,19 @@ class OnTarget(Fitted):
                 logs.append(np.log(pa))
         L = np.array(logs)
         return 0.5 * (L.max(axis=0) - L.min(axis=0))
+
+    def alternatives(self, cores: np.ndarray, eff: np.ndarray | None = None) -> list[np.ndarray]:
+        """The target's effective cores at `cores` with the SMT yield and the busy share at the
+        pessimistic and at the optimistic ends of their ranges (those that differ from `eff`)."""
+        eff = self.target.effective(cores) if eff is None else eff
+        y_lo, y_hi = self.smt_range or (self.target.smt_yield,) * 2
+        u_lo, u_hi = self.busy_range or (self.target.busy,) * 2
+        out = []
+        for y, u in ((y_lo, u_hi), (y_hi, u_lo)):
+            alt = dataclasses.replace(self.target, smt_yield=y, busy=u).effective(cores)
+            if not np.allclose(alt, eff):
+                out.append(alt)
+        return out
 
     def _floor(self, cores: np.ndarray, value: np.ndarray, retro: dict[str, Any]) -> tuple[np.ndarray, str]:
         """The prediction kept at least at the highest throughput measured at or below each
@@ -567,7 +574,7 @@ def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "com
                     bytes_per_work=traffic[0] if traffic else None, bytes_source=traffic[1] if traffic else "",
                     warnings=warns, busy_source=busy_source, smt_range=smt_range, busy_range=u_range,
                     measured_series=series, top_threads=top,
-                    tables=(pri.band_table_machine, pri.band_table_machine_two))
+                    table=pri.band_table_machine)
 
 
 def _shape(m: MachineSpec) -> tuple[int, int, int, int | None]:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 import numpy as np
 
 from ..errors import UserError
-from . import auto, twopoint
+from . import auto, bands, twopoint
 from .base import Fitted, Prediction
 from .corpus import Series, train_max
 from .priors import FALLBACK_SMT_YIELD, Priors
@@ -43,46 +43,47 @@ R = TypeVar("R")
 
 @dataclass
 class Frozen(Fitted):
-    """A member's prediction at one set of core counts, computed once: asked about those counts
-    it answers as the member did (or raises what the member raised); asked about others, it
-    cannot answer."""
+    """A member's predictions at a few sets of core counts, computed once: asked about one of
+    them it answers as the member did (or raises what the member raised); asked about others,
+    it cannot answer."""
 
     name: str
-    cores: np.ndarray
-    prediction: Prediction | None
-    error: Exception | None = None
+    answers: list[tuple[np.ndarray, Prediction | None, Exception | None]]
     level: float = LEVEL
     method: str = ""
     warnings: list[str] = field(default_factory=list)
 
     def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
         c = np.asarray(cores, dtype=float)
-        if c.shape != self.cores.shape or not np.array_equal(c, self.cores) or level != self.level:
-            raise ValueError(f"{self.name}: frozen at other core counts")
-        if self.error is not None:
-            raise self.error
-        assert self.prediction is not None
-        return dataclasses.replace(self.prediction, warnings=list(self.prediction.warnings),
-                                   params=dict(self.prediction.params))
+        for at, p, err in self.answers:
+            if level == self.level and c.shape == at.shape and np.array_equal(c, at):
+                if err is not None:
+                    raise err
+                assert p is not None
+                return dataclasses.replace(p, warnings=list(p.warnings), params=dict(p.params))
+        raise ValueError(f"{self.name}: frozen at other core counts")
 
     def models(self, horizon: float) -> dict[str, Any]:
         return {}
 
 
-def freeze(a: auto.AutoFit, cores: np.ndarray) -> tuple[auto.AutoFit, dict[str, np.ndarray]]:
-    """`a` with each member frozen at `cores`, and the members' log throughput there (those
-    that predicted finite positive values)."""
+def freeze(a: auto.AutoFit, asked: Sequence[np.ndarray]) -> tuple[auto.AutoFit, dict[str, np.ndarray]]:
+    """`a` with each member frozen at the core counts `asked`, and the members' log throughput
+    at the first of them (those that predicted finite positive values)."""
     fits: dict[str, Fitted] = {}
     logx: dict[str, np.ndarray] = {}
     for k, f in a.fits.items():
-        try:
-            p = f.predict(cores, LEVEL)
-            fits[k] = Frozen(k, cores.copy(), p, method=f.method)
-            x = convert(p, "throughput").value
-            if np.all(np.isfinite(x)) and np.all(x > 0):
-                logx[k] = np.log(x)
-        except (UserError, ValueError, np.linalg.LinAlgError) as err:
-            fits[k] = Frozen(k, cores.copy(), None, err, method=f.method)
+        answers: list[tuple[np.ndarray, Prediction | None, Exception | None]] = []
+        for i, cores in enumerate(asked):
+            try:
+                p = f.predict(cores, LEVEL)
+                answers.append((cores.copy(), p, None))
+                x = convert(p, "throughput").value
+                if i == 0 and np.all(np.isfinite(x)) and np.all(x > 0):
+                    logx[k] = np.log(x)
+            except (UserError, ValueError, np.linalg.LinAlgError) as err:
+                answers.append((cores.copy(), None, err))
+        fits[k] = Frozen(k, answers, method=f.method)
     return dataclasses.replace(a, fits=fits), logx
 
 
@@ -95,9 +96,12 @@ class Replay:
     fitted: tuple[str, ...] = ()                # the members fitted
     logx: dict[str, np.ndarray] = field(default_factory=dict)  # member -> log throughput at the asked points
     two: dict[float, np.ndarray] = field(default_factory=dict)  # coherency share -> log throughput (kind two)
+    floor: np.ndarray | None = None             # the measurements' floor at the asked points (`bands`)
+    retro: bool = False                         # ... not applied: the fitted model turns down
     cross: tuple[np.ndarray, np.ndarray, float, tuple[float, float]] | None = None   # on a target: what
     #                                           the cross-node factor needs (`topo.cross_factor`)
     ceiling: np.ndarray | None = None
+    floor_threads: np.ndarray | None = None     # on the machine measured: its measurements' floor
 
 
 @dataclass
@@ -117,11 +121,28 @@ class Trial:
     baselines: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None] = field(
         default_factory=dict)
 
+    def prediction(self, pri: Priors, level: float = LEVEL) -> Prediction:
+        """The prediction (throughput) at the held-out counts under the priors `pri`."""
+        assert self.fitted is not None
+        return convert(with_priors(self.fitted, pri).predict(self.cores, level), "throughput")
+
     def predict(self, pri: Priors) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """Throughput and band at the held-out counts under the priors `pri`."""
-        assert self.fitted is not None
-        p = convert(with_priors(self.fitted, pri).predict(self.cores, LEVEL), "throughput")
+        p = self.prediction(pri)
         return p.value, p.low, p.high
+
+    def band_scores(self, pri: Priors) -> tuple[np.ndarray, np.ndarray] | None:
+        """(distance, score) of each held-out point under `pri`: the distance r = count /
+        largest fitted count, the score log(truth / prediction) / σ, σ the prediction's own
+        scale (`bands`); None when the prediction has no such band (not auto's)."""
+        p = self.prediction(pri)
+        parts = p.params.get("band_parts")
+        if parts is None:
+            return None
+        machine = np.asarray((p.params.get("target") or {}).get("machine_uncertainty") or 0.0)
+        r = self.cores / self.train_max
+        sigma = bands.scale(parts["noise"], parts["growth"], r, np.asarray(parts["spread"]), machine)
+        return r, np.log(self.truth / p.value) / sigma
 
     def values(self, pri: Priors) -> np.ndarray:
         """The point prediction (throughput) under `pri`: the same as `predict`'s, from the
@@ -145,29 +166,35 @@ class Trial:
             tot = sum(w.values())
             lx = sum((v / tot) * r.logx[k] for k, v in w.items())
         x = np.exp(lx)
+        if r.floor is not None and not r.retro:
+            x = np.maximum(x, r.floor)
         if r.cross is not None:
             x = x * cross_factor(*r.cross, pri.cross_domain)
         if r.ceiling is not None:
             x = np.minimum(x, r.ceiling)
+        if r.floor_threads is not None and not r.retro:
+            x = np.maximum(x, r.floor_threads)
         return x
 
 
 def with_priors(f: Fitted, pri: Priors) -> Fitted:
     """The fitted `auto` as it would have been fitted under `pri` (nothing refitted)."""
     if isinstance(f, OnTarget):
-        return dataclasses.replace(f, base=with_priors(f.base, pri), cross_cost=pri.cross_domain)
+        return dataclasses.replace(f, base=with_priors(f.base, pri), cross_cost=pri.cross_domain,
+                                   table=pri.band_table_machine)
     if isinstance(f, auto.PriorBand):
         tp = f.fitted
         if isinstance(tp, twopoint.TwoPointFit):
             tp = dataclasses.replace(tp, coherency_share=pri.coherency_share)
-        return dataclasses.replace(f, fitted=tp, growth=pri.band_growth_two)
+        return dataclasses.replace(f, fitted=tp, growth=pri.band_growth_two, table=pri.band_table)
     if isinstance(f, auto.AutoFit):
         if list(f.weights) == ["estima"]:          # the stall method: the priors do not choose it
-            return dataclasses.replace(f, prior_growth=pri.band_growth, prior_weight=pri.band_weight)
+            return dataclasses.replace(f, prior_growth=pri.band_growth, prior_weight=pri.band_weight,
+                                       table=pri.band_table)
         finite = {k: v for k, v in f.scores.items() if math.isfinite(v) and k != "estima"}
         weights = auto.choose(finite, pri)[0] if finite else auto.default_weights(f.fits, pri)
         return dataclasses.replace(f, weights=weights, prior_growth=pri.band_growth,
-                                   prior_weight=pri.band_weight)
+                                   prior_weight=pri.band_weight, table=pri.band_table)
     return f
 
 
@@ -180,25 +207,30 @@ def _two_values(tp: twopoint.TwoPointFit, cores: np.ndarray) -> dict[float, np.n
     return out
 
 
-def _replay(f: Fitted, cores: np.ndarray) -> tuple[Fitted, Replay]:
-    """The fitted auto frozen at what `cores` ask of it, and its replay."""
+def _replay(f: Fitted, cores: np.ndarray, more: Sequence[np.ndarray] = ()) -> tuple[Fitted, Replay]:
+    """The fitted auto frozen at what `cores` (and `more`) ask of it, and its replay at `cores`."""
     if isinstance(f, OnTarget):
         eff = f.target.effective(cores)
-        base, r = _replay(f.base, eff)
+        base, r = _replay(f.base, eff, f.alternatives(cores, eff))
         pos = f.target.positions(cores)
         cross = np.array([q.cross_fraction for q in pos])
         ft = dataclasses.replace(f, base=base)
         r.cross = (eff, cross, ft.measured_crossing, ft.usl_overheads)
         r.ceiling = ft.ceiling(pos)
+        if f.measured_series is not None and r.kind in ("auto", "two"):
+            r.floor_threads = bands.floor(cores, *f.measured_series)
         return ft, r
     if isinstance(f, auto.PriorBand) and isinstance(f.fitted, twopoint.TwoPointFit) and not f.fitted.uses_stalls:
-        return f, Replay("two", two=_two_values(f.fitted, cores))
+        fl = bands.floor(cores, *f.measured) if f.measured is not None else None
+        return f, Replay("two", two=_two_values(f.fitted, cores), floor=fl, retro=f.retro[0])
     if isinstance(f, auto.AutoFit):
-        a, logx = freeze(f, cores)
+        a, logx = freeze(f, [cores, *more])
+        fl = bands.floor(cores, *f.measured) if f.measured is not None else None
         if list(f.weights) == ["estima"]:
-            return a, Replay("estima", logx={k: v for k, v in logx.items() if k == "estima"})
+            return a, Replay("estima", logx={k: v for k, v in logx.items() if k == "estima"}, floor=fl,
+                             retro=f.retro[0])
         finite = {k: v for k, v in f.scores.items() if math.isfinite(v) and k != "estima"}
-        return a, Replay("auto", scores=finite, fitted=tuple(f.fits), logx=logx)
+        return a, Replay("auto", scores=finite, fitted=tuple(f.fits), logx=logx, floor=fl, retro=f.retro[0])
     return f, Replay("other")
 
 
