@@ -225,3 +225,72 @@ def test_the_4_socket_smt_hash_maps_fitted_on_one_socket(data_dir):
             out.append(np.median(np.abs(p / s.throughput[te] - 1)))
     assert len(auto_e) == 15
     assert np.median(auto_e) <= np.median(usl_e) * 2 / 3, (np.median(auto_e), np.median(usl_e))
+
+
+def _sysbench_like(tmp_path):
+    """A server on 24 CPUs measured at 1..64 client threads, its threads on a CPU a tenth of their
+    time (they wait for I/O or the client): still rising at 64 (issue 23's sysbench case)."""
+    from corecast.model.topo import running
+    n = np.array([1, 2, 4, 8, 16, 24, 32, 48, 64], dtype=float)
+    x = np.array([400 * e / (1 + 0.01 * (e - 1)) for e in (running(int(k), 24, 0.1) for k in n)])
+    f = tmp_path / "sysbench.csv"
+    f.write_text("cores,throughput\n" + "".join(f"{c:g},{v:.6g}\n" for c, v in zip(n, x)))
+    return f, x
+
+
+@pytest.mark.parametrize("measured", [[], ["--measured-machine", "cpus=24"]])
+def test_threads_beyond_the_cpus_that_still_gained_keep_gaining(cli, tmp_path, measured):
+    f, x = _sysbench_like(tmp_path)
+    r = cli("predict", f, "--cores", "128,256", "--target-machine", "cpus=24", *measured, "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    pred = [p["throughput"] for p in doc["predictions"]]
+    # above the largest measurement (64 threads), not capped at 24 threads' worth
+    assert min(pred) > x.max() * 1.05, pred
+    assert doc["target_machine"]["busy_share"] < 0.5
+    assert "beyond the 24 CPUs" in doc["target_machine"]["busy_share_source"]
+    # the band holds the prediction and is not empty
+    for p in doc["predictions"]:
+        assert p["low"] < p["throughput"] < p["high"]
+
+
+def test_the_busy_share_comes_from_the_recorded_cpu_time_first():
+    from corecast.model.topo import measured_busy
+    n = np.repeat(np.array([1, 2, 4, 8], dtype=float), 2)
+    t = 1.0 / np.minimum(n, 8)                    # perfect scaling to 8 threads
+    ds = D.Dataset(cores=n, metrics={"time_s": t, "user_s": 0.2 * t * n, "sys_s": 0.05 * t * n})
+    u, (lo, hi), why = measured_busy(ds, parse_spec("cpus=8"))
+    assert u == pytest.approx(0.25) and lo < u < hi and "CPU time" in why
+    # fitted on a target of 8 CPUs: 32 threads get about 4 x 8 threads' work done
+    fit = fit_for_target(_usl_fit, ds, parse_spec("cpus=8"), "compact")
+    p = fit.predict([8, 32])
+    assert p.params["target"]["busy_share"] == pytest.approx(0.25)
+    assert p.value[1] < p.value[0] / 2              # time: 32 threads run much faster than 8
+    # busy threads (all CPU time) gain nothing beyond the CPUs
+    busy = D.Dataset(cores=n, metrics={"time_s": t, "user_s": t * n, "sys_s": 0 * t})
+    q = fit_for_target(_usl_fit, busy, parse_spec("cpus=8"), "compact").predict([8, 32])
+    assert q.value[1] == pytest.approx(q.value[0], rel=1e-6)
+
+
+def test_runs_beyond_the_cpus_that_gained_nothing_say_so():
+    from corecast.model.topo import measured_busy
+    n = np.array([1, 2, 4, 8, 12, 16], dtype=float)
+    x = _usl(np.minimum(n, 8), a=0.02)
+    got = measured_busy(_ds(n, x), parse_spec("cpus=8"))
+    assert got is not None and got[0] == 1.0 and "gained nothing" in got[2]
+
+
+def test_a_machine_given_as_the_target_only_reads_the_measured_step(cli, tmp_path):
+    # issue 23: an 8-socket, 448-thread machine measured to 112 threads by threads the OS spread
+    # over physical cores: no SMT step where a compact placement would put siblings (from 29).
+    # Given as the target only, the measurements are taken to come from it; their yield (no step)
+    # wins over the corpus prior, and the prediction stays where the measurements point.
+    n = np.array([1, 2, 4, 8, 16, 28, 32, 56, 64, 112], dtype=float)
+    f = tmp_path / "hash.csv"
+    f.write_text("cores,throughput\n" + "".join(f"{c:g},{v:.6g}\n" for c, v in zip(n, _usl(n, a=0.004))))
+    plain = cli("predict", f, "--cores", "224", "--json").json()["predictions"][0]["throughput"]
+    doc = cli("predict", f, "--cores", "224", "--target-machine", "sockets=8,cores=28,smt=2", "--json").json()
+    on = doc["predictions"][0]["throughput"]
+    assert doc["target_machine"]["smt_yield_source"].startswith("measured")
+    assert doc["target_machine"]["smt_yield"] > 0.8
+    assert on == pytest.approx(plain, rel=0.1)

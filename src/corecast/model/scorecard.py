@@ -60,6 +60,7 @@ class CorpusEvaluation:
     leave_one_source_out: bool = False
     notes: list[str] = field(default_factory=list)
     per_series: list[tuple[Series, dict[str, tuple[float, float | None]]]] = field(default_factory=list, repr=False)
+    fitting: Any = field(default=None, repr=False, compare=False)     # the `Fitting` scored (in memory only)
 
     def overall(self) -> dict[str, float]:
         """Median over the sources of each method's median error."""
@@ -237,9 +238,10 @@ class Fitting:
 
 
 def fit_corpus(series: Sequence[Series], methods: Sequence[str], train_frac: float, level: float, target: bool,
-               loso: bool, shipped: Priors, jobs: int, say: ProgressFn) -> Fitting:
+               loso: bool, shipped: Priors, jobs: int, say: ProgressFn, extra_yield: float | None = None) -> Fitting:
     """Fit auto's trials (plain, on the machines at the SMT yields needed) and the other
-    methods on every series, in `jobs` worker processes."""
+    methods on every series, in `jobs` worker processes. `extra_yield`: a yield the series that
+    cross NUMA nodes are fitted at besides (the one learned from every source)."""
     series = list(series)
     sources = sorted({s.source for s in series})
     # The SMT yield each source's trials are fitted with: learned without it, or the shipped one.
@@ -254,6 +256,8 @@ def fit_corpus(series: Sequence[Series], methods: Sequence[str], train_frac: flo
         if loso and s.machine is not None and _crosses(s, train_frac):
             # learning the cross-node cost without another source S uses this series at S's yield
             ys.update(fitting.key(s, y) for src, y in y_of.items() if src != s.source)
+            if extra_yield is not None:
+                ys.add(fitting.key(s, extra_yield))
         work.append(_Work(s, raw="auto" in methods and (loso or not (target and s.machine is not None)),
                           yields=tuple(sorted(ys)),
                           baselines=tuple(m for m in methods if m != "auto"), target=target,
@@ -264,10 +268,12 @@ def fit_corpus(series: Sequence[Series], methods: Sequence[str], train_frac: flo
     return fitting
 
 
-def learn_loso(f: Fitting, jobs: int, say: ProgressFn) -> None:
+def learn_loso(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str, np.ndarray, np.ndarray]],
+                                                                  list[tuple[str, np.ndarray, np.ndarray]]]:
     """Per source, the priors learned without it (`f.pri_of`), then the band: the conformal
     tables learned from the held-out scores of the *other* sources, each scored with the
-    priors learned without itself (nested: no source's band saw the source)."""
+    priors learned without itself (nested: no source's band saw the source). Returns the
+    held-out scores, plain and on the machines."""
     series = f.series
     sources = sorted({s.source for s in series})
     raw = f.raw_trials()
@@ -286,6 +292,22 @@ def learn_loso(f: Fitting, jobs: int, say: ProgressFn) -> None:
         f.pri_of[src] = dataclasses.replace(
             f.pri_of[src], band_table=learn.band_table([x for x in plain if x[0] != src]),
             band_table_machine=learn.band_table([x for x in machine if x[0] != src]) if f.target else None)
+    return plain, machine
+
+
+def learn_shipped(series: Sequence[Series], train_frac: float = 0.25, jobs: int = 1,
+                  progress: ProgressFn | None = None, origin: str = "") -> Priors:
+    """The priors corecast ships: everything learned from every source (`learn.learn`), and the
+    bands from the held-out scores of every source, each scored with the priors learned without
+    it (leave-one-source-out, without and with the sources' machines)."""
+    say = progress or (lambda _w, _d, _t: None)
+    series = list(series)
+    y_all = learn.smt_yield(series)[0]
+    f = fit_corpus(series, ["auto"], train_frac, trials.LEVEL, True, True, Priors(), jobs, say, extra_yield=y_all)
+    plain, machine = learn_loso(f, jobs, say)
+    cross = [t for s in series if (t := f.on_machine(s, y_all)) is not None and t.crosses]
+    full = learn.learn(f.raw_trials(), cross, series, train_frac, origin=origin)
+    return dataclasses.replace(full, band_table=learn.band_table(plain), band_table_machine=learn.band_table(machine))
 
 
 def band_scores(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str, np.ndarray, np.ndarray]],
@@ -312,9 +334,10 @@ def band_scores(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str,
 def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = None, train_frac: float = 0.25,
                     level: float = 0.8, target: bool = False, leave_one_source_out: bool = False,
                     priors: Priors | None = None, progress: ProgressFn | None = None,
-                    jobs: int = 1) -> CorpusEvaluation:
+                    jobs: int = 1, fitting: Fitting | None = None) -> CorpusEvaluation:
     """Score `methods` (default: auto, the baselines, and Extra-P where installed) on every
-    series (see the module doc), in `jobs` worker processes."""
+    series (see the module doc), in `jobs` worker processes. `fitting`: the fits of an earlier
+    call with the same series and settings, learned again (what a study of the learning reuses)."""
     if not 0 < train_frac < 1:
         raise UserError(f"--train-frac {train_frac}: between 0 and 1")
     notes: list[str] = []
@@ -336,7 +359,8 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
     series = list(series)
     sources = sorted({s.source for s in series})
     loso = "auto" in methods and leave_one_source_out
-    fitting = fit_corpus(series, methods, train_frac, level, target, loso, shipped, jobs, say)
+    if fitting is None:
+        fitting = fit_corpus(series, methods, train_frac, level, target, loso, shipped, jobs, say)
     if loso:
         learn_loso(fitting, jobs, say)
     pri_of = fitting.pri_of or {src: shipped for src in sources}
@@ -389,4 +413,5 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
                     sc.points[m] = int(sum(n for _, n in pts))
         scores.append(sc)
     return CorpusEvaluation(methods, train_frac, level, scores, target=target,
-                            leave_one_source_out=leave_one_source_out, notes=notes, per_series=rows)
+                            leave_one_source_out=leave_one_source_out, notes=notes, per_series=rows,
+                            fitting=fitting)

@@ -72,7 +72,9 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
                                  "smt_yield_source": tgt["smt_yield_source"],
                                  "measured_machine": tgt.get("measured_machine"),
                                  "cross_domain_cost": tgt.get("cross_domain_cost"),
-                                 "cross_domain_source": tgt.get("cross_domain_source")}
+                                 "cross_domain_source": tgt.get("cross_domain_source"),
+                                 "busy_share": tgt.get("busy_share"),
+                                 "busy_share_source": tgt.get("busy_share_source")}
     if method == "auto":
         doc["chosen"] = list(p.params.get("chosen", []))
         doc["reason"] = p.params.get("reason")
