@@ -185,12 +185,13 @@ def _run(w: _Work, train_frac: float, level: float) -> _Done:
     # and validated them), else they are fitted here.
     on_m = w.target and s.machine is not None
     from_trial = tuple(m for m in w.baselines if m in AUTO_MEMBERS) if level == trials.LEVEL else ()
-    raw = (trials.make_trial(s, train_frac, baselines=() if on_m else from_trial)
+    cache: dict[bytes, Any] = {}
+    raw = (trials.make_trial(s, train_frac, baselines=() if on_m else from_trial, cache=cache)
            if w.raw or (from_trial and not on_m) else None)
     own = w.base_yield if on_m and not yield_free(s) else -1.0
     on = {y: trials.make_trial(s, train_frac, target=True, smt_yield=w.base_yield if y < 0 else y,
-                               baselines=from_trial if on_m and y == own else ())
-          for y in set(w.yields) | ({own} if on_m and from_trial else set())}
+                               baselines=from_trial if on_m and y == own else (), cache=cache)
+          for y in sorted(set(w.yields) | ({own} if on_m and from_trial else set()))}
     scored = on.get(own) if on_m else raw
     k = train_max(s.cores, train_frac)
     test = s.cores > k
@@ -221,8 +222,12 @@ class Fitting:
     done: dict[int, _Done]                     # by id(series)
     pri_of: dict[str, Priors] = field(default_factory=dict)
 
+    free: dict[int, bool] = field(default_factory=dict)   # yield_free by id(series), computed once
+
     def key(self, s: Series, y: float) -> float:
-        return -1.0 if yield_free(s) else y
+        if id(s) not in self.free:
+            self.free[id(s)] = yield_free(s)
+        return -1.0 if self.free[id(s)] else y
 
     def on_machine(self, s: Series, y: float) -> learn.Trial | None:
         return self.done[id(s)].on_machine.get(self.key(s, y))

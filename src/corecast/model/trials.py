@@ -235,11 +235,14 @@ def _replay(f: Fitted, cores: np.ndarray, more: Sequence[np.ndarray] = ()) -> tu
 
 
 def make_trial(s: Series, train_frac: float = 0.25, target: bool = False,
-               smt_yield: float = FALLBACK_SMT_YIELD, baselines: Sequence[str] = ()) -> Trial | None:
+               smt_yield: float = FALLBACK_SMT_YIELD, baselines: Sequence[str] = (),
+               cache: dict[bytes, Fitted] | None = None) -> Trial | None:
     """The trial of one series (None when it cannot be fitted). target: fit and predict on the
     series' machine and placement (effective cores, crossing). baselines: members to predict
     with as single methods, their bands calibrated on their own validation (`predict --method`),
-    from auto's fits (nothing fitted twice)."""
+    from auto's fits (nothing fitted twice). cache: auto's fits of this series by the cores
+    they were fitted on, shared between its trials (plain, and on its machine at any yield: where
+    the fitted points' effective cores are the threads themselves, the fit is the same)."""
     k = train_max(s.cores, train_frac)
     train = s.cores <= k
     if train.all():
@@ -247,13 +250,20 @@ def make_trial(s: Series, train_frac: float = 0.25, target: bool = False,
     ds = s.dataset()
     tr = ds.select(ds.cores <= k)
     cores = s.cores[~train]
+    memo = cache if cache is not None else {}
+
+    def fit(d: Any) -> Fitted:
+        key = np.asarray(d.cores, dtype=float).tobytes()
+        if key not in memo:
+            memo[key] = auto.fit_dataset(d, priors=Priors())
+        return memo[key]
+
     try:
         if target and s.machine is not None:
-            fitted: Fitted = fit_for_target(lambda d: auto.fit_dataset(d, priors=Priors()), tr, s.machine,
-                                            s.order, measured=s.machine, measured_order=s.order,
+            fitted: Fitted = fit_for_target(fit, tr, s.machine, s.order, measured=s.machine, measured_order=s.order,
                                             priors=Priors(smt_yield=smt_yield))
         else:
-            fitted = auto.fit_dataset(tr, priors=Priors())
+            fitted = fit(tr)
         base = {m: _single(fitted, m, cores) for m in baselines}
         fitted, rep = _replay(fitted, cores)
     except (UserError, ValueError, np.linalg.LinAlgError):
