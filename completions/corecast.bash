@@ -10,7 +10,7 @@ _shtab_corecast_subparsers=(calibrate chase evaluate events export info measure 
 
 _shtab_corecast_calibrate_option_strings=(-h --help -o --output --no-memory --json -q --quiet -v --verbose)
 _shtab_corecast_chase_option_strings=(-h --help --sweep-size --loaded --size --chains --threads --order --oversubscribe --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --json --plot -o --output --profile -q --quiet -v --verbose)
-_shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --json --format -q --quiet -v --verbose)
+_shtab_corecast_evaluate_option_strings=(-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --jobs -j --json --format -q --quiet -v --verbose)
 _shtab_corecast_events_option_strings=(-h --help --translate --cpu --pmu --libpfm --format -q --quiet -v --verbose)
 _shtab_corecast_export_option_strings=(-h --help -o --output --format --metadata -q --quiet -v --verbose)
 _shtab_corecast_info_option_strings=(-h --help --json --format -q --quiet -v --verbose)

@@ -104,6 +104,7 @@ _shtab_corecast_evaluate_options=(
   "--target-machine[the machine the data were measured on, as predict reads it\: every method is fitted on effective cores and predicts the held-out threads\' (SMT, oversubscription, NUMA crossing)\; with --corpus, \'source\' takes each source\'s machine from its source.toml]:SPEC:"
   "--placement[with --target-machine SPEC\: how the threads were laid out (default compact)]:placement:(compact spread smt-last)"
   "--leave-one-source-out[with --corpus\: auto\'s priors learned from the other sources only, source by source]"
+  {--jobs,-j}"[with --corpus\: fit in N worker processes (default\: one per CPU this process may use)]:N:"
   "--json[print a JSON object instead of tables (as --format json)]"
   "--format[table (default), json (one object), or a tidy table with one row per method and held-out core count (with --corpus\: per source and method) for data frames\: csv, or records (a JSON array of objects)\; see docs\/outputs.md]:format:(table json csv records)"
   {-q,--quiet}"[results, warnings and errors only\: no progress, notes or names of files written]"

@@ -63,7 +63,8 @@ def test_auto_from_two_points_is_the_usl_with_the_corpus_coherency_share():
     h = z * 0.3 * np.log(64 / 16)
     assert p.low[2] == pytest.approx(want * np.exp(-h), rel=1e-9)
     assert p.high[2] == pytest.approx(want * np.exp(h), rel=1e-9)
-    assert p.low[1] == pytest.approx(x2)             # no width inside the measured range
+    # at the measured count the band is narrow, never nought (bands.MIN_HALF_WIDTH)
+    assert x2 * np.exp(-0.02) < p.low[1] < x2 < p.high[1] < x2 * np.exp(0.02)
     assert any("corpus' error growth" in w for w in p.warnings)
     # a decline only coherency can make: the share is raised to 1
     assert twopoint.fit_dataset(D.Dataset(cores=[8.0, 16.0], metrics={"throughput": [100.0, 60.0]}),

@@ -5,6 +5,7 @@ start-up time (numpy and scipy: 0.7 s of CPU that `evaluate -h` never needs).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -77,9 +78,9 @@ def _jobs(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise UserError(f"--jobs {text}: a whole number of processes") from None
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of processes") from None
     if not 1 <= n <= 256:
-        raise UserError(f"--jobs {n}: between 1 and 256")
+        raise argparse.ArgumentTypeError(f"between 1 and 256 processes (got {n})")
     return n
 
 

@@ -2,11 +2,11 @@
 
 Every series is split as a user with a small machine would meet it: fitted on the cores up to
 `train_frac` of its largest count (at least its two smallest counts), predicted beyond. A
-`Trial` holds one such split with `auto` fitted once (its members, their rolling-origin
-validation, the noise); a candidate set of priors then only changes how the fitted members are
-weighed, the coherency share of the two-point USL, the cross-node cost and the band, so the
-choices below replay the very code `predict` runs (`auto.choose`, `TwoPointFit`, `OnTarget`)
-without fitting again.
+`Trial` (`corecast.model.trials`) holds one such split with `auto` fitted once (its members, their
+rolling-origin validation, the noise) and frozen; a candidate set of priors then only changes
+how the fitted members are weighed, the coherency share of the two-point USL and the cross-node
+cost, so the choices below replay the very code `predict` runs (`auto.choose`, `TwoPointFit`,
+`OnTarget`) without fitting again.
 
 The score of a choice is the **median over the sources of each source's median, over its
 series, of the series' median absolute % error** on the held-out points (every source weighs the
@@ -26,12 +26,11 @@ so that no one source tips it. In order:
    last two fitted points of every series.
 5. `cross_domain`: from a grid, by the score with the target machine given, on the series
    whose held-out threads cross more NUMA nodes than the fitted ones (0 when there are none).
-6. `band_weight` and `band_growth`: for each weight w (how many of a series' own validation
-   errors the corpus' growth counts as), the growth g₀ that makes the 80% band hold 80% of the
-   held-out points averaged over the sources (bisection); then the w whose sources' coverages
-   lie closest to 80% (the smallest mean absolute deviation): neither far wider nor far
-   narrower anywhere. `band_growth_two` likewise on the series fitted on two core counts alone
-   (their band is the corpus' growth only).
+6. The band is not learned here: its shape (`band_growth` g₀, `band_weight` w, `band_growth_two`)
+   is fixed, and its width is the conformal table (`band_table`) learned from held-out scores of
+   sources the priors never saw (`corecast.model.scorecard.learn_loso`, `learn_shipped`; the
+   module doc of `corecast.model.bands`). (Before issue 23 g₀ and w were set so that the 80%
+   band held 80% of the held-out points *in sample*; the figures were in-sample.)
 
 `learn` takes the trials of the sources to learn from: `corecast evaluate --corpus
 --leave-one-source-out` learns without each source in turn and scores on it.
@@ -63,7 +62,6 @@ MEMBERS = ("usl", "amdahl", "power", "pmnf", "timex")
 #: tried: which one won changed with the source left out, and held-out errors were no better.)
 PARTNERS = {"usl": ("amdahl",)}
 BLEND_WEIGHTS = (0.95, 0.9, 0.85, 0.75, 0.65, 0.5, 0.25)
-BAND_WEIGHTS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Every choice scored by error (the default member, the blend weight, the coherency share, the
 #: cross-node cost) is *bagged* over the sources: made afresh on BAGS resamples of the sources
 #: (drawn with replacement, a fixed seed, so the result is reproducible), and the choice is the
@@ -150,26 +148,6 @@ def choose_bagged(trials: Sequence[Trial], candidates: Sequence[Any],
     else:
         value = max(candidates, key=lambda c: votes[c])
     return Choice(value, scores, votes)
-
-
-def coverage(trials: Sequence[Trial], pri: Priors) -> float:
-    """Mean over the sources of the share of held-out points inside the band."""
-    per = coverage_by_source(trials, pri)
-    return float(np.mean(list(per.values()))) if per else math.nan
-
-
-def coverage_by_source(trials: Sequence[Trial], pri: Priors) -> dict[str, float]:
-    """Per source, the share of its held-out points inside the band."""
-    per: dict[str, list[bool]] = {}
-    for t in trials:
-        try:
-            v, lo, hi = t.predict(pri)
-        except (UserError, ValueError, np.linalg.LinAlgError):
-            continue
-        if lo is None or hi is None:
-            continue
-        per.setdefault(t.series.source, []).extend(((lo <= t.truth) & (t.truth <= hi)).tolist())
-    return {k: float(np.mean(v)) for k, v in per.items()}
 
 
 def smt_yield(series: Sequence[Series]) -> tuple[float, tuple[float, float], int]:
@@ -271,19 +249,6 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
 def _votes(c: Choice) -> dict[str, float]:
     """The candidates some resample chose, with the share that chose each."""
     return {f"{k:g}" if isinstance(k, float) else str(k): round(v, 3) for k, v in c.votes.items() if v > 0}
-
-
-def _growth_for_level(trials: Sequence[Trial], pri: Priors, field_name: str) -> float:
-    """The value of the growth prior `field_name` in [0, 2] at which the band holds LEVEL of the
-    held-out points (mean over the sources), by bisection; 0 when even no growth holds more."""
-    lo, hi = 0.0, 2.0
-    for _ in range(14):
-        mid = 0.5 * (lo + hi)
-        cov = coverage(trials, dataclasses.replace(pri, **{field_name: mid}))
-        if not math.isfinite(cov):
-            break
-        lo, hi = (mid, hi) if cov < LEVEL else (lo, mid)
-    return round(0.5 * (lo + hi), 4)
 
 
 def band_table(scores: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, Any] | None:

@@ -8,23 +8,40 @@ placement order) turns thread counts into
 
     effective(N) = cores used + smt_yield x (threads that run - cores used)
 
-- threads beyond the logical CPUs cannot run at the same time (oversubscription): they add
-  nothing, so N is capped at the CPU count;
+- threads beyond the logical CPUs (oversubscription) add as much as their time off a CPU lets
+  them: a thread on a CPU a share `busy` of its time (the rest waiting for I/O, a client, a
+  timer), N threads on C CPUs get `running(N, C, busy)` threads' worth of work done (the
+  machine-repairman model: N up to C, then more as the CPUs fill, up to C / busy), and the
+  effective cores grow in proportion. Each effect is a hypothesis the measurements can
+  confirm or refute (`measured_busy`): the CPU time the runs recorded (user + system over the
+  run's time x threads, at the smallest count), else the measured points beyond the measured
+  machine's CPUs (the busy share whose effective cores the USL fits best: 1 where they gained
+  nothing); with neither, threads are taken as busy (they add nothing) and the band reaches up
+  to BUSY_PRIOR_LOW;
 - a thread on a core's second hardware thread adds `smt_yield` of a core: the user's, else the
-  measurements' own where they already put threads on SMT siblings (`measured_smt_yield`, pooled
-  with the prior), else a prior learned from the corpus (`corecast.model.priors`);
+  measurements' own where they already put threads on SMT siblings (`measured_smt_yield`: the
+  measured step wins, the prior counting as half a run), else a prior learned from the corpus
+  (`corecast.model.priors`);
 
 and into the share of thread pairs that sit on different NUMA nodes (`crossing`).
 
 `fit_for_target` fits a method on the *measured* thread counts turned into effective cores on
-the measured machine (when it is known: a campaign records it, `--measured-machine` gives it
-for a plain CSV; otherwise each measured thread is taken as a core of one node), and `OnTarget`
-asks it about the effective cores of the *target's* thread counts. Where the target's threads
-cross more NUMA nodes than the measured ones did, the USL's overheads (fitted on the same
-points) grow by `1 + cross_domain x (extra crossing share)`: a cost per cross-node pair that is
-a prior learned from the corpus, or, with a calibration run of the target (`corecast
-calibrate`), scaled by its measured cross-node over same-node cache-line latency. The band
-widens by the same term taken at zero and at twice its value.
+the measured machine (a campaign records it, `--measured-machine` gives it for a plain CSV;
+otherwise the measurements are taken to come from the target itself, placed alike: then what
+they show -- an SMT step or none, runs beyond the CPUs that still gained -- is evidence about
+the target), and `OnTarget` asks it about the effective cores of the *target's* thread counts.
+Where the target's threads cross more NUMA nodes than the measured ones did, the USL's overheads
+(fitted on the same points) grow by `1 + cross_domain x (extra crossing share)`: a cost per
+cross-node pair that is a prior learned from the corpus, or, with a calibration run of the
+target (`corecast calibrate`), scaled by its measured cross-node over same-node cache-line
+latency.
+
+The band widens by the uncertainty of the machine effects applied (`machine_spread`: half the
+range of the predictions with the SMT yield and the busy share at the ends of their ranges, and
+the cross-node cost from 0 to twice its value); for `auto` the whole band is the corpus'
+conformal band at the distance in threads (`corecast.model.bands`). Where the target is the
+machine measured, `auto`'s prediction never falls below a throughput measured at fewer threads
+unless its fit says the curve turns down.
 
 A memory-bound program meets the target's **bandwidth ceiling**: where the data carry the
 program's memory traffic (`memory_bytes` per run with `time_s`, or `memory_bandwidth_bytes_s`
@@ -34,6 +51,11 @@ capped at the bandwidth of the sockets the threads use over the bytes per unit o
 roofline).
 
 Every prediction says which of these were used (`params["target"]`).
+
+Size: about 630 lines, one subject: a method asked about another machine. The layout, the
+machine effects the measurements show (SMT yield, busy share), the cross-node cost, the
+bandwidth ceiling and the band widened by their uncertainty all read the same `Layout` and
+positions; split, each part would import the others back.
 """
 from __future__ import annotations
 
