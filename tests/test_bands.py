@@ -105,3 +105,22 @@ def test_each_source_weighs_the_same_in_a_table():
     r = np.full(len(z), 2.0)
     tab = bands.learn_table(z, r, src, (np.inf,), (0.8,), min_sources=1)
     assert tab.upper[0][0] == 0.0 and tab.lower[0][0] == 0.0
+
+
+def test_a_calibrated_target_as_small_as_the_machine_measured_still_gives_a_band():
+    # issue 23: measured at 1 and 2 threads on a 2-CPU VM, repetitions spreading 0.49-0.76 s at
+    # 2 threads; predicted for that VM itself at 32, 64, 128 threads (all beyond its CPUs): the
+    # band was low = high = 0.508 s. It is never nought, and at least as wide as the spread of
+    # the repetitions measured.
+    from corecast.model import predictors
+    from corecast.model.topo import fit_for_target
+    from corecast.target import parse_spec
+    t1 = [1.02, 0.98, 1.10, 0.95, 1.01]
+    t2 = [0.508, 0.489, 0.76, 0.52, 0.55]
+    ds = D.Dataset(cores=np.array([1.0] * 5 + [2.0] * 5), metrics={"time_s": np.array(t1 + t2)})
+    f = fit_for_target(lambda d: predictors.fit("auto", d), ds, parse_spec("cpus=2"), "compact")
+    p = f.predict([32, 64, 128], 0.8)
+    assert np.all(p.low < p.value) and np.all(p.value < p.high)
+    lo_dev, hi_dev = bands.rep_bounds(bands.rep_percentiles(ds), 0.8)
+    assert np.all(p.low <= p.value * np.exp(lo_dev) + 1e-12) and np.all(p.high >= p.value * np.exp(hi_dev) - 1e-12)
+    assert np.all(np.log(p.high / p.low) > 0.1)
