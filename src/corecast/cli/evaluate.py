@@ -30,10 +30,12 @@ With --corpus DIR instead of a file: every series of a corpus of real scaling cu
 of sources, each a folder of cores,throughput CSVs with a source.toml; data/corpus is bundled)
 is fitted on its first --train-frac of core counts and predicted beyond; per source, the
 median over its series of each method's median absolute % error and the coverage of its band;
-overall, the median over the sources (each source weighs the same). auto's priors are the
-shipped ones, or with --leave-one-source-out learned from the other sources only; with
---target-machine source every method is given each series' machine and placement; Extra-P is
-scored beside them where it is installed.
+overall, the median over the sources (each source weighs the same), and how many of the
+held-out points each band held. auto's priors are the shipped ones, or with
+--leave-one-source-out learned from the other sources only (its band too: learned from the other
+sources' held-out errors); with --target-machine source every method is given each series'
+machine and placement; Extra-P is scored beside them where it is installed. The series are
+fitted in --jobs worker processes; on a terminal a bar says how far each stage is.
 
 examples:
   corecast evaluate run.csv --train-max-cores 8

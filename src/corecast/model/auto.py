@@ -26,16 +26,22 @@ Choice (the numbers are priors learned from a corpus of real many-core curves by
   weighted by inverse mean squared error (a member that validated several times worse than the
   best gets no weight).
 
-Band, calibrated on the validation errors of the prediction itself (each at its log distance of
-extrapolation d = ln(target / origin)) pooled with the corpus' error growth:
+Never below the measurements: a prediction is kept at least at the highest throughput
+measured at or below its count unless the fitted USL says the curve turns down with evidence
+(`corecast.model.bands.retrograde`); the output says which.
 
-    h(n) = t · sqrt(s² + g² d(n)² + spread(n)²),   low, high = prediction · e^(∓h)
+Band: the corpus' conformal quantiles (learned out of sample, `corecast.model.bands`) times the
+prediction's own scale
+
+    σ(n)² = s² + g² ln(r)² + spread(n)²,   r = n / largest measured count
 
 s: the noise of the data (relative residual of the USL fitted to all points); g² = (k g_own² +
 w g₀²) / (k + w): the series' own error growth (g_own² = mean((e_i² − s²)⁺ / d_i²) over its k
-validation errors) pooled with the corpus' g₀ as w pseudo-errors; d(n) = ln(n / largest
-measured count); spread(n): the weighted standard deviation of the members' log predictions at
-n. Coverage is measured (`corecast evaluate`, `--corpus`, tests/test_auto_calibration.py).
+validation errors at log distances d_i) pooled with the corpus' g₀ as w pseudo-errors;
+spread(n): the standard deviation of the log predictions of the predicting members and the
+scaling laws LAWS. Never narrower than the repetitions' spread. Without a table in the priors,
+the t-based t(k − 1 + w) · σ. Coverage is measured (`corecast evaluate`, `--corpus`,
+tests/test_auto_calibration.py).
 
 With two core counts there is nothing to validate: the two-point predictor
 (`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share, and the
