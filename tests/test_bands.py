@@ -97,14 +97,15 @@ def test_a_conformal_table_holds_its_level_on_the_scores_it_was_learned_from():
     assert hi9[0] > hi8[0] and lo9[0] < lo8[0]
 
 
-def test_each_source_weighs_the_same_in_a_table():
-    # one source with many points all off by +2, others small: the 90% quantile follows the
-    # sources, not the points
+def test_a_big_source_does_not_set_a_table_alone():
+    # one source of 1000 points all off by +2, nine of 10 points on the mark: weighed by points,
+    # the big source would set both quantiles (92% of the points); weighed by the square root
+    # of its points it holds half the weight, and the lower quantile stays on the mark
     src = np.array(["big"] * 1000 + [f"s{i}" for i in range(9) for _ in range(10)])
     z = np.concatenate([np.full(1000, 2.0), np.zeros(90)])
     r = np.full(len(z), 2.0)
     tab = bands.learn_table(z, r, src, (np.inf,), (0.8,), min_sources=1)
-    assert tab.upper[0][0] == 0.0 and tab.lower[0][0] == 0.0
+    assert tab.lower[0][0] == 0.0 and tab.upper[0][0] == 2.0
 
 
 def test_a_calibrated_target_as_small_as_the_machine_measured_still_gives_a_band():

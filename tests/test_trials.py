@@ -66,3 +66,47 @@ def test_a_frozen_member_answers_only_what_it_was_asked():
     with pytest.raises(ValueError, match="frozen"):
         member.predict(np.array([1.0, 2.0]))
     assert t.predict(Priors())[0].shape == t.cores.shape
+
+
+def test_workers_end_with_the_process_that_started_them(tmp_path):
+    # a scorecard killed with SIGKILL leaves no worker behind
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    pids = tmp_path / "pids"
+    code = (
+        "import os, time\n"
+        "from corecast.model import trials\n"
+        f"def f(x):\n    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(60)\n"
+        "trials.parallel_map(f, range(2), jobs=2)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        for _ in range(200):
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            time.sleep(0.05)
+        workers = [int(p) for p in pids.read_text().split()]
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _alive(p)]
+        time.sleep(0.05)
+    for p in alive:
+        os.kill(p, signal.SIGKILL)
+    assert not alive, f"workers {alive} outlived the process that started them"
+
+
+def _alive(pid: int) -> bool:
+    import os
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return os.path.exists(f"/proc/{pid}")

@@ -17,10 +17,12 @@ order, so the result is the same with any number of workers.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 import multiprocessing
 import os
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
@@ -35,6 +37,8 @@ from .series import convert
 from .topo import Layout, OnTarget, cross_factor, fit_for_target
 
 LEVEL = 0.8
+#: prctl(2): the signal a process gets when its parent ends.
+PR_SET_PDEATHSIG = 1
 #: The two-point USL's coherency shares learning chooses among (`learn`).
 COHERENCY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 T = TypeVar("T")
@@ -347,7 +351,7 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], jobs: int = 1,
     _FN = fn
     ctx = multiprocessing.get_context("fork")
     res: list[Any] = [None] * n
-    with ctx.Pool(min(jobs, n)) as pool:
+    with ctx.Pool(min(jobs, n), initializer=_die_with, initargs=(os.getpid(),)) as pool:
         for done, (i, r) in enumerate(pool.imap_unordered(_call, list(enumerate(items)),
                                                           chunksize=max(1, min(8, n // (4 * jobs)))), 1):
             res[i] = r
@@ -358,6 +362,18 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], jobs: int = 1,
 
 
 _FN: Callable[[Any], Any] | None = None
+
+
+def _die_with(parent: int) -> None:
+    """A worker ends when the process that started it does, however it ends (SIGKILL
+    included): the kernel sends it SIGKILL then (Linux's PR_SET_PDEATHSIG)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:          # it ended before the call above: end now
+        os._exit(1)
 
 
 def _call(ix: tuple[int, Any]) -> tuple[int, Any]:
