@@ -67,8 +67,9 @@ def add_arguments(p) -> None:
                    help="the machine the data were measured on, as predict reads it: every method is fitted "
                         "on effective cores and predicts the held-out threads' (SMT, oversubscription, NUMA "
                         "crossing); with --corpus, 'source' takes each source's machine from its source.toml")
-    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
-                   help="with --target-machine SPEC: how the threads were laid out (default compact)")
+    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default=None,
+                   help="with --target-machine SPEC: how the threads were laid out (default: a campaign's "
+                        "--order, else spread, as the operating system places threads it is not told where to put)")
     p.add_argument("--leave-one-source-out", action="store_true",
                    help="with --corpus: auto's priors learned from the other sources only, source by source")
     p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
@@ -95,6 +96,7 @@ def run(args) -> int:
             os.environ.setdefault(var, "1")
     from .. import dataset as ds_mod
     from ..model import evaluate as E
+    from ..model.topo import measured_machine
     from ..report import prediction as R
     from ..report import terminal
     from ..target import parse_spec
@@ -117,7 +119,7 @@ def run(args) -> int:
     if args.target_machine:
         if args.target_machine == "source":
             raise UserError("--target-machine source goes with --corpus DIR; give a machine for a file")
-        machine = (parse_spec(args.target_machine), args.placement)
+        machine = (parse_spec(args.target_machine), measured_machine(data, given_order=args.placement)[1])
     ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
                     **opts)
     ev.label = str(args.file)

@@ -81,14 +81,18 @@ def add_arguments(p) -> None:
                    help="predict for this machine: a bundled name (e.g. epyc-9654-2s), a TOML file, "
                         "`corecast calibrate`'s JSON, `lstopo --of xml` or `lscpu [-J]` output, or "
                         "sockets=2,cores=32,smt=2[,ghz=2.4] / cpus=64")
-    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
-                   help="how threads are laid out on the target (default compact: a socket's cores, "
-                        "then its SMT siblings, then the next socket)")
+    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default=None,
+                   help="how threads are laid out on the target: compact (a socket's cores, then its SMT "
+                        "siblings, then the next socket), spread (physical cores first, round-robin over the "
+                        "sockets) or smt-last (physical cores socket by socket, then the siblings); default: as "
+                        "the measurements were placed (a campaign's --order, --measured-placement), else "
+                        "spread, as the operating system places threads it is not told where to put")
     p.add_argument("--measured-machine", metavar="SPEC",
                    help="the machine the data were measured on, in the same forms as --target-machine, where "
                         "the file does not record it (a plain CSV; a campaign records its machine)")
     p.add_argument("--measured-placement", choices=("compact", "spread", "smt-last"), default=None,
-                   help="how the measured threads were laid out (default: the campaign's --order, else compact)")
+                   help="how the measured threads were laid out (default: the campaign's --order, else the "
+                        "target's placement)")
     p.add_argument("--smt-yield", type=float, default=None, metavar="Y",
                    help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
                         "learned from the corpus)")

@@ -270,7 +270,11 @@ class AutoFit(Fitted):
                        "band": None if cal is None else {
                            "noise": cal.noise, "error_growth_per_log_distance": cal.growth,
                            "calibration_points": cal.points,
-                           "formula": "t * sqrt(noise^2 + (growth * ln(n / n_max))^2 + spread^2)", "prior_growth": self.prior_growth, "prior_weight": self.prior_weight},
+                           "formula": ("q(level, n / n_max) * sigma" if self.table is not None else "t * sigma")
+                           + ", sigma = sqrt(noise^2 + (growth * ln(n / n_max))^2 + spread^2)",
+                           "quantiles": ("the corpus' held-out scores (conformal, learned out of sample)"
+                                         if self.table is not None else "Student's t"),
+                           "prior_growth": self.prior_growth, "prior_weight": self.prior_weight},
                        "reason": self.reason}
         return out
 

@@ -12,6 +12,18 @@ calibrated on their own rolling-origin errors); `extrap`, Extra-P's model, where
 installed. With `target` the series' machine and placement (its `source.toml`) are given, as
 `predict --target-machine` with `--measured-machine` would: every method is fitted on effective
 cores and asked about the held-out threads' (`corecast.model.topo`); Extra-P never is.
+
+Leave-one-source-out is nested for the band: each source's priors are learned without it
+(`learn_loso`), every held-out point of every source is then scored with its own source's
+priors, and a source's band is learned from the *other* sources' scores (`learn.band_table`):
+neither its priors nor its band saw it. `learn_shipped` learns the shipped priors the same way
+from every source.
+
+Speed: what does not change from one source left out to the next is fitted once (`fit_corpus`:
+auto's trials, frozen and replayed under any priors, `corecast.model.trials`; the single
+methods from auto's own fits; a series' fit shared between its trials wherever the effective
+cores are the threads themselves), in `jobs` worker processes; only the learning is redone per
+source. `bench/loso_speed.py` times it.
 """
 from __future__ import annotations
 

@@ -93,6 +93,13 @@ SMT_YIELD_GRID = np.round(np.linspace(0.0, 1.0, 41), 3)
 #: (Tried on the 17-source corpus fitted on half and three quarters: 2 was never worse than the
 #: prior there, 0 worse on one source of four, whose two sibling counts are few.)
 SMT_PRIOR_COUNTS = 0.5
+#: Where threads go when nothing says where (neither --placement nor a campaign's --order): as
+#: the operating system places threads it is not told where to put, on idle physical cores
+#: first, over the sockets. Leave-one-source-out with each source's machine given as the
+#: target and measured machine but not its placement: 15.9% median over the sources (geometric
+#: mean 15.9%, below the USL in 20 of 31) with `spread`, as with each source's own placement;
+#: 16.6% (16.7%, 19 of 31) with `compact` (docs/predict.md).
+DEFAULT_PLACEMENT = "spread"
 #: The band spans the measured SMT yield this much either side.
 SMT_MEASURED_RANGE = 0.1
 #: A thread's busy share (the share of its time on a CPU) when nothing measured says otherwise:
@@ -623,13 +630,14 @@ def bytes_per_work(ds: Dataset) -> tuple[float, str] | None:
     return None
 
 
-def measured_machine(ds: Dataset, given: MachineSpec | None = None,
-                     given_order: str | None = None) -> tuple[MachineSpec | None, str]:
+def measured_machine(ds: Dataset, given: MachineSpec | None = None, given_order: str | None = None,
+                     target_order: str | None = None) -> tuple[MachineSpec | None, str]:
     """The machine the dataset was measured on and the placement used there: `given` (from
     --measured-machine) first, else the campaign's own record (sockets, cores, threads per core;
-    `measure --order`), else (None, "compact")."""
+    `measure --order`), else None. The placement: `given_order`, else the campaign's, else the
+    target's (`target_order`, when given), else DEFAULT_PLACEMENT."""
     notes = (ds.notes or {}).get("campaign") or {}
-    order = given_order or str(notes.get("order") or "compact")
+    order = given_order or str(notes.get("order") or target_order or DEFAULT_PLACEMENT)
     order = {"socket": "compact"}.get(order, order)
     if order not in ("compact", "spread", "smt-last"):
         order = "compact"            # an explicit CPU list: taken in the order given, like compact

@@ -67,7 +67,8 @@ def predict_doc(data: Dataset, label: str, method: str, cores: Sequence[float], 
                 measured: tuple[Any, str | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """`corecast predict --json`: (the document, the fits by method name: `method`'s, and those
     of `others` fitted beside it for a plot, an exception in place of one that could not be).
-    `target`: (MachineSpec, placement, SMT yield or None) to predict for another machine;
+    `target`: (MachineSpec, placement or None, SMT yield or None) to predict for another machine
+    (no placement: as the measurements were placed, else `topo.DEFAULT_PLACEMENT`);
     `measured`: (MachineSpec or None, placement or None) of the machine measured, where the data
     do not record it (--measured-machine)."""
     from ..model import predictors
@@ -86,7 +87,8 @@ def predict_doc(data: Dataset, label: str, method: str, cores: Sequence[float], 
         # The method fitted once, on the effective cores of the measured machine; the plot's
         # curves are that fit's and the others' along the measured axis.
         spec, placement, smt_yield = target
-        m_spec, m_order = topo.measured_machine(data, *(measured or (None, None)))
+        m_spec, m_order = topo.measured_machine(data, *(measured or (None, None)), target_order=placement)
+        placement = placement or m_order         # not given: as the measurements were placed
         fitted = topo.fit_for_target(lambda d: predictors.fit(method, d, calibrate=True, **opts), data, spec,
                                      placement, measured=m_spec, measured_order=m_order, smt_yield=smt_yield)
         fits = {method: fitted.base, **predictors.fit_many(names[1:], data, calibrate=True, **opts)}

@@ -473,13 +473,13 @@ def _machines(q: Any) -> tuple[Any, Any]:
     --target-machine, --placement, --smt-yield and --measured-machine."""
     text = (q.get("target_machine") or "").strip()
     smt_yield = _opt_float(q, "smt_yield")
-    placement = q.get("placement") or "compact"
+    placement = q.get("placement") or None           # as `predict`: as the measurements were placed
     measured_text = (q.get("measured_machine") or "").strip()
     if not text:
         if smt_yield is not None or measured_text:
             raise UserError("the SMT yield and the measured machine are for a target machine")
         return None, None
-    if placement not in PLACEMENTS:
+    if placement is not None and placement not in PLACEMENTS:
         raise UserError(f"placement '{placement}': choose from {', '.join(PLACEMENTS)}")
     target = (_machine(text, "target machine"), placement, smt_yield)
     measured = (_machine(measured_text, "measured machine") if measured_text else None, None)
