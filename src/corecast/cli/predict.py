@@ -33,10 +33,15 @@ methods:
           origin); predicts with the stall method when its stall categories explain the
           measured time, else with the method the corpus of real many-core curves trusts
           (priors.toml; as shipped, the USL blended with Amdahl's law); with two core counts, the
-          two-point USL with the corpus' coherency share
+          two-point USL with the corpus' coherency share; never below a throughput measured at
+          fewer threads unless the fit and the measurements show the curve turning down
 
 every band is calibrated on the method's rolling-origin errors (noise, error growth with the
-distance of extrapolation, and for auto the members' disagreement).
+distance of extrapolation); auto's is the corpus' band learned out of sample (the quantiles of
+held-out errors on sources it never saw, scaled by the series' noise, error growth and the
+laws' disagreement), never narrower than the repetitions' spread. With --target-machine,
+threads beyond the CPUs, SMT siblings and NUMA nodes are read from the measurements where they
+show them (else priors), and the band widens by their uncertainty.
 
 low/high are the bounds of the input metric (time_s, else throughput) at --level.
 
