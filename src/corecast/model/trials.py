@@ -73,12 +73,18 @@ class Frozen(Fitted):
 
 def freeze(a: auto.AutoFit, asked: Sequence[np.ndarray]) -> tuple[auto.AutoFit, dict[str, np.ndarray]]:
     """`a` with each member frozen at the core counts `asked`, and the members' log throughput
-    at the first of them (those that predicted finite positive values)."""
+    at the first of them (those that predicted finite positive values). At the others (what the
+    machine's uncertain effects ask: `OnTarget.alternatives`) only the members a prediction
+    under the shipped kind of priors reads there: those weighed, the stall method and the laws
+    whose disagreement is the band's (timex's selection is costly and never read there)."""
     fits: dict[str, Fitted] = {}
     logx: dict[str, np.ndarray] = {}
+    wanted = set(a.weights) | set(auto.LAWS) | {"estima"}
     for k, f in a.fits.items():
         answers: list[tuple[np.ndarray, Prediction | None, Exception | None]] = []
         for i, cores in enumerate(asked):
+            if i > 0 and k not in wanted:
+                continue
             try:
                 p = f.predict(cores, LEVEL)
                 answers.append((cores.copy(), p, None))
