@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -260,7 +260,7 @@ def _votes(c: Choice) -> dict[str, float]:
 
 def band_table(scores: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, Any] | None:
     """The conformal band (`bands.Conformal`, as a dict) from held-out (source, distances,
-    scores), every source weighing the same; None without any."""
+    scores), a source weighing the square root of its points; None without any."""
     scores = [x for x in scores if len(x[1])]
     if not scores:
         return None
@@ -268,21 +268,3 @@ def band_table(scores: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> dict[str
     r = np.concatenate([x[1] for x in scores])
     z = np.concatenate([x[2] for x in scores])
     return bands.learn_table(z, r, src, BAND_EDGES, bands.quantile_levels(), BAND_MIN_SOURCES).to_dict()
-
-
-@dataclass
-class LOSO:
-    """Leave-one-source-out: per source, the priors learned without it."""
-
-    priors: dict[str, Priors] = field(default_factory=dict)
-
-
-def leave_one_source_out(trials: Sequence[Trial], target_trials: Sequence[Trial],
-                         series: Sequence[Series], train_frac: float) -> LOSO:
-    out = LOSO()
-    for src in sorted({t.series.source for t in trials}):
-        keep = [t for t in trials if t.series.source != src]
-        keep_t = [t for t in target_trials if t.series.source != src]
-        keep_s = [s for s in series if s.source != src]
-        out.priors[src] = learn(keep, keep_t, keep_s, train_frac, origin=f"learned without {src}")
-    return out

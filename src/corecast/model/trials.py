@@ -158,7 +158,7 @@ class Trial:
         """The point prediction (throughput) under `pri`: the same as `predict`'s, from the
         members' frozen log predictions."""
         r = self.replay
-        if r is None:
+        if r is None or r.kind == "other":
             return self.predict(pri)[0]
         if r.kind == "two":
             if pri.coherency_share not in r.two:
