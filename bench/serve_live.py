@@ -47,6 +47,9 @@ METERS_VIEW = ("const v = window.corecast.views.live; return v && v.frames ? [v.
                "window.__draws] : [0, 0, 0];")
 
 
+SECRET = [""]         # the server's secret, from the address it prints
+
+
 def browser_watch(url: str, seconds: float, view: str = STAT_VIEW) -> list[tuple[float, int, float, int]] | str:
     """The live page in headless chromium, watching the newest session: every second, (wall
     time, rows (stat) or polls (meters) the page holds, its latest time, plots drawn so far)."""
@@ -68,7 +71,7 @@ def browser_watch(url: str, seconds: float, view: str = STAT_VIEW) -> list[tuple
              "Plotly.react = function() { window.__draws++; return r.apply(this, arguments); };")
     out = []
     try:
-        d.get(url + "#live")
+        d.get(f"{url}?token={SECRET[0]}#live")      # the address the server printed: then its cookie
         d.execute_script(count)
         t0 = time.monotonic()
         while time.monotonic() - t0 < seconds:
@@ -109,7 +112,7 @@ async def _stream(s, url: str, sid: str, seconds: float) -> tuple[int, int, int]
 
 async def _session(url: str, path: str, body: dict) -> tuple[object, str, str]:
     import aiohttp
-    s = aiohttp.ClientSession()
+    s = aiohttp.ClientSession(headers={"Authorization": f"token {SECRET[0]}"})     # the owner's secret
     page = await (await s.get(url)).text()
     token = re.search(r'corecast-token" content="([^"]+)"', page).group(1)
     r = await s.post(url + path, headers={"X-Corecast-Token": token}, json=body)
@@ -188,7 +191,7 @@ def main() -> int:
     board = f"bench-serve-{os.getpid()}"
     daemon = None
     try:
-        url = re.search(r"(http://\S+/)", proc.stderr.readline()).group(1)
+        url, SECRET[0] = re.search(r"(http://\S+/)\?token=(\S+)", proc.stderr.readline()).groups()
         if not meters_only:
             import concurrent.futures
             with concurrent.futures.ThreadPoolExecutor(1) as pool:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,90 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT, run_corecast
+from conftest import DATA, run_corecast
+from fakes import stalls_csv
+from browserkit import CHROMEDRIVER, CHROMIUM, Server, js, lockbench, shot, wait  # noqa: F401
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
     reason="Debian chromium and chromium-driver are not installed (setup/debian-packages.txt)")]
-
-ARTEFACTS = Path(os.environ.get("CORECAST_ARTEFACTS", ROOT / "out" / "test-artefacts")) / "serve"
-
-
-def lockbench() -> str:
-    from corecast.native import native_path
-    return str(native_path("corecast-lockbench"))
-
-
-class Server:
-    def __init__(self, *files: Path):
-        self.proc = subprocess.Popen([sys.executable, "-m", "corecast", "serve", "--listen", "127.0.0.1:0",
-                                      *map(str, files)], stderr=subprocess.PIPE, text=True)
-        line = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
-            if m:
-                self.url = m.group(1)
-                break
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"corecast serve ended: {line}{self.proc.stderr.read()}")
-        else:
-            raise RuntimeError("corecast serve did not start in 60 s")
-        self.log: list[str] = []
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            _, err = self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return err
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-    o = Options()
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1400,1000", "--proxy-server=127.0.0.1:9"):
-        o.add_argument(a)            # the proxy: anything off this machine fails (the page works offline)
-    o.binary_location = CHROMIUM
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(options=o, service=Service(CHROMEDRIVER))
-    d.set_page_load_timeout(60)
-    yield d
-    d.quit()
-
-
-def wait(fn, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-        except Exception as err:      # noqa: BLE001 - the page may not be there yet
-            last = err
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
-
-
-def shot(browser, name: str) -> Path:
-    ARTEFACTS.mkdir(parents=True, exist_ok=True)
-    p = ARTEFACTS / f"{name}.png"
-    browser.save_screenshot(str(p))
-    return p
-
-
-def js(browser, script: str, *args):
-    return browser.execute_script(script, *args)
 
 
 def series_points(browser, name: str) -> tuple[int, float]:
@@ -124,9 +46,12 @@ def errors_shown(browser) -> list[str]:
 def test_live_stat_grows_and_stops_from_the_page(browser, tmp_path):
     srv = Server()
     try:
-        browser.get(srv.url + "/#live")
+        browser.get(srv.login + "#live")
         wait(lambda: js(browser, "return typeof Plotly === 'object' && !!document.querySelector('#stat-events input')"),
              what="the page and this machine's catalogue")
+        # the secret left the address bar, and the page's script cannot read the cookie (HttpOnly)
+        assert browser.current_url == srv.url + "/#live"
+        assert srv.secret not in js(browser, "return document.cookie + document.documentElement.outerHTML")
         # every resource came from this server (plotly included): the page works offline
         urls = js(browser, "return performance.getEntriesByType('resource').map(e => e.name)")
         assert urls and all(u.startswith(srv.url) for u in urls), urls
@@ -200,7 +125,7 @@ def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path
     try:
         wait(lambda: camp.exists(), 60, "the campaign file")
         srv = Server(tmp_path)
-        browser.get(srv.url + "/#campaigns")
+        browser.get(srv.login + "#campaigns")
         js(browser, "window.__marker = 'same page'")
         rows = lambda: browser.find_elements("css selector", "table.campaign-summary tbody tr")  # noqa: E731
         # the page starts before the first run is recorded, or with one core count
@@ -244,12 +169,7 @@ def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path
 
 
 def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
-    rows = ["cores,time_s,lock_wait_cycles,runqueue_delay_cycles"]
-    for n in (1, 2, 3, 4, 6, 8):
-        work, lock, rq = 2.0e9 / n, 4.0e6 * (n - 1) ** 1.6, 1.0e6 * n
-        rows.append(f"{n},{(work + lock + rq) / 2.0e9:.9g},{lock:.9g},{rq:.9g}")
-    stalls = tmp_path / "stalls.csv"
-    stalls.write_text("\n".join(rows) + "\n")
+    stalls = stalls_csv(tmp_path / "stalls.csv")
     ray = tmp_path / "raytracer.csv"
     shutil.copy(DATA / "usl" / "raytracer.csv", ray)
     trace = tmp_path / "trace.jsonl"
@@ -258,7 +178,7 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
     assert r.returncode == 0, r.stderr
     srv = Server(stalls, ray, trace)
     try:
-        state = json.loads(js_fetch(browser, srv.url, "/api/state"))
+        state = json.loads(js_fetch(browser, srv, "/api/state"))
         ids = {f["name"]: f["id"] for f in state["files"]}
         browser.get(f"{srv.url}/#predict?file={ids['stalls.csv']}&cores=16,32&method=estima")
         wait(lambda: js(browser, "return !!(window.corecast.docs.predict)"), 120, "the prediction")
@@ -272,8 +192,12 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
         assert [c[0] for c in cells] == ["16", "32"]
         assert [c[1] for c in cells] == [js(browser, "return fmt(arguments[0])", p["time_s"]) for p in want["predictions"]]
         assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
-        assert browser.find_element("id", "predict-stalls")
+        assert js(browser, "return document.getElementById('predict-stalls-plot').data.length") > 0
         shot(browser, "predict")
+        # the methods offered are the registry's (through /api/registry)
+        from corecast.model.predictors import METHODS
+        assert js(browser, "return [...document.querySelectorAll('#predict-method option')].map(o => o.value)") == \
+            list(METHODS)
         # another machine, chosen on the page: the CLI's --target-machine document
         assert "epyc-9654-2s" in js(browser, "return [...document.querySelectorAll('#predict-machines option')].map(o => o.value)")
         browser.find_element("id", "predict-machine").send_keys("epyc-9654-2s")
@@ -314,8 +238,8 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
     assert "Traceback" not in log
 
 
-def js_fetch(browser, url: str, path: str) -> str:
-    browser.get(url + "/")
+def js_fetch(browser, srv: Server, path: str) -> str:
+    browser.get(srv.login)
     return browser.execute_async_script(
         "const done = arguments[arguments.length - 1]; fetch(arguments[0]).then(r => r.text()).then(done);", path)
 
@@ -411,7 +335,7 @@ def test_live_meters_update_show_triggers_and_a_stale_board(browser, tmp_path):
     srv = None
     try:
         srv = Server()
-        browser.get(srv.url + "/#live")
+        browser.get(srv.login + "#live")
         board = wait(lambda: browser.find_element("id", "meters-board"), what="the meters panel")
         assert board.get_attribute("value") == (os.environ.get("CORECAST_METERS") or "default")
         # the boards on this machine are listed, this one live
@@ -514,7 +438,7 @@ def test_meters_recording_replays_with_the_slider(browser, tmp_path):
     shutil.copy(rec.with_name("meters.csv.meta.json"), tmp_path / "broken.csv.meta.json")
     srv = Server(rec, bad)
     try:
-        state = json.loads(js_fetch(browser, srv.url, "/api/state"))
+        state = json.loads(js_fetch(browser, srv, "/api/state"))
         kinds = {f["name"]: f["kind"] for f in state["files"]}
         assert kinds == {"meters.csv": "meters-recording", "broken.csv": "meters-recording"}
         ids = {f["name"]: f["id"] for f in state["files"]}

@@ -19,7 +19,9 @@
  *   }
  *
  * The blackboard is the POSIX shared memory object /corecast-NAME (/dev/shm/corecast-NAME),
- * written by one `corecast meters` daemon and read by anyone (no root needed). Layout
+ * written by one `corecast meters` daemon and read by anyone (no root needed). A reader trusts
+ * only a regular file owned by its own user or root and writable by its owner only (never a
+ * symbolic link, and a FIFO planted at the name never blocks it: see ccm_open). Layout
  * (version 1, native byte order, `byte_order` = 0x01020304 as written):
  *
  *   struct ccm_header                    256 bytes at offset 0
@@ -336,15 +338,32 @@ static inline int ccm__valid_name(const char *name) {
     return name[0] != '.';
 }
 
-static inline void *ccm__map(const char *path, int writable, size_t *size, int *err) {
-    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+/* Map a file of /dev/shm that this process trusts: opened without following a symbolic link
+ * and without waiting (a FIFO planted at the name never blocks), then checked on the open file
+ * before use: a regular file (-ENOTSUP: a FIFO, a directory, a device), owned by this user or
+ * root (-EPERM), and for the board (`shared_write` 0) writable by its owner only (-EPERM:
+ * anyone else could write the values readers act on; the application area is writable by the
+ * daemon's --app-mode on purpose). -ELOOP: a symbolic link. */
+static inline void *ccm__map(const char *path, int writable, int shared_write, size_t *size, int *err) {
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         *err = -errno;
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 64) {
-        *err = -EPROTO;
+    int e = 0;
+    if (fstat(fd, &st) != 0)
+        e = -errno;
+    else if (!S_ISREG(st.st_mode))
+        e = -ENOTSUP;
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        e = -EPERM;
+    else if (!shared_write && (st.st_mode & (S_IWGRP | S_IWOTH)))
+        e = -EPERM;
+    else if (st.st_size < 64)
+        e = -EPROTO;
+    if (e) {
+        *err = e;
         close(fd);
         return NULL;
     }
@@ -366,7 +385,9 @@ static inline int ccm__section_ok(size_t size, uint32_t count, uint32_t off, uin
 }
 
 /* Open the board NAME (NULL: $CORECAST_METERS, else "default"). 0, or -errno: -ENOENT no such
- * board, -EINVAL a bad name, -EPROTO not a board of a version this header reads. */
+ * board, -EINVAL a bad name, -EPROTO not a board of a version this header reads, -ELOOP a
+ * symbolic link, -ENOTSUP not a regular file (a FIFO, a directory), -EPERM owned by another
+ * user than this one or root, or writable by others (see ccm__map). */
 static inline int ccm_open(ccm_board *b, const char *name) {
     memset(b, 0, sizeof *b);
     name = ccm__default_name(name);
@@ -376,7 +397,7 @@ static inline int ccm_open(ccm_board *b, const char *name) {
     snprintf(path, sizeof path, "/dev/shm/corecast-%s", name);
     int err = 0;
     size_t size = 0;
-    void *p = ccm__map(path, 0, &size, &err);
+    void *p = ccm__map(path, 0, 0, &size, &err);
     if (!p)
         return err;
     const struct ccm_header *h = (const struct ccm_header *)p;
@@ -403,10 +424,10 @@ static inline int ccm_open(ccm_board *b, const char *name) {
     snprintf(b->name, sizeof b->name, "%s", name);
     if (h->flags & 1u) {
         snprintf(path, sizeof path, "/dev/shm/corecast-%s.app", name);
-        void *a = ccm__map(path, 1, &b->app_size, &err);
+        void *a = ccm__map(path, 1, 1, &b->app_size, &err);
         b->app_writable = a != NULL;
         if (!a)
-            a = ccm__map(path, 0, &b->app_size, &err);
+            a = ccm__map(path, 0, 1, &b->app_size, &err);
         const struct ccm_app_header *ah = (const struct ccm_app_header *)a;
         if (a && (memcmp(ah->magic, CCM_APP_MAGIC, 8) != 0 || ah->slot_size < sizeof(struct ccm_app_slot) ||
                   (uint64_t)ah->header_size + (uint64_t)ah->slot_count * ah->slot_size > b->app_size)) {

@@ -51,10 +51,12 @@ static int intact(const struct ccm_meter_rec *r, int i) {
 static int writer(const char *name, double seconds, int n) {
     char path[64];
     snprintf(path, sizeof path, "/dev/shm/corecast-%s", name);
-    size_t desc = sizeof(struct ccm_header), recs = desc + (size_t)n * sizeof(struct ccm_meter_desc);
+    size_t scope = sizeof(struct ccm_header), desc = scope + sizeof(struct ccm_scope);
+    size_t recs = desc + (size_t)n * sizeof(struct ccm_meter_desc);
     size_t size = recs + (size_t)n * sizeof(struct ccm_meter_rec);
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+    unlink(path);              /* a new file, never one found there (a link is not followed) */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || fchmod(fd, 0644) != 0 || ftruncate(fd, (off_t)size) != 0) {
         perror(path);
         return 1;
     }
@@ -73,6 +75,13 @@ static int writer(const char *name, double seconds, int n) {
     h->pid = getpid();
     h->pid_start = ccm_pid_start(getpid());
     h->interval_ns = 1000000;
+    h->scope_count = 1;        /* the node: every meter's scope */
+    h->scope_off = (uint32_t)scope;
+    h->scope_size = sizeof(struct ccm_scope);
+    struct ccm_scope *sc = (struct ccm_scope *)(base + scope);
+    snprintf(sc->name, sizeof sc->name, "node");
+    snprintf(sc->kind, sizeof sc->kind, "node");
+    sc->parent = -1;
     h->meter_count = (uint32_t)n;
     h->meter_desc_off = (uint32_t)desc;
     h->meter_desc_size = sizeof(struct ccm_meter_desc);

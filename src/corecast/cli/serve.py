@@ -20,6 +20,9 @@ Serve a dashboard on this machine (loopback by default; read-only: it never writ
   Replay       a recorded `corecast stat --format json -o trace.jsonl` or `corecast meters
                --record meters.csv` with a time slider
 
+Open the address it prints: its ?token= is the server's secret, which the first visit keeps
+in a cookie; any request without it (another user's included) is refused (docs/serve.md).
+
 FILES are campaign files, Datasets (CSV/JSON), stat traces and meters recordings, or folders
 holding them (looked at again on each visit, so a campaign started later shows up). The page's
 numbers are the documents the commands print with --json.

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-from .. import messages
+from .. import messages, outputs
+from ..collect import procs
 from ..collect.events import resolve
-from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
+from ..collect.stat import (DEFAULT_EVENTS, DEFAULT_NOTE, MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric,
+                             parse_virtual)
 from ..errors import UserError
-from ..parsing import interval
+from ..parsing import arg, time_s
 from ..region import load as load_regions
 from . import program
 
@@ -17,7 +18,12 @@ COMMAND = "stat"
 HELP = "count performance events per thread or per CPU, sampled over time (PMCTrack-style)"
 DESCRIPTION = """\
 Count events of a command (`-- CMD ...`), a running process (-p PID) or every CPU (-S),
-sampled every -T seconds or every N events (ebs=N), one row per thread per sample.
+sampled every -T seconds or every N events (ebs=N), one row per thread per sample. Without -c,
+perf stat's default set (task_clock, context_switches, cpu_migrations, page_faults, and cycles,
+instr, branches, branch_misses where the PMU has them). The command is found as `measure`
+finds it: in PATH, then among corecast's bundled workloads (corecast-lockbench, ...).
+
+  corecast stat -- ./prog 8                                          # the default set
 
   corecast stat -c instr,cycles -T 0.5 -- ./prog 8
   corecast stat -c task_clock,context_switches -V runq_delay,psi_cpu_some -- ./prog
@@ -40,15 +46,11 @@ See `corecast events`.
 """
 
 
-def interval_ms(text: str) -> float:
-    """perf's --interval-print: milliseconds."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number of milliseconds")
-    return v / 1000.0
+#: -T and perf's --interval-print (a bare number in milliseconds there): from MIN_INTERVAL to
+#: corecast.parsing's bound on a time (720h); --duration: above 0, the same bound.
+_INTERVAL = arg(time_s, noun="interval", low=MIN_INTERVAL)
+_INTERVAL_MS = arg(time_s, noun="interval", low=MIN_INTERVAL, unit="ms")
+_DURATION = arg(time_s, noun="duration")
 
 
 #: perf's short options and what corecast stat calls them (PMCTrack's letters are kept).
@@ -58,14 +60,15 @@ PERF_LETTERS = {"-e": "-c (or --event)", "-I": "-T (or --interval-print MS)", "-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--events", "--event", action="append", default=[], metavar="SPEC",
-                   help="an event set (repeat for round-robin sets; perf's --event is accepted)")
+                   help="an event set (repeat for round-robin sets; perf's --event is accepted). Without -c "
+                        "and -V, perf stat's default set: " + ", ".join(DEFAULT_EVENTS))
     p.add_argument("-V", "--virtual", action="append", default=[], metavar="VIRT,...",
                    help="virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, "
                         "psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local")
-    p.add_argument("-T", "--interval", type=interval, default=1.0, metavar="TIME",
+    p.add_argument("-T", "--interval", type=_INTERVAL, default=1.0, metavar="TIME",
                    help=f"sampling interval: seconds, or 100ms, 0.5s (default 1 s, at least {MIN_INTERVAL} s)")
-    p.add_argument("--interval-print", type=interval_ms, dest="interval", metavar="MS",
-                   help="the sampling interval in milliseconds, as perf's --interval-print")
+    p.add_argument("--interval-print", type=_INTERVAL_MS, dest="interval", metavar="MS",
+                   help="the sampling interval in milliseconds, as perf's --interval-print (or with a unit)")
     p.add_argument("-S", "--per-cpu", "--all-cpus", action="store_true",
                    help="count per CPU, system-wide (perf's --all-cpus)")
     p.add_argument("-p", "--pid", type=int, help="attach to a running process and all its threads")
@@ -78,6 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mixes with the measured program's own output)")
     p.add_argument("--format", choices=sorted([*WRITERS, "jsonl"]), default="table",
                    help="table (default), csv, or jsonl: JSON Lines, one object a line ('json' is the same)")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="as --format jsonl: JSON Lines, a header, one sample a line, a summary (as perf stat -j "
+                        "writes one object a line)")
     p.add_argument("--field-separator", metavar="SEP", dest="separator",
                    help="CSV output with this separator (perf's -x/--field-separator)")
     p.add_argument("--threads", choices=["kernel", "poll"], default="kernel", dest="thread_tracking",
@@ -90,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "thread is picked up as it is created) and for the target's end; 'tick' only at the ticks "
                         "(a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); "
                         "'auto' (default): 'tick' at -T 0.02 or less, else 'records'")
-    p.add_argument("--duration", type=interval, metavar="TIME",
+    p.add_argument("--duration", type=_DURATION, metavar="TIME",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
@@ -111,9 +117,10 @@ def _perf_hints(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cmd = program(args.argv)
-    if args.interval < MIN_INTERVAL:
-        raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
-    sets = [resolve(s) for s in args.events]
+    if args.output:
+        outputs.check(args.output)          # before anything starts
+    default = not args.events and not args.virtual          # perf stat's default set, as perf counts it
+    sets = [resolve(s) for s in args.events] if not default else [resolve(",".join(DEFAULT_EVENTS))]
     for i, specs in enumerate(sets):
         for e in specs:
             messages.detail(f"set {i}: {e.translate()}")
@@ -124,9 +131,8 @@ def run(args: argparse.Namespace) -> int:
     region_file = None
     if cmd:
         import os
-        import tempfile
-        fd, region_file = tempfile.mkstemp(prefix="corecast-regions-", suffix=".jsonl")
-        os.close(fd)
+        # removed below, or by corecast's sentinel if corecast dies (SIGKILL included)
+        region_file = str(procs.temp_file("corecast-regions-", ".jsonl"))
         target = Target.command(cmd, env=dict(os.environ, CORECAST_REGION_OUT=region_file))
     elif args.pid is not None:
         target = Target.attach(args.pid)
@@ -134,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
         target = Target.system()
     else:
         raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
-    if args.duration is not None and args.duration <= 0:
-        raise UserError("--duration must be positive")
+    if args.json:
+        if args.format not in ("table", "json", "jsonl"):
+            raise UserError(f"--json and --format {args.format} ask for two formats: give one")
+        args.format = "jsonl"
     fmt = "json" if args.format == "jsonl" else args.format
     if args.separator is not None:
         if args.format not in ("table", "csv"):
@@ -146,14 +154,18 @@ def run(args: argparse.Namespace) -> int:
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
                   totals_only=args.totals, metrics=metrics, max_duration=args.duration,
                   thread_tracking=args.thread_tracking, wake=args.wake)
+    if default:
+        mon.notes.append(DEFAULT_NOTE)
+    sink = None
     if args.output:
-        try:
-            out = open(args.output, "w")
-        except OSError as err:
-            raise UserError(f"-o {args.output}: cannot write: {err.strerror}") from None
-    else:
-        out = sys.stderr
+        # written as it goes (live: a new file made with O_EXCL, renamed only over a regular
+        # file; a device or a pipe written in place), named on standard error at the end
+        sink = outputs.Output(args.output, what=f"{args.format} report", live=True)
+    out = sys.stderr
+    rows = None
     try:
+        if sink is not None:
+            out = sink.open()
         writer = WRITERS[fmt](out, mon)
         if args.separator is not None:
             writer.separator = args.separator
@@ -175,19 +187,18 @@ def run(args: argparse.Namespace) -> int:
         writer.summary()
         if region_file is not None:
             writer.regions(load_regions(region_file))
-    except UserError as err:
-        if args.output:
-            out.flush()
-        raise err
+    except BaseException:
+        if rows is not None:
+            rows.close()                    # an error here ends the monitoring now: its command is killed
+        if sink is not None:
+            sink.abort()                    # live: what was written is kept
+        raise
+    else:
+        if sink is not None:
+            sink.commit()
     finally:
-        if args.output:
-            out.close()
         if region_file is not None:
-            import os
-            try:
-                os.unlink(region_file)
-            except OSError:
-                pass
+            procs.remove(region_file)
     status = target.exit_status
     if status is not None and status != 0 and cmd:
         if status < 0:
@@ -196,11 +207,10 @@ def run(args: argparse.Namespace) -> int:
                 name = signal.Signals(-status).name
             except ValueError:
                 name = f"signal {-status}"
-            messages.note(f"'{cmd[0]}' was ended by {name}")
+            why = " (--duration reached: corecast stopped it)" if mon.ended_by == "duration" else ""
+            messages.note(f"'{cmd[0]}' was ended by {name}{why}")
         else:
             messages.note(f"'{cmd[0]}' exited with status {status}")
-    if args.output:
-        messages.wrote(args.output, f"{args.format} report")
     if status is not None and cmd:
         # as perf: corecast's own status is the command's (128 + N when a signal N ended it)
         return 128 - status if status < 0 else status

@@ -26,6 +26,7 @@ import errno
 import math
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,9 @@ def check_name(name: str) -> str:
 
 
 def default_name(name: str | None = None) -> str:
-    return name or os.environ.get("CORECAST_METERS") or "default"
+    """`name` as given (an empty one is refused by check_name, never taken for the default);
+    None: $CORECAST_METERS, else "default"."""
+    return name if name is not None else (os.environ.get("CORECAST_METERS") or "default")
 
 
 def board_path(name: str) -> Path:
@@ -55,6 +58,58 @@ def board_path(name: str) -> Path:
 
 def socket_address(name: str) -> bytes:
     return b"\0corecast-meters-" + name.encode()
+
+
+_KINDS = ((stat.S_ISLNK, "symbolic link"), (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+
+
+def refusal(path: Path, st: os.stat_result, what: str = "blackboard", shared_write: bool = False) -> str | None:
+    """Why the file with status `st` at `path` is not one this user may trust as a `what`, or
+    None. Another user can plant anything in /dev/shm (mode 1777): a reader and the daemon
+    trust only a regular file owned by their own user or root, and a board that only its owner
+    can write (`shared_write`: the application area, writable by --app-mode on purpose)."""
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            return f"{path} is a {kind}, not a {what}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file, not a {what}"
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"{path} is owned by uid {st.st_uid}, not you or root"
+    if not shared_write and st.st_mode & 0o022:
+        return f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}): not a {what} to trust"
+    return None
+
+
+def planted(path: Path, what: str = "blackboard", shared_write: bool = False) -> str | None:
+    """`refusal` of what is at `path` now (not following a symbolic link), or None when nothing
+    is there or it may be trusted."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"{path}: {err.strerror or err}"
+    return refusal(path, st, what, shared_write)
+
+
+def read_head(path: Path, n: int) -> bytes:
+    """The first `n` bytes of a file of /dev/shm, opened as the reader opens a board (no
+    symbolic link followed, a FIFO never waited for, checked with fstat): UserError with the
+    reason when it may not be trusted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UserError(f"{path} is a symbolic link, not a blackboard") from None
+        raise UserError(f"{path}: {err.strerror or err}") from None
+    try:
+        why = refusal(path, os.fstat(fd))
+        if why:
+            raise UserError(why)
+        return os.pread(fd, n, 0)
+    finally:
+        os.close(fd)
 
 
 def _num(v: float) -> float | None:
@@ -216,8 +271,40 @@ class Board:
             d = L.AdviceDesc.from_address(self._base + h.advice_desc_off + i * h.advice_desc_size)
             self._advice.append(AdviceInfo(i, L.text(d.scope), d.min_workers, d.max_workers, d.interval_ns * 1e-9,
                                            L.text(d.policy)))
+        self._check_indexes()
         self._rec = L.MeterRec()
         self._lock = threading.Lock()
+
+    def _check_indexes(self) -> None:
+        """Every index on the board points inside it and at what its name says (the C reader
+        checks the sections' bounds; a board whose descriptors disagree is damaged, never shown
+        with another scope's name)."""
+        h = self.header
+        n = len(self._scopes)
+
+        def bad(what: str) -> UserError:
+            return UserError(f"{board_path(self.name)} is a damaged blackboard: {what}")
+        for s in self._scopes:
+            if not -1 <= s.parent < n or s.parent == s.index:
+                raise bad(f"scope {s.index} ({s.name!r}) has parent index {s.parent} ({n} scopes)")
+        for i in range(h.meter_count):
+            d = L.MeterDesc.from_address(self._base + h.meter_desc_off + i * h.meter_desc_size)
+            m = self._meters[i]
+            if d.scope_index >= n or self._scopes[d.scope_index].name != m.scope:
+                raise bad(f"meter {i} ({m.name}@{m.scope}) has scope index {d.scope_index} ({n} scopes)")
+        for i in range(h.trigger_count):
+            d = L.TriggerDesc.from_address(self._base + h.trigger_desc_off + i * h.trigger_desc_size)
+            t = self._triggers[i]
+            if (d.scope_index >= n or self._scopes[d.scope_index].name != t.scope or d.meter_index >= h.meter_count
+                    or self._meters[d.meter_index].name != t.meter or not -1 <= d.advice_index < h.advice_count):
+                raise bad(f"trigger {i} ({t.name}@{t.scope}) has meter index {d.meter_index}, scope index "
+                          f"{d.scope_index}, advice index {d.advice_index} ({h.meter_count} meters, {n} scopes, "
+                          f"{h.advice_count} advised scopes)")
+        for i in range(h.advice_count):
+            d = L.AdviceDesc.from_address(self._base + h.advice_desc_off + i * h.advice_desc_size)
+            a = self._advice[i]
+            if d.scope_index >= n or self._scopes[d.scope_index].name != a.scope:
+                raise bad(f"advice {i} ({a.scope}) has scope index {d.scope_index} ({n} scopes)")
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -232,9 +319,15 @@ class Board:
                             f"--blackboard {name}` running?)")
         if r == -errno.EPROTO:
             raise UserError(f"{board_path(name)} is not a corecast blackboard of layout version {L.VERSION}")
+        if r in (-errno.ELOOP, -errno.ENOTSUP, -errno.EPERM):       # refused by ccm__map's checks
+            raise UserError(planted(board_path(name)) or f"{board_path(name)}: {os.strerror(-r)}")
         if r != 0:
             raise UserError(f"cannot open blackboard {board_path(name)}: {os.strerror(-r)}")
-        return cls(name, handle)
+        try:
+            return cls(name, handle)
+        except BaseException:
+            lib.ccmx_close(handle)
+            raise
 
     def close(self) -> None:
         if self._h is not None:

@@ -91,6 +91,8 @@ def event_status(backend: Any, cpu: int) -> Callable[[Any], str | None]:
 
 def meter_plan(meters: str | None, pid: int | None = None, backend: Any = None) -> list[Instance]:
     """The meters this machine gives (and why not the others), without starting a daemon."""
+    if pid is not None and not os.path.isdir(f"/proc/{pid}"):
+        raise UserError(f"--pid {pid}: no such process")
     tree = build(pid=pid, max_threads=1 if pid else 0)
     env = Env(status=event_status(backend or PerfBackend(), tree.cpus[0]))
     return plan(tree, parse_meters(meters, pid), env)

@@ -6,7 +6,9 @@
 
 Every answer is read from the blackboard with the same reader as any other program (a
 snapshot, each record under its seqlock); no endpoint changes anything, and anything but GET
-or HEAD is refused (405). The server listens on loopback unless told otherwise.
+or HEAD is refused (405). The server listens on loopback unless told otherwise, answers only
+requests whose Host is its own (421 otherwise), and runs in one thread with a bounded number
+of connections (httpd.py).
 
 Names follow Prometheus's conventions: base units in the name (`_seconds`, `_bytes`,
 `_ratio`), `_total` on counters. Each meter's window statistics are one gauge family with
@@ -17,17 +19,15 @@ written as 0.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
-import signal
-import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from ..errors import UserError
 from .board import Snapshot
 from .catalog import BY_NAME
+from .httpd import Answer, Server
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -152,76 +152,35 @@ INDEX = b"""<!doctype html><title>corecast meters</title>
 
 
 class Exporter:
-    """An HTTP server in a thread, answering from `snapshot()` (a board reader's)."""
+    """The endpoint: a bounded one-thread HTTP server (httpd.Server: a selector loop, idle
+    connections closed, a foreign Host refused) answering from `snapshot()` (a board reader's)."""
 
     def __init__(self, host: str, port: int, snapshot: Callable[[], Snapshot]):
         self.snapshot = snapshot
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "corecast-meters"
-
-            def log_message(self, *a: Any) -> None:    # no request log on stderr
-                pass
-
-            def _send(self, code: int, ctype: str, body: bytes, head: bool = False) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-store")
-                if code == 405:
-                    self.send_header("Allow", "GET, HEAD")
-                self.end_headers()
-                if not head:
-                    self.wfile.write(body)
-
-            def do_GET(self, head: bool = False) -> None:
-                path = self.path.split("?", 1)[0]
-                try:
-                    if path == "/metrics":
-                        self._send(200, CONTENT_TYPE, exposition(outer.snapshot()).encode(), head)
-                    elif path == "/meters.json":
-                        body = json.dumps(to_json(outer.snapshot()), allow_nan=False, default=str).encode()
-                        self._send(200, "application/json", body, head)
-                    elif path in ("/", "/index.html"):
-                        self._send(200, "text/html; charset=utf-8", INDEX, head)
-                    else:
-                        self._send(404, "text/plain; charset=utf-8", b"not found: /metrics, /meters.json\n", head)
-                except UserError as err:
-                    self._send(503, "text/plain; charset=utf-8", f"{err}\n".encode(), head)
-
-            def do_HEAD(self) -> None:
-                self.do_GET(head=True)
-
-            def _refuse(self) -> None:
-                self._send(405, "text/plain; charset=utf-8", b"read-only: GET or HEAD\n")
-
-            do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
-
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-        class Server(ThreadingHTTPServer):
-            address_family = family
-            daemon_threads = True
-            allow_reuse_address = True
-
         try:
-            self.httpd = Server((host, port), Handler)
+            self.httpd = Server(host, port, self.answer, name="corecast-meters")
         except OSError as err:
-            if err.errno == 98:
+            if err.errno == errno.EADDRINUSE:
                 raise UserError(f"--listen {host}:{port}: the port is in use (give another, or 0 for any free "
                                 "port)") from None
             raise UserError(f"--listen {host}:{port}: {err.strerror or err}") from None
-        self.host, self.port = self.httpd.server_address[:2]
-        self._thread = threading.Thread(target=self._serve, name="meters-http", daemon=True)
+        self.host, self.port = self.httpd.host, self.httpd.port
 
-    def _serve(self) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-        self.httpd.serve_forever(poll_interval=0.5)
+    def answer(self, path: str) -> Answer:
+        try:
+            if path == "/metrics":
+                return 200, CONTENT_TYPE, exposition(self.snapshot()).encode()
+            if path == "/meters.json":
+                return 200, "application/json", json.dumps(to_json(self.snapshot()), allow_nan=False,
+                                                           default=str).encode()
+            if path in ("/", "/index.html"):
+                return 200, "text/html; charset=utf-8", INDEX
+            return 404, "text/plain; charset=utf-8", b"not found: /metrics, /meters.json\n"
+        except UserError as err:
+            return 503, "text/plain; charset=utf-8", f"{err}\n".encode()
 
     def start(self) -> None:
-        self._thread.start()
+        self.httpd.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.stop()

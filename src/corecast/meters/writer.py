@@ -1,7 +1,8 @@
 """The daemon's side of the blackboard: it takes the name (an abstract Unix socket
 "corecast-meters-NAME" bound for the daemon's life: a second daemon with the same name fails,
-and a crashed one frees it), builds the board in a temporary file and renames it into place
-(a reader never maps half a layout), marks it running and stopped, and tells subscribers
+and a crashed one frees it), builds the board in a new file and renames it into place (a
+reader never maps half a layout; what another user planted in /dev/shm is refused, never
+opened or written through: `_New`), marks it running and stopped, and tells subscribers
 (ccm_subscribe) of every trigger change with one byte on that socket. The records themselves
 are written by the C loop (engine.py)."""
 from __future__ import annotations
@@ -10,17 +11,18 @@ import ctypes as C
 import errno
 import mmap
 import os
+import secrets
 import signal
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import UserError
 from . import layout as L
-from .board import SHM, Board, board_path, check_name, socket_address
+from .board import SHM, Board, board_path, check_name, planted, socket_address
 
 
 @dataclass
@@ -74,56 +76,39 @@ class Writer:
                             "another --blackboard NAME") from None
         sock.listen(64)
         path = board_path(name)
+        app_path = Path(f"{path}.app")
+        for p, what in ((path, "blackboard"), (app_path, "application area")):
+            why = planted(p, what, shared_write=True)     # ours or root's, whatever its mode: replaced
+            if why:                                       # nothing made yet: nothing left behind
+                sock.close()
+                raise UserError(f"{why}: remove it or give another --blackboard NAME")
         replaced = None
-        if path.exists():
+        if os.path.lexists(path):
             replaced = f"replaced a stale blackboard {path}{_owner(name)}"
-        scopes, meters, triggers, advice = layout.scopes, layout.meters, layout.triggers, layout.advice
-        off = C.sizeof(L.Header)
-        sections = []
-        for items, rec in ((scopes, None), (meters, L.MeterRec), (triggers, L.TriggerRec), (advice, L.AdviceRec)):
-            d_off = off
-            off += len(items) * (C.sizeof(items[0]) if items else 0)
-            r_off = off
-            if rec is not None:
-                off += len(items) * C.sizeof(rec)
-            sections.append((d_off, r_off))
-        size = max(off, 4096)
-        tmp = SHM / f".corecast-{name}.{os.getpid()}.tmp"
+        made: list[_New] = []
+        app = None
         try:
-            mm = _mapped(tmp, size, 0o644)
-            app_mm = _make_app(name, app_slots, app_mode) if app_slots else None
-        except OSError as err:
+            board = _New(name, _size(layout), BOARD_MODE)
+            made.append(board)
+            app = _make_app(name, app_slots, app_mode) if app_slots else None
+            if app is not None:
+                made.append(app)
+            _fill(board.mm, name, layout, interval_ns, window_ns, app_slots)
+            if app is not None:
+                app.publish(app_path)       # first: a reader of the board finds its application area
+            board.publish(path)             # readers see the whole layout or nothing
+        except BaseException as err:
+            for new in made:
+                new.discard()
+            if app is not None and app.published:
+                _unlink(app_path)
             sock.close()
-            raise UserError(f"cannot make the blackboard in {SHM}: {err.strerror or err}") from None
-        h = L.Header.from_buffer(mm)
-        (s_off, _), (md_off, mr_off), (td_off, tr_off), (ad_off, ar_off) = sections
-        _put(h, magic=L.MAGIC, version=L.VERSION, header_size=C.sizeof(L.Header), layout_size=size,
-             byte_order=L.BYTE_ORDER, state=L.STARTING, pid=os.getpid(), flags=1 if app_slots else 0,
-             pid_start=L.lib().ccmx_pid_start(os.getpid()), started_real_ns=time.time_ns(),
-             interval_ns=interval_ns, window_ns=window_ns,
-             scope_count=len(scopes), scope_off=s_off, scope_size=C.sizeof(L.Scope),
-             meter_count=len(meters), meter_desc_off=md_off, meter_desc_size=C.sizeof(L.MeterDesc),
-             meter_rec_off=mr_off, meter_rec_size=C.sizeof(L.MeterRec),
-             trigger_count=len(triggers), trigger_desc_off=td_off, trigger_desc_size=C.sizeof(L.TriggerDesc),
-             trigger_rec_off=tr_off, trigger_rec_size=C.sizeof(L.TriggerRec),
-             advice_count=len(advice), advice_desc_off=ad_off, advice_desc_size=C.sizeof(L.AdviceDesc),
-             advice_rec_off=ar_off, advice_rec_size=C.sizeof(L.AdviceRec), name=name)
-        for items, d_off in ((scopes, s_off), (meters, md_off), (triggers, td_off), (advice, ad_off)):
-            for i, it in enumerate(items):
-                mm[d_off + i * C.sizeof(it): d_off + (i + 1) * C.sizeof(it)] = bytes(it)
-        nan = float("nan")
-        for i, _m in enumerate(meters):
-            r = L.MeterRec(current=nan, avg=nan, min=nan, max=nan, total=nan)
-            mm[mr_off + i * C.sizeof(r): mr_off + (i + 1) * C.sizeof(r)] = bytes(r)
-        for i, _t in enumerate(triggers):
-            r = L.TriggerRec(state=L.LOW, value=nan)
-            mm[tr_off + i * C.sizeof(r): tr_off + (i + 1) * C.sizeof(r)] = bytes(r)
-        for i, a in enumerate(advice):
-            r = L.AdviceRec(allowed=a.max_workers)
-            mm[ar_off + i * C.sizeof(r): ar_off + (i + 1) * C.sizeof(r)] = bytes(r)
-        del h
-        os.replace(tmp, path)        # readers see the whole layout or nothing
-        return cls(name, path, mm, app_mm, sock, replaced)
+            if isinstance(err, OSError):
+                raise UserError(f"cannot make the blackboard {path}: {err.strerror or err}") from None
+            raise
+        for new in made:
+            new.close()                     # the mappings stay
+        return cls(name, path, board.mm, app.mm if app is not None else None, sock, replaced)
 
     def running(self) -> None:
         self.header.heartbeat_ns = time.monotonic_ns()
@@ -178,26 +163,137 @@ class Writer:
             self._subs = []
 
 
-def _mapped(path: Path, size: int, mode: int) -> mmap.mmap:
-    """A new file of `size` bytes with `mode` (whatever the umask), mapped for writing."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+BOARD_MODE = 0o644        # any user may read the board (docs/meters.md); only the daemon writes it
+
+
+def _sections(layout: Layout) -> tuple[list[tuple[int, int]], int]:
+    """Each section's (descriptors' offset, records' offset), and the board's size."""
+    off = C.sizeof(L.Header)
+    sections = []
+    for items, rec in ((layout.scopes, None), (layout.meters, L.MeterRec), (layout.triggers, L.TriggerRec),
+                       (layout.advice, L.AdviceRec)):
+        d_off = off
+        off += len(items) * (C.sizeof(items[0]) if items else 0)
+        r_off = off
+        if rec is not None:
+            off += len(items) * C.sizeof(rec)
+        sections.append((d_off, r_off))
+    return sections, max(off, 4096)
+
+
+def _size(layout: Layout) -> int:
+    return _sections(layout)[1]
+
+
+def _fill(mm: mmap.mmap, name: str, layout: Layout, interval_ns: int, window_ns: int, app_slots: int) -> None:
+    """The header, the descriptors and the initial records of a new board."""
+    scopes, meters, triggers, advice = layout.scopes, layout.meters, layout.triggers, layout.advice
+    sections, size = _sections(layout)
+    h = L.Header.from_buffer(mm)
+    (s_off, _), (md_off, mr_off), (td_off, tr_off), (ad_off, ar_off) = sections
+    _put(h, magic=L.MAGIC, version=L.VERSION, header_size=C.sizeof(L.Header), layout_size=size,
+         byte_order=L.BYTE_ORDER, state=L.STARTING, pid=os.getpid(), flags=1 if app_slots else 0,
+         pid_start=L.lib().ccmx_pid_start(os.getpid()), started_real_ns=time.time_ns(),
+         interval_ns=interval_ns, window_ns=window_ns,
+         scope_count=len(scopes), scope_off=s_off, scope_size=C.sizeof(L.Scope),
+         meter_count=len(meters), meter_desc_off=md_off, meter_desc_size=C.sizeof(L.MeterDesc),
+         meter_rec_off=mr_off, meter_rec_size=C.sizeof(L.MeterRec),
+         trigger_count=len(triggers), trigger_desc_off=td_off, trigger_desc_size=C.sizeof(L.TriggerDesc),
+         trigger_rec_off=tr_off, trigger_rec_size=C.sizeof(L.TriggerRec),
+         advice_count=len(advice), advice_desc_off=ad_off, advice_desc_size=C.sizeof(L.AdviceDesc),
+         advice_rec_off=ar_off, advice_rec_size=C.sizeof(L.AdviceRec), name=name)
+    del h
+    for items, d_off in ((scopes, s_off), (meters, md_off), (triggers, td_off), (advice, ad_off)):
+        for i, it in enumerate(items):
+            mm[d_off + i * C.sizeof(it): d_off + (i + 1) * C.sizeof(it)] = bytes(it)
+    nan = float("nan")
+    for i, _m in enumerate(meters):
+        r = L.MeterRec(current=nan, avg=nan, min=nan, max=nan, total=nan)
+        mm[mr_off + i * C.sizeof(r): mr_off + (i + 1) * C.sizeof(r)] = bytes(r)
+    for i, _t in enumerate(triggers):
+        r = L.TriggerRec(state=L.LOW, value=nan)
+        mm[tr_off + i * C.sizeof(r): tr_off + (i + 1) * C.sizeof(r)] = bytes(r)
+    for i, a in enumerate(advice):
+        r = L.AdviceRec(allowed=a.max_workers)
+        mm[ar_off + i * C.sizeof(r): ar_off + (i + 1) * C.sizeof(r)] = bytes(r)
+
+
+class _New:
+    """A new file of /dev/shm, `size` bytes of `mode` (whatever the umask), mapped for writing;
+    nothing that was there is ever opened, followed or changed. It is made unnamed (O_TMPFILE:
+    a daemon killed while it builds the board leaves nothing behind), or where the file system
+    cannot, under a random name taken with O_CREAT|O_EXCL|O_NOFOLLOW; `publish` gives it its
+    name by renaming it over the old one."""
+
+    def __init__(self, name: str, size: int, mode: int):
+        self.name = name
+        self.tmp: Path | None = None
+        self.published = False
+        self.fd = -1
+        try:
+            self.fd = os.open(SHM, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            self.fd = self._named(lambda p: os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                                    | os.O_CLOEXEC, 0o600))
+        try:
+            os.fchmod(self.fd, mode)
+            os.ftruncate(self.fd, size)
+            self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _named(self, make: Callable[[Path], Any]) -> Any:
+        """make(path) under a fresh random name in /dev/shm (never one another user can guess
+        and plant ahead of it); the name is kept in self.tmp."""
+        for _ in range(32):
+            tmp = SHM / f".corecast-{self.name}.{secrets.token_hex(8)}.tmp"
+            try:
+                r = make(tmp)
+            except FileExistsError:
+                continue
+            self.tmp = tmp
+            return r
+        raise OSError(errno.EEXIST, "no free temporary name")
+
+    def publish(self, path: Path) -> None:
+        if self.tmp is None:       # linkat(/proc/self/fd/N, AT_SYMLINK_FOLLOW): fails if the name exists
+            fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:                   # (a directory fd: os.link of the path alone calls link(2), which
+                self._named(lambda p: os.link(str(self.fd), p, src_dir_fd=fds, follow_symlinks=True))
+            finally:               # links /proc's symbolic link itself and fails)
+                os.close(fds)
+        os.replace(self.tmp, path)  # rename(2): replaces the name, never writes through it
+        self.tmp = None
+        self.published = True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def discard(self) -> None:
+        if self.tmp is not None:
+            _unlink(self.tmp)
+            self.tmp = None
+        self.close()
+
+
+def _unlink(p: Path) -> None:
     try:
-        os.fchmod(fd, mode)
-        os.ftruncate(fd, size)
-        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
-        os.close(fd)
+        p.unlink()
+    except OSError:
+        pass
 
 
-def _make_app(name: str, slots: int, mode: int) -> mmap.mmap:
-    path = SHM / f"corecast-{name}.app"
-    tmp = SHM / f".corecast-{name}.app.{os.getpid()}.tmp"
-    mm = _mapped(tmp, C.sizeof(L.AppHeader) + slots * C.sizeof(L.AppSlot), mode)
+def _make_app(name: str, slots: int, mode: int) -> _New:
+    app = _New(name, C.sizeof(L.AppHeader) + slots * C.sizeof(L.AppSlot), mode)
     ah = L.AppHeader(magic=L.APP_MAGIC, version=L.VERSION, header_size=C.sizeof(L.AppHeader), slot_count=slots,
                      slot_size=C.sizeof(L.AppSlot), daemon_pid=os.getpid())
-    mm[:C.sizeof(ah)] = bytes(ah)
-    os.replace(tmp, path)
-    return mm
+    app.mm[:C.sizeof(ah)] = bytes(ah)
+    return app
 
 
 def _owner(name: str) -> str:

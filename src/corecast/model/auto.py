@@ -44,8 +44,9 @@ the t-based t(k − 1 + w) · σ. Coverage is measured (`corecast evaluate`, `--
 tests/test_auto_calibration.py).
 
 With two core counts there is nothing to validate: the two-point predictor
-(`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share, and the
-corpus' error growth for its band when the data are a plain throughput or time series.
+(`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share -- its stall
+model only where the waits charged to time explain the lost core-time
+(`corecast.model.losttime`) -- and the corpus' error growth for its band.
 """
 from __future__ import annotations
 
@@ -58,9 +59,10 @@ from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
-from . import bands, methods, twopoint
+from . import bands, losttime, methods, twopoint
 from .base import Fitted, Prediction
 from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate, noise_of, validate
+from .estima import analysis_rows
 from .priors import Priors
 from .priors import load as load_priors
 from .series import convert, input_metric, single_size, time_series
@@ -109,6 +111,7 @@ class AutoFit(Fitted):
     retro: tuple[bool, str] = (False, "")
     reps: np.ndarray | None = None        # the repetitions' spread (`bands.rep_percentiles`)
     table: dict[str, Any] | None = None   # the corpus' conformal band (`bands.Conformal`), None: t-based
+    analysis: losttime.LossAnalysis | None = None   # the lost core-time and what the waits account for
 
     def combined_validation(self) -> list[tuple[float, float]]:
         """(log distance, log error) of the combined prediction at every rolling-origin pair,
@@ -280,7 +283,9 @@ class AutoFit(Fitted):
 
     def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Any]:
         est = self.fits.get("estima")
-        return est.bottlenecks(cores) if est is not None else []
+        if est is not None:
+            return est.bottlenecks(cores)
+        return analysis_rows(self.analysis) if self.analysis is not None else []
 
     def calibrated_member(self, name: str) -> CalibratedFit | None:
         """The member `name` with its band calibrated on its own validation errors: what
@@ -305,16 +310,22 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     ts = time_series(ds1)
     if len(ts.cores) == 2:
         # Nothing to validate or combine: the two-point predictor, with the corpus' coherency share.
+        # Its stall model only where the waits charged to time explain the lost core-time.
         tp = twopoint.fit_dataset(ds, size=size, coherency_share=pri.coherency_share,
                                   **methods.options_for(twopoint.fit_dataset, kw))
-        if tp.uses_stalls:
-            return tp
-        measured, retro = measured_floor(ds1, {}, kw)
+        # The floor and the retrograde check: not for the stall model, whose named bottleneck may
+        # say why adding cores slows the program down (`twopoint.guard_band`).
+        measured, retro = (None, (False, "")) if tp.uses_stalls else measured_floor(ds1, {}, kw)
         return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured, retro=retro,
                          reps=bands.rep_percentiles(ds1), table=pri.band_table)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
+    # The interference-free times and the waits charged to time (corecast.model.losttime).
+    ds1, la = losttime.prepare(ds1, kw.get("categories"))
+    if la is not None:
+        warns.extend(la.notes)
+        ts = time_series(ds1)
     cand = methods.applicable(ds1, kw.get("categories")) + list(methods.MEMBERS)
     fits: dict[str, Fitted] = {}
     errors: dict[str, str] = {}
@@ -344,7 +355,8 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     finite = {k: v for k, v in scores.items() if math.isfinite(v)}
     estima_note = ""
     if "estima" in fits:
-        explains, why = stalls_explain(ds1, kw.get("categories"))
+        fits["estima"].analysis = la if la is not None else getattr(fits["estima"], "analysis", None)
+        explains, why = (la.explains, la.reason) if la is not None else stalls_explain(ds1, kw.get("categories"))
         if not explains:
             estima_note = f"the stall method is shown but not used: {why}"
             warns.append(estima_note)
@@ -375,7 +387,8 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
                    prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns,
-                   measured=measured, retro=retro, reps=bands.rep_percentiles(ds1), table=pri.band_table)
+                   measured=measured, retro=retro, reps=bands.rep_percentiles(ds1), table=pri.band_table,
+                   analysis=la if la is not None and la.charges else None)
 
 
 def measured_floor(ds: Dataset, fits: dict[str, Fitted], kw: dict[str, Any]) -> tuple[
@@ -456,7 +469,14 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
     with it across the measured counts (Pearson correlation at least STALL_CORRELATION_MIN) and,
     where the clock is known, accounts for at least STALL_SHARE_MIN of it at the largest count.
     Without the clock the share cannot be judged and only the correlation is checked. While the
-    loss is not material (STALL_LOSS_MATERIAL of the core-time) nothing contradicts the stalls."""
+    loss is not material (STALL_LOSS_MATERIAL of the core-time) nothing contradicts the stalls.
+
+    Where the time and the categories allow it, the lost-core-time analysis decides
+    (`corecast.model.losttime`: the stalls charged to time up to the core-time the run lost,
+    the same rule for two core counts as for many); this is the rule without it."""
+    la = losttime.analyze(ds, categories)
+    if la is not None:
+        return la.explains, la.reason
     names = list(categories) if categories else ds.stall_names
     ts = time_series(ds)
     if ts.metric != "time_s":
@@ -505,9 +525,12 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
 @dataclass
 class PriorBand(Fitted):
     """A prediction from two core counts with the band the corpus' error growth gives:
-    h(n) = z · g₀ · ln(n / largest measured count) (nothing to estimate noise from), or the
-    corpus' conformal quantiles times g₀ · ln(n / largest measured count) (`bands`). Never below
-    a measured throughput at a lower count: two points cannot show a peak."""
+    h(n) = the corpus' conformal quantiles times g₀ · ln(n / largest measured count) (`bands`;
+    ±z g₀ ln(n / top) without a table), never narrower than z · s, s the repetitions' noise (at
+    least `twopoint.NOISE_FLOOR`); for the stall model, united with its laws' bracket; widened
+    to reach the largest count's measurement where it would lie wholly beyond it without a cause
+    (`twopoint.guard_band`). Never below a measured throughput at a lower count (two points cannot
+    show a peak), except for the stall model, whose named bottleneck may say why."""
 
     fitted: Fitted
     top: float
@@ -541,14 +564,24 @@ class PriorBand(Fitted):
                     x = np.where(below, fl, x)
         parts = {"kind": "two", "noise": 0.0, "growth": self.growth, "spread": [0.0] * len(cores), "top": self.top}
         x_lo, x_hi = self.band(x, cores / self.top, parts, level)
+        t_value, lo, hi = 1.0 / x, 1.0 / x_hi, 1.0 / x_lo
+        noise = self.noise_floor
+        stalls = bool(getattr(self.fitted, "uses_stalls", False)) and t.low is not None and t.high is not None
+        if stalls:
+            lo, hi = np.minimum(lo, t.low), np.maximum(hi, t.high)
+        lo, hi, guard = twopoint.guard_band(self.fitted, cores, t_value, lo, hi)
         warns.append("two core counts: the band is the corpus' error growth for extrapolation this far "
-                     f"(g0 = {self.growth:.3f} per unit of log distance), not estimated from these points")
+                     f"(g0 = {self.growth:.3f} per unit of log distance) and the run-to-run noise ({100 * noise:.1f}%)"
+                     + (", united with the bracket of the stall laws" if stalls else "")
+                     + ", not estimated from these points")
+        warns.extend(guard)
         params = dict(p.params)
-        params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth}
+        params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth,
+                          "noise": noise, "with_stall_laws": stalls}
         params["band_parts"] = parts
         if self.measured is not None:
             params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
-        q = Prediction(cores=cores, value=1.0 / x, metric="time_s", low=1.0 / x_hi, high=1.0 / x_lo, level=level,
+        q = Prediction(cores=cores, value=t_value, metric="time_s", low=lo, high=hi, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)
 
@@ -557,7 +590,14 @@ class PriorBand(Fitted):
         """(low, high) throughput around `x` at distances r (see `AutoFit.band`)."""
         sigma = bands.scale(0.0, parts["growth"], r, 0.0, machine)
         tab = table if table is not None else self.table
-        return bands.band(x, sigma, r, None if tab is None else bands.Conformal.from_dict(tab), level, self.reps)
+        lo, hi = bands.band(x, sigma, r, None if tab is None else bands.Conformal.from_dict(tab), level, self.reps)
+        h = twopoint.prior_half_width(np.ones(1), 1.0, 0.0, level, self.noise_floor)   # z · s
+        return np.minimum(lo, x * np.exp(-h)), np.maximum(hi, x * np.exp(h))
+
+    @property
+    def noise_floor(self) -> float:
+        """The repetitions' noise of the two-point fit (at least `twopoint.NOISE_FLOOR`)."""
+        return float(getattr(self.fitted, "noise", twopoint.NOISE_FLOOR))
 
     def models(self, horizon: float = 0.0) -> dict[str, Any]:
         return self.fitted.models(horizon)
@@ -566,6 +606,6 @@ class PriorBand(Fitted):
         return self.fitted.bottlenecks(cores)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("fitted", "top", "growth", "measured", "retro", "reps", "table"):
+        if name.startswith("__") or name in ("fitted", "top", "growth", "measured", "retro", "reps", "table", "noise_floor"):
             raise AttributeError(name)
         return getattr(self.fitted, name)

@@ -14,7 +14,6 @@ Linux balances threads over the sockets and fills physical cores before SMT sibl
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import numpy as np
 
 from ..dataset import Dataset, read_csv
 from ..errors import UserError
+from ..parsing import read_document
 from ..target import ORDERS, MachineSpec, parse_spec
 
 
@@ -57,10 +57,8 @@ def load_corpus(folder: str | Path) -> list[Series]:
         meta: dict[str, Any] = {}
         spec = src / "source.toml"
         if spec.exists():
-            try:
-                meta = tomllib.loads(spec.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as err:
-                raise UserError(f"{spec}: not valid TOML ({err})") from None
+            # read as any file a user gives: a folder or a FIFO by that name is one line
+            meta = read_document(spec, "source description", "toml", limit=1 << 20)
         machine = parse_spec(str(meta["machine"])) if meta.get("machine") else None
         for csv in sorted(src.glob("*.csv")):
             ds = read_csv(csv)

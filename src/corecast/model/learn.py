@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from . import bands
+from . import bands, methods
 from .corpus import Series
 from .priors import FALLBACK_SMT_YIELD, Priors
 from .trials import COHERENCY_SHARES, LEVEL, Trial, make_trials, with_priors  # noqa: F401 (the API)
@@ -56,7 +56,9 @@ from .trials import COHERENCY_SHARES, LEVEL, Trial, make_trials, with_priors  # 
 #: out), so the default is never displaced; the code keeps the rule for priors that say otherwise.
 SWITCH_RATIOS = (math.inf,)
 CROSS_COSTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-MEMBERS = ("usl", "amdahl", "power", "pmnf", "timex")
+#: The members auto's default may be: every method that runs on any data, by rank (the simplest
+#: first: choose_bagged gives a tie to the earlier).
+MEMBERS = methods.RANKED
 #: The blend a default may take: the USL with Amdahl's law, i.e. its coherency term shrunk toward
 #: none -- β fitted on a short range is the least certain thing about it. (Free partners were
 #: tried: which one won changed with the source left out, and held-out errors were no better.)

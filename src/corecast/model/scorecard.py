@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from . import extrap, learn, predictors, trials
+from . import extrap, learn, methods, predictors, trials
 from .corpus import Series, train_max
 from .priors import Priors
 from .priors import load as load_priors
@@ -45,10 +45,10 @@ from .topo import Layout, fit_for_target
 #: progress(what, done, total): what the scorecard is doing, and how far it is.
 ProgressFn = Callable[[str, int, int], None]
 
-#: Methods scored besides auto by default.
-BASELINES = ("usl", "timex")
+#: Methods scored besides auto by default: those offered as --method that run on any data, by rank.
+BASELINES = tuple(n for n in methods.RANKED if methods.REGISTRY[n].role == "method")
 #: Single methods that auto fits and validates as members (scored from its trials).
-AUTO_MEMBERS = ("usl", "timex", "amdahl", "power", "pmnf")
+AUTO_MEMBERS = methods.RANKED
 
 
 @dataclass

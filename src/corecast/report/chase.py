@@ -1,9 +1,8 @@
-"""Rendering of `corecast chase` and `corecast calibrate`: terminal tables, plots, JSON documents,
-and a progress bar on standard error."""
+"""Rendering of `corecast chase` and `corecast calibrate`: terminal tables, plots and JSON
+documents (their progress is corecast.messages.Progress)."""
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rich.console import Console
 
@@ -35,39 +34,6 @@ def gbs(v: float | None) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
-
-
-# ------------------------------------------------------------------------------ progress
-class ProgressBar:
-    """A progress bar on standard error when it is a terminal; nothing otherwise."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self._p: Any = None
-        self._task: Any = None
-        self._phase = ""
-
-    def phase(self, name: str) -> Callable[[int, int, str], None]:
-        """The callback for one phase of the work (a sweep, the ping-pong)."""
-        def update(done: int, total: int, label: str) -> None:
-            if not self.enabled:
-                return
-            if self._p is None:
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-                self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-                self._p.start()
-            if self._task is None or self._phase != name:
-                if self._task is not None:
-                    self._p.remove_task(self._task)
-                self._task, self._phase = self._p.add_task(name, total=total), name
-            self._p.update(self._task, completed=done, total=total, description=f"{name}: {label}")
-        return update
-
-    def close(self) -> None:
-        if self._p is not None:
-            self._p.stop()
-            self._p = None
 
 
 # ------------------------------------------------------------------------------ documents
@@ -167,25 +133,25 @@ def render_loaded(run: "Run", con: Console) -> None:
 
 def render_profile(profile: MemoryProfile, path: str, con: Console) -> None:
     levels = ", ".join(f"{c.level} {fmt(c.latency_ns)} ns up to {fmt_bytes(c.size_bytes)}" for c in profile.caches)
-    con.print(f"memory profile written to {path}: {levels or 'no cache levels'}; DRAM "
+    con.print(f"memory profile: {levels or 'no cache levels'}; DRAM "
               f"{fmt(profile.dram_latency_ns)} ns; per-core limit "
               f"{fmt(profile.per_core_concurrency_limit) if profile.per_core_limit_reached else 'not reached'}; "
               f"peak {gbs(profile.peak_bandwidth_bytes_s_per_socket)} per socket")
 
 
 def render_calibration(doc: Mapping[str, Any], path: str, con: Console) -> None:
-    c2c = doc["core_to_core_ns"]
+    c2c = doc["costs"]["core_to_core_ns"]
     rows = [[f"{p['cpus'][0]} <-> {p['cpus'][1]}", p["kind"].replace("_", " "), p["ns"], p["min_ns"]]
             for p in c2c["pairs"]]
     con.print(make_table("core-to-core cache-line transfer (one way)", ["CPUs", "kind", "ns", "least ns"], rows))
     for kind, why in c2c["not_measured"].items():
         con.print(f"{kind.replace('_', ' ')}: not measurable — {why}")
-    m = doc["machine"]
-    con.print(f"machine: {m.get('model') or 'unknown model'}; {m['sockets']} socket(s) x {m['cores_per_socket']} "
+    m = doc["topology"]
+    con.print(f"machine: {doc.get('model') or 'unknown model'}; {m['sockets']} socket(s) x {m['cores_per_socket']} "
               f"cores x {m['threads_per_core']} thread(s)")
-    render_profile_summary(doc.get("memory"), con)
-    con.print(f"wrote {path} in {doc['elapsed_s']:.1f} s")
-    print_notices(con, doc.get("warnings", []))
+    render_profile_summary((doc.get("memory") or {}).get("profile"), con)
+    con.print(f"calibrated in {doc['provenance']['elapsed_s']:.1f} s")
+    print_notices(con, doc["provenance"].get("warnings", []))
 
 
 def render_profile_summary(mem: Mapping[str, Any] | None, con: Console) -> None:

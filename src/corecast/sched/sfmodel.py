@@ -34,8 +34,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import outputs
 from ..errors import UserError, opened
-from ..parsing import finite
+from ..parsing import finite, read_document
 from .sfsource import phase_changes
 
 IDS = {"app", "window", "core", "sf", "ips", "instructions", "time_s", "cycles", "nsample"}
@@ -370,19 +371,17 @@ def fit(w: Windows, max_features: int = 4, per_phase: bool = False, threshold: f
 
 # ------------------------------------------------------------------------ model files
 def save(model: SFModel, path: str | Path) -> None:
+    """Write the model through corecast.outputs (which names the file on standard error)."""
     try:
-        Path(path).write_text(json.dumps(model.to_dict(), indent=2, allow_nan=False) + "\n")
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: cannot write the model: {getattr(err, 'strerror', None) or err}") from None
+        text = json.dumps(model.to_dict(), indent=2, allow_nan=False) + "\n"
+    except ValueError as err:
+        raise UserError(f"{path}: cannot write the model: {err}") from None
+    outputs.write_text(path, text, "the SF model")
 
 
 def load_model(path: str | Path) -> SFModel:
-    try:
-        d = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such SF model file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not an SF model (JSON written by `corecast sched sfmodel fit -o`): {err}") from None
+    d = read_document(Path(path), "SF model file", "json",
+                      expected="an SF model (JSON written by `corecast sched sfmodel fit -o`)")
     if not isinstance(d, dict) or d.get("kind") != "corecast-sfmodel":
         raise UserError(f"{path}: not an SF model (JSON written by `corecast sched sfmodel fit -o`)")
 

@@ -2,10 +2,9 @@
 documents are the ones the commands print with --json (report.documents, collect.catalogue,
 the `stat` command's own JSON lines).
 
-Safety: the server reads files and never writes them. It answers only requests whose Host is
-the address it listens on (so a web page elsewhere cannot reach it through DNS rebinding), and
-an action that starts or stops something (POST) must carry the token written into the page (so
-another site cannot forge one). Starting a `stat` of a command from the page is allowed on a
+Safety (docs/serve.md): the server reads files and never writes them, and it obeys its owner
+only (guard.py: the secret of the address it prints, kept in a cookie; its own Host; the
+page's token on every POST). Starting a `stat` of a command from the page is allowed on a
 loopback address only, unless the server was started with --allow-commands.
 
 Each handler imports the collectors, models and documents it calls, for start-up time: the
@@ -19,7 +18,6 @@ import ipaddress
 import json
 import logging
 import math
-import secrets
 import shlex
 import time
 from pathlib import Path
@@ -30,10 +28,11 @@ from aiohttp_sse import sse_response
 
 from .. import __version__
 from ..errors import UserError
-from ..parsing import finite
+from ..parsing import finite, json_document
 from . import files as F
 from . import live as L
 from . import meters as M
+from .guard import QUERY, Guard
 
 log = logging.getLogger("corecast.serve")
 STATIC = Path(__file__).resolve().parent / "static"
@@ -64,7 +63,7 @@ class Dashboard:
     def __init__(self, files: list[str], host: str, port: int, allow_commands: bool = False):
         self.registry = F.Registry(files)
         self.host, self.port = host, port
-        self.token = secrets.token_urlsafe(24)
+        self.guard = Guard(self)
         self.sessions: dict[str, L.Session] = {}
         self.loopback = is_loopback(host)
         self.allow_commands = allow_commands or self.loopback
@@ -72,15 +71,24 @@ class Dashboard:
         self._traces: dict[str, F.Trace] = {}
         self._next = 0
 
+    @property
+    def token(self) -> str:
+        """The page's token (its POSTs carry it); the owner's secret is `guard.secret`."""
+        return self.guard.token
+
+    def url(self, shown_host: str | None = None) -> str:
+        return self.guard.url(shown_host)
+
     # ------------------------------------------------------------------ app
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard], client_max_size=1 << 20)
+        app = web.Application(middlewares=[self.guard.middleware], client_max_size=1 << 20)
         r = app.router
         r.add_get("/", self.index)
         r.add_get("/static/plotly.min.js", self.plotly)
         r.add_static("/static/", STATIC, show_index=False)
         r.add_get("/api/state", self.api(self.state))
         r.add_get("/api/catalogue", self.api(self.catalogue))
+        r.add_get("/api/registry", self.api(self.names))
         r.add_get("/api/campaign", self.api(self.campaign))
         r.add_get("/api/dataset", self.api(self.dataset))
         r.add_get("/api/predict", self.api(self.predict))
@@ -94,41 +102,22 @@ class Dashboard:
         app.on_shutdown.append(self._shutdown)
         return app
 
-    def allowed_hosts(self) -> set[str]:
-        hosts = {f"{self.host}:{self.port}", f"[{self.host}]:{self.port}"}
-        if self.loopback:
-            hosts |= {f"localhost:{self.port}", f"127.0.0.1:{self.port}", f"[::1]:{self.port}"}
-        return hosts
-
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-        unspecified = self.host in ("0.0.0.0", "::", "")
-        if not unspecified and request.host not in self.allowed_hosts():
-            log.warning("refused a request for host %r", request.host)
-            return web.json_response({"error": f"this server answers for {self.host}:{self.port} only"},
-                                     status=421)
-        if request.method == "POST" and not secrets.compare_digest(
-                request.headers.get("X-Corecast-Token", ""), self.token):
-            return web.json_response({"error": "missing or wrong page token (reload the page)"}, status=403)
-        return await handler(request)
-
     def api(self, fn: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
-        """A JSON endpoint: a UserError is a 400 with its one line; anything else is logged with
-        its traceback in the server log and the page gets one line."""
+        """A JSON endpoint: a UserError is a 400 with its one line; anything else (a bug) is a
+        500, one line in the server log and one on the page."""
         @functools.wraps(fn)
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 doc = await fn(request)
             except UserError as err:
-                log.warning("%s %s: %s", request.method, request.path_qs, err)
+                log.warning("%s %s: %s", request.method, _shown(request), err)
                 return web.json_response({"error": str(err)}, status=400)
             except web.HTTPException:
                 raise
             except Exception as err:
-                log.exception("%s %s failed", request.method, request.path_qs)
+                log.error("%s %s: internal error: %s: %s", request.method, request.path, type(err).__name__, err)
                 return web.json_response(
-                    {"error": f"internal error: {type(err).__name__}: {err} (a bug in corecast; "
-                              "the traceback is in the server log)"}, status=500)
+                    {"error": f"internal error: {type(err).__name__}: {err} (a bug in corecast)"}, status=500)
             if isinstance(doc, web.StreamResponse):
                 return doc
             return web.Response(text=json.dumps(doc, allow_nan=False, default=_jsonable),
@@ -142,7 +131,7 @@ class Dashboard:
     # ------------------------------------------------------------------ page
     async def index(self, request: web.Request) -> web.Response:
         html = (STATIC / "index.html").read_text(encoding="utf-8")
-        html = html.replace("{{token}}", self.token).replace("{{version}}", __version__)
+        html = html.replace("{{token}}", self.guard.token).replace("{{version}}", __version__)
         return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
     async def plotly(self, request: web.Request) -> web.FileResponse:
@@ -160,6 +149,11 @@ class Dashboard:
                 "meters": {"available": ok, "reason": why, "default": M.default_name(), "boards": boards,
                            "period_s": M.DEFAULT_PERIOD_S},
                 "machines": _bundled_machines()}
+
+    async def names(self, request: web.Request) -> dict[str, Any]:
+        """The names the page offers, from corecast's registries: the prediction methods
+        (--method), the scheduling policies, the meters."""
+        return _registry_names()
 
     async def catalogue(self, request: web.Request) -> dict[str, Any]:
         if self._catalogue is None:
@@ -264,15 +258,19 @@ class Dashboard:
             e = self.registry.get(_arg(request, "file"))
         except UserError as err:
             return web.json_response({"error": str(err)}, status=400)
-        async with sse_response(request) as resp:
-            sig = e.signature()
-            await resp.send(json.dumps({"signature": repr(sig)}), event="hello")
-            while resp.is_connected():
-                await asyncio.sleep(WATCH_PERIOD_S)
-                now = e.signature()
-                if now != sig:
-                    sig = now
-                    await resp.send(json.dumps({"signature": repr(sig), "at": time.time()}), event="changed")
+        try:
+            async with sse_response(request) as resp:
+                sig = e.signature()
+                await resp.send(json.dumps({"signature": repr(sig)}), event="hello")
+                while resp.is_connected():
+                    await asyncio.sleep(WATCH_PERIOD_S)
+                    now = e.signature()
+                    if now != sig:
+                        sig = now
+                        await resp.send(json.dumps({"signature": repr(sig), "at": time.time()}), event="changed")
+        except ConnectionError:              # the page went away (aiohttp's ClientConnectionResetError)
+            log.info("watch of %s: the page went away", e.path.name)
+            return web.Response(status=204)
         return resp
 
     # ------------------------------------------------------------------ replay
@@ -323,25 +321,26 @@ class Dashboard:
 
     async def start_stat(self, request: web.Request) -> dict[str, Any]:
         body = await _body(request)
-        events = [str(s).strip() for s in body.get("events") or [] if str(s).strip()]
-        virtual = [str(s).strip() for s in body.get("virtual") or [] if str(s).strip()]
-        metrics = [str(s).strip() for s in body.get("metrics") or [] if str(s).strip()]
-        try:
-            interval = float(body.get("interval", 1.0))
-        except (TypeError, ValueError):
-            raise UserError(f"interval '{body.get('interval')}' is not a number of seconds") from None
-        if not (math.isfinite(interval) and interval > 0):
-            raise UserError("the interval must be a positive number of seconds")
-        duration = body.get("duration")
-        duration = float(duration) if duration not in (None, "") else None
+        events = _names(body, "events")
+        virtual = _names(body, "virtual")
+        metrics = _names(body, "metrics")
+        interval = _seconds(body, "interval", 1.0)
+        duration = _seconds(body, "duration", None)
         per_cpu = bool(body.get("per_cpu"))
         pid = body.get("pid")
         command = body.get("command") or ""
+        if not isinstance(command, str) and not (isinstance(command, list)
+                                                 and all(isinstance(a, str) for a in command)):
+            raise UserError("command: a command line, or a list of its arguments")
         if pid not in (None, ""):
             try:
+                if isinstance(pid, (bool, float)):
+                    raise ValueError
                 pid = int(pid)
             except (TypeError, ValueError):
                 raise UserError(f"pid '{pid}' is not a process id") from None
+            if pid <= 0:
+                raise UserError(f"pid '{pid}' is not a process id")
         else:
             pid = None
         argv_cmd: list[str] = []
@@ -415,12 +414,47 @@ class Dashboard:
                         break
                     await resp.send("[" + ",".join(batch) + "]", event="lines")
                 await resp.send(json.dumps(s.describe()), event="end")
+        except ConnectionError:              # the page went away (aiohttp's ClientConnectionResetError)
+            log.info("session %s: a page stopped watching", s.id)
+            return web.Response(status=204)
         finally:
             s.unsubscribe(q)
         return resp
 
 
 # ============================================================================ helpers
+def _shown(request: web.Request) -> str:
+    """The request's path and query for the log, the owner's secret left out."""
+    q = "&".join(f"{k}={v}" for k, v in request.query.items() if k != QUERY)
+    return request.path + (f"?{q}" if q else "")
+
+
+def _names(body: dict[str, Any], key: str) -> list[str]:
+    """A list of names (event specs, virtual counters, metrics) in a POST's JSON body."""
+    v = body.get(key)
+    if v in (None, ""):
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise UserError(f"{key}: a list of names, not {json.dumps(v)[:60]}")
+    return [x.strip() for x in v if x.strip()]
+
+
+def _seconds(body: dict[str, Any], key: str, default: float | None) -> float | None:
+    """A positive, finite number of seconds in a POST's JSON body (a number or its text)."""
+    v = body.get(key)
+    if v in (None, ""):
+        return default
+    try:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise UserError(f"{key} {json.dumps(v)[:60]} is not a number of seconds") from None
+    if not (math.isfinite(x) and x > 0):
+        raise UserError(f"{key} {json.dumps(v)[:60]}: give a positive number of seconds")
+    return x
+
+
 def _virtual_counters() -> list[dict[str, Any]]:
     """The virtual counters `stat -V` knows (name, unit, scope, description)."""
     try:
@@ -428,6 +462,13 @@ def _virtual_counters() -> list[dict[str, Any]]:
     except ImportError:
         return []
     return [{"name": n, "unit": v[0], "scope": v[1], "description": v[2]} for n, v in VIRTUAL_COUNTERS.items()]
+
+
+def _registry_names() -> dict[str, list[str]]:
+    from ..meters.catalog import METERS
+    from ..model.predictors import METHODS
+    from ..sched.policies import POLICIES, VARIANTS
+    return {"methods": list(METHODS), "policies": [*POLICIES, *VARIANTS], "meters": list(METERS)}
 
 
 def _bundled_machines() -> list[str]:
@@ -446,7 +487,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     if not request.can_read_body:
         return {}
     try:
-        body = await request.json()
+        body = json_document(await request.text(), "the request")      # nesting bounded
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise UserError("the request is not JSON") from None
     if not isinstance(body, dict):

@@ -13,11 +13,13 @@ import bisect
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, opened
+from ..parsing import json_document
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".csv", ".json", ".jsonl", ".ndjson")
@@ -27,9 +29,27 @@ JSON_SNIFF_BYTES = 64 << 20  # a JSON Dataset larger than this is not looked int
 
 
 def sniff(path: Path) -> str:
-    """The kind of a file, from its first bytes. UserError when it is none of them."""
-    with opened(path, "rb") as fh:                   # a FIFO never blocks the server
-        head = fh.read(4096)
+    """The kind of a file, from its first bytes. UserError when it is none of them, and for
+    anything but a regular file: the server reads its files again while it runs, and a FIFO
+    or a device would block it or never be the same twice."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        with opened(path, "rb"):                     # its one line (no such file, permission denied)
+            pass
+        raise UserError(f"{path}: cannot open: {err.strerror or err}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UserError(f"{path}: is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+            raise UserError(f"{path}: {kind}: the dashboard shows regular files (it reads them again while it runs)")
+        head = os.pread(fd, 4096, 0)
+    finally:
+        os.close(fd)
+    if not head:
+        raise UserError(f"{path}: empty file (not a campaign, Dataset, stat trace or meters recording)")
     if head.startswith(SQLITE_MAGIC):
         return "campaign"
     if b"\x00" in head:
@@ -49,16 +69,16 @@ def _meters_notes(path: Path, head: bytes) -> bool:
         if head.lstrip().startswith((b"{", b"[")):
             if path.stat().st_size > JSON_SNIFF_BYTES:
                 return False
-            meta = json.loads(path.read_bytes())
+            meta = json_document(path.read_bytes(), str(path))
         else:
             first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
             if first.startswith("# corecast:"):
-                meta = json.loads(first[len("# corecast:"):])
+                meta = json_document(first[len("# corecast:"):], str(path))
             else:
                 side = path.with_name(path.name + SIDECAR)
-                if side.is_file():
-                    meta = json.loads(side.read_bytes())
-    except (OSError, ValueError):
+                if side.is_file() and side.stat().st_size <= JSON_SNIFF_BYTES:
+                    meta = json_document(side.read_bytes(), str(side))
+    except (OSError, ValueError, UserError):
         return False
     notes = meta.get("notes") if isinstance(meta, dict) else None
     return isinstance(notes, dict) and isinstance(notes.get("meters"), dict)
@@ -101,6 +121,28 @@ class Entry:
         return tuple(sig)
 
 
+def check(e: Entry) -> None:
+    """A file named on the command line must be one of the kinds (UserError, one line): the
+    server refuses to start on a file it could never show. A stat trace and a meters recording
+    are told by their content (a header line, notes.meters); a campaign is opened, not loaded
+    (one being measured may have no finished run yet); anything else must load as a Dataset.
+    A file of a known kind that is damaged is shown as its one line on the page."""
+    if e.kind == "campaign":
+        import sqlite3
+        from .. import store
+        try:
+            camp = store.Campaign.open(e.path, write=False)
+            try:
+                camp.meta()
+            finally:
+                camp.close()
+        except sqlite3.DatabaseError as err:
+            raise UserError(f"{e.path}: not a readable campaign file ({err})") from None
+    elif e.kind == "dataset":
+        from .. import dataset
+        dataset.load(e.path)
+
+
 class Registry:
     """Files named on the command line and the contents of folders named there."""
 
@@ -118,6 +160,7 @@ class Registry:
                 continue
             kind = sniff(p)
             e = Entry(file_id(p), p, kind, "argument")
+            check(e)
             self.files[e.id] = e
 
     def scan(self) -> None:
@@ -149,6 +192,12 @@ class Registry:
             raise UserError(f"no file '{fid}' on this dashboard")
         if e.kind not in kinds:
             raise UserError(f"{e.path.name}: a {e.kind}, not a {' or '.join(kinds)}")
+        try:
+            st = os.stat(e.path)
+        except OSError as err:
+            raise UserError(f"{e.path}: {err.strerror or err}") from None
+        if not stat.S_ISREG(st.st_mode):          # replaced by a FIFO while served: never read (it could block)
+            raise UserError(f"{e.path}: no longer a regular file")
         return e
 
 
@@ -194,7 +243,7 @@ def read_trace(path: Path, expect: str) -> Trace:
         if not line:
             continue
         try:
-            obj = json.loads(line)
+            obj = json_document(line, f"{path}: line {i + 1}")
         except json.JSONDecodeError as err:
             if i == last and not raw.endswith("\n"):
                 t.notes.append(f"line {i + 1} is incomplete (the trace is still being written?): left out")

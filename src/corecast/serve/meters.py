@@ -81,19 +81,18 @@ def boards() -> list[dict[str, Any]]:
     """The blackboards in /dev/shm (files starting with the layout's magic), each with its
     daemon's pid and why it is stale (None when live)."""
     from ..meters import Board, layout
-    from ..meters.board import SHM
+    from ..meters.board import SHM, read_head
     out: list[dict[str, Any]] = []
     try:
         paths = sorted(SHM.glob("corecast-*"))
     except OSError:
         return out
     for p in paths:
-        try:
-            with open(p, "rb") as fh:
-                if fh.read(len(layout.MAGIC)) != layout.MAGIC:
-                    continue            # an application area, or something else
-        except OSError:
-            continue
+        try:                            # never follows a link, never waits on a FIFO
+            if read_head(p, len(layout.MAGIC)) != layout.MAGIC:
+                continue                # an application area, or something else
+        except UserError:
+            continue                    # not a file this user may trust (Board.open says why)
         name = p.name[len("corecast-"):]
         try:
             with Board.open(name) as b:

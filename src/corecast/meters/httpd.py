@@ -1,0 +1,283 @@
+"""A small read-only HTTP/1.1 server in one thread (a selector loop), for the meters endpoint,
+and the Host rule every corecast listener follows (the dashboard's too).
+
+Bounded whatever its clients do: one thread however many connections; at most
+MAX_CONNECTIONS open (a new one beyond that closes the one idle longest, so a flood of idle
+connections never locks Prometheus out); a connection idle for IDLE_S, or whose request head
+passes MAX_HEAD bytes, is closed; only GET and HEAD are answered (anything else 405, and the
+connection closed without reading a body). A request whose Host is not this server's is
+answered 421 (`host_allowed`): a web page elsewhere cannot read the endpoint through DNS
+rebinding.
+"""
+from __future__ import annotations
+
+import errno
+import ipaddress
+import selectors
+import signal
+import socket
+import threading
+import time
+from typing import Callable
+
+MAX_CONNECTIONS = 64
+IDLE_S = 10.0
+MAX_HEAD = 8192
+
+# (status, content type, body) for a path
+Answer = tuple[int, str, bytes]
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+           421: "Misdirected Request", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           503: "Service Unavailable"}
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    ip = _ip(host)
+    return bool(ip and ip.is_loopback)
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A Host header's (name, port); port None when absent; None when it is not a host."""
+    value = value.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        name, rest = value[1:end], value[end + 1:]
+        if rest and not rest.startswith(":"):
+            return None
+        port = rest[1:] if rest else None
+    else:
+        name, _, port = value.partition(":")
+        port = port if _ else None
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        return None
+    return name.lower().rstrip("."), (int(port) if port is not None else None)
+
+
+def host_allowed(host_header: str | None, listen_host: str, port: int, local_ip: str | None) -> bool:
+    """Whether a request's Host names this server: the port it listens on, and the address it
+    listens on -- on a loopback address also `localhost`, 127.0.0.1 and ::1; on every address
+    (0.0.0.0, ::) the address the connection came in on; and this machine's host name. A
+    request without a Host (HTTP/1.0) is not a browser's, and is answered."""
+    if host_header is None:
+        return True
+    parsed = split_host(host_header)
+    if parsed is None:
+        return False
+    name, p = parsed
+    if (p if p is not None else 80) != port:
+        return False
+    names = {listen_host.lower().strip("[]"), socket.gethostname().lower()}
+    listen_ip = _ip(listen_host)
+    unspecified = listen_host in ("", "0.0.0.0", "::") or bool(listen_ip and listen_ip.is_unspecified)
+    if unspecified and local_ip:
+        names.add(local_ip.lower().split("%", 1)[0])
+        if is_loopback(local_ip):
+            names |= {"localhost", "127.0.0.1", "::1"}
+    elif is_loopback(listen_host):
+        names |= {"localhost", "127.0.0.1", "::1"}
+    ip = _ip(name)
+    if ip is not None:
+        return any(_ip(n) == ip for n in names)
+    return name in names
+
+
+class _Conn:
+    __slots__ = ("sock", "inbuf", "out", "last", "close_after", "local_ip")
+
+    def __init__(self, sock: socket.socket, local_ip: str | None):
+        self.sock, self.local_ip = sock, local_ip
+        self.inbuf, self.out = b"", b""
+        self.last = time.monotonic()
+        self.close_after = False
+
+
+class Server:
+    """`answer(path) -> (status, content type, body)` for GET and HEAD, served on host:port.
+    OSError from binding is the caller's to word."""
+
+    def __init__(self, host: str, port: int, answer: Callable[[str], Answer], name: str = "corecast-http",
+                 allow: str = "GET, HEAD"):
+        self.answer, self.name, self.allow = answer, name, allow
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind((host, port))
+            self.sock.listen(128)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.sock.setblocking(False)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.listen_host = host
+        self.conns: dict[socket.socket, _Conn] = {}
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        for c in list(self.conns.values()):
+            c.sock.close()
+        self.conns.clear()
+        for s in (self.sock, self._wake_r, self._wake_w):
+            s.close()
+
+    def _loop(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        sel = selectors.DefaultSelector()
+        sel.register(self.sock, selectors.EVENT_READ, "listen")
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self.sel = sel
+        try:
+            while not self._stop:
+                for key, events in sel.select(1.0):
+                    if key.data == "listen":
+                        self._accept()
+                    elif key.data == "wake":
+                        return
+                    else:
+                        self._ready(key.data, events)
+                now = time.monotonic()
+                for c in [c for c in self.conns.values() if now - c.last > IDLE_S]:
+                    self._close(c)
+        finally:
+            sel.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                s, _addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as err:
+                if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    return                       # try again when a connection has closed
+                raise
+            if len(self.conns) >= MAX_CONNECTIONS:
+                self._close(min(self.conns.values(), key=lambda c: c.last))
+            s.setblocking(False)
+            try:
+                local_ip = s.getsockname()[0]
+            except OSError:
+                local_ip = None
+            c = _Conn(s, local_ip)
+            self.conns[s] = c
+            self.sel.register(s, selectors.EVENT_READ, c)
+
+    def _close(self, c: _Conn) -> None:
+        self.conns.pop(c.sock, None)
+        try:
+            self.sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+        c.sock.close()
+
+    def _ready(self, c: _Conn, events: int) -> None:
+        c.last = time.monotonic()
+        try:
+            if events & selectors.EVENT_READ and not c.out:
+                data = c.sock.recv(65536)
+                if not data:
+                    self._close(c)
+                    return
+                c.inbuf += data
+                self._requests(c)
+            if c.out:
+                n = c.sock.send(c.out)
+                c.out = c.out[n:]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self._close(c)
+            return
+        if c.sock.fileno() < 0:
+            return
+        if not c.out and c.close_after:
+            self._close(c)
+            return
+        want = selectors.EVENT_WRITE if c.out else selectors.EVENT_READ
+        self.sel.modify(c.sock, want, c)
+
+    # ------------------------------------------------------------------ requests
+    def _requests(self, c: _Conn) -> None:
+        """Answer every whole request head in the buffer (pipelining kept in order)."""
+        while not c.close_after:
+            end = c.inbuf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(c.inbuf) > MAX_HEAD:
+                    self._respond(c, 431, "text/plain; charset=utf-8", b"request head too large\n", close=True)
+                return
+            if end > MAX_HEAD:
+                self._respond(c, 431, "text/plain; charset=utf-8", b"request head too large\n", close=True)
+                return
+            head, c.inbuf = c.inbuf[:end].decode("latin-1"), c.inbuf[end + 4:]
+            self._request(c, head)
+
+    def _request(self, c: _Conn, head: str) -> None:
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            self._respond(c, 400, "text/plain; charset=utf-8", b"bad request\n", close=True)
+            return
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            k, sep, v = line.partition(":")
+            if not sep:
+                self._respond(c, 400, "text/plain; charset=utf-8", b"bad request\n", close=True)
+                return
+            k = k.strip().lower()
+            if k == "host" and k in headers:             # two Hosts: which one would be believed?
+                self._respond(c, 400, "text/plain; charset=utf-8", b"two Host headers\n", close=True)
+                return
+            headers[k] = v.strip()
+        conn_hdr = headers.get("connection", "").lower()
+        close = conn_hdr == "close" or (version == "HTTP/1.0" and conn_hdr != "keep-alive")
+        head_only = method == "HEAD"
+        if not host_allowed(headers.get("host"), self.listen_host, self.port, c.local_ip):
+            self._respond(c, 421, "text/plain; charset=utf-8",
+                          f"this server answers for {self.listen_host}:{self.port} only\n".encode(), close=True,
+                          head_only=head_only)
+            return
+        if method not in ("GET", "HEAD"):
+            self._respond(c, 405, "text/plain; charset=utf-8", b"read-only: GET or HEAD\n", close=True)
+            return
+        try:
+            status, ctype, body = self.answer(target.split("?", 1)[0])
+        except Exception as err:              # a bug answers 500 in one line; the server goes on
+            status, ctype = 500, "text/plain; charset=utf-8"
+            body = f"internal error: {type(err).__name__}: {err}\n".encode()
+        self._respond(c, status, ctype, body, close=close, head_only=head_only)
+
+    def _respond(self, c: _Conn, status: int, ctype: str, body: bytes, close: bool = False,
+                 head_only: bool = False) -> None:
+        h = [f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}", f"Server: {self.name}",
+             f"Content-Type: {ctype}", f"Content-Length: {len(body)}", "Cache-Control: no-store"]
+        if status == 405:
+            h.append(f"Allow: {self.allow}")
+        if close:
+            h.append("Connection: close")
+        c.out += ("\r\n".join(h) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
+        c.close_after = c.close_after or close
