@@ -315,7 +315,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                                   **methods.options_for(twopoint.fit_dataset, kw))
         # The floor and the retrograde check: not for the stall model, whose named bottleneck may
         # say why adding cores slows the program down (`twopoint.guard_band`).
-        measured, retro = (None, (False, "")) if tp.uses_stalls else measured_floor(ds1, {}, kw)
+        measured, retro = (None, (False, "")) if tp.uses_stalls else bands.measured_floor(ds1, {}, kw)
         return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured, retro=retro,
                          reps=bands.rep_percentiles(ds1), table=pri.band_table)
     if len(ts.cores) < 3:
@@ -383,27 +383,12 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
         if estima_note:
             reason = estima_note + "; " + reason
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
-    measured, retro = measured_floor(ds1, fits, kw)
+    measured, retro = bands.measured_floor(ds1, fits, kw)
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
                    prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns,
                    measured=measured, retro=retro, reps=bands.rep_percentiles(ds1), table=pri.band_table,
                    analysis=la if la is not None and la.charges else None)
-
-
-def measured_floor(ds: Dataset, fits: dict[str, Fitted], kw: dict[str, Any]) -> tuple[
-        tuple[np.ndarray, np.ndarray] | None, tuple[bool, str]]:
-    """The measured series a prediction may not fall below (None when the prediction is for
-    another clock or problem size: then it may), and whether the fitted USL says the curve turns
-    down (`bands.retrograde`)."""
-    if any(float(kw.get(k) or 1.0) != 1.0 for k in ("freq_ratio", "size_ratio")):
-        return None, (False, "")
-    ts = time_series(ds)
-    x = 1.0 / ts.time
-    u = getattr(fits.get("usl"), "fit", None)
-    if u is None and len(ts.cores) > 2:
-        return (ts.cores.copy(), x), (False, "no USL was fitted to say the curve turns down")
-    return (ts.cores.copy(), x), bands.retrograde(u, ts.cores, x)
 
 
 def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:

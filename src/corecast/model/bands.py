@@ -37,6 +37,7 @@ from scipy import stats
 from ..dataset import Dataset
 from ..errors import UserError
 from . import usl
+from .series import time_series
 
 #: A band is at least this wide on each side (log units: 1%).
 MIN_HALF_WIDTH = 0.01
@@ -82,6 +83,21 @@ def retrograde(fit: usl.USLFit | None, meas_cores: np.ndarray, meas_x: np.ndarra
         return True, (f"{why_b} and the measurements flatten: {c[-2]:g} to {c[-1]:g} gained "
                       f"{100 * (x[-1] / x[-2] - 1):.0f}%")
     return False, f"{why_b}, but the measured points still rise: no peak or flattening measured yet"
+
+
+def measured_floor(ds: Dataset, fits: dict[str, Any], kw: dict[str, Any]) -> tuple[
+        tuple[np.ndarray, np.ndarray] | None, tuple[bool, str]]:
+    """The measured series a prediction may not fall below (None when the prediction is for
+    another clock or problem size: then it may), and whether the fitted USL says the curve turns
+    down (`retrograde`)."""
+    if any(float(kw.get(k) or 1.0) != 1.0 for k in ("freq_ratio", "size_ratio")):
+        return None, (False, "")
+    ts = time_series(ds)
+    x = 1.0 / ts.time
+    u = getattr(fits.get("usl"), "fit", None)
+    if u is None and len(ts.cores) > 2:
+        return (ts.cores.copy(), x), (False, "no USL was fitted to say the curve turns down")
+    return (ts.cores.copy(), x), retrograde(u, ts.cores, x)
 
 
 def rep_percentiles(ds: Dataset) -> np.ndarray | None:
