@@ -219,7 +219,8 @@ def test_corpus_cli_jobs_and_its_mistakes(cli, tmp_path):
     assert r.code == 2 and "--jobs goes with --corpus" in r.err
 
 
-def test_the_corpus_progress_draws_a_bar_with_a_count_and_what_is_left():
+@pytest.mark.parametrize("columns", ["120", "80"])
+def test_the_corpus_progress_draws_a_bar_with_a_count_and_what_is_left(monkeypatch, columns):
     import io
     from corecast import messages
 
@@ -227,10 +228,14 @@ def test_the_corpus_progress_draws_a_bar_with_a_count_and_what_is_left():
         def isatty(self) -> bool:
             return True
 
+    monkeypatch.setenv("COLUMNS", columns)
     tty = Tty()
     with messages.Progress("learning without each source", total=34, stream=tty, bar=True) as p:
         p.start -= 10                                   # ten seconds in
         p.update(17)
     line = tty.getvalue().replace("\x1b[K", "").split("\r")[1]
-    assert line.startswith("learning without each source: [############............] 50% (17/34)")
-    assert "about 10 s left" in line
+    if columns == "120":
+        assert line.startswith("learning without each source: [############............] 50% (17/34)")
+    else:                       # too narrow for the bar: the count and the time left are kept
+        assert line.startswith("learning without each source: 50% (17/34)") and "#" not in line
+    assert line.endswith("about 10 s left")

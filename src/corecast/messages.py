@@ -219,13 +219,13 @@ class Progress:
             self.update(done, label)
         return update
 
-    def line(self, now: float | None = None) -> str:
-        """The text of the progress line."""
+    def line(self, now: float | None = None, bar: bool | None = None) -> str:
+        """The text of the progress line (`bar`: with the bar; default: as constructed)."""
         elapsed = (now if now is not None else time.monotonic()) - self.start
         text = f"{self.what}: "
         if self.total:
             frac = min(1.0, self.done / self.total)
-            if self.bar:
+            if self.bar if bar is None else bar:
                 full = int(round(frac * BAR_WIDTH))
                 text += "[" + "#" * full + "." * (BAR_WIDTH - full) + "] "
             text += f"{100 * frac:.0f}% ({_count(self.done, '')}/{_count(self.total, self.unit)})"
@@ -256,7 +256,11 @@ class Progress:
                 self._out.write(self.line(now) + "\n")
             else:
                 # one line, never wrapped (a wrapped line cannot be cleared with \r)
-                self._out.write("\r\x1b[K" + self.line(now)[: self._width()])
+                # the bar goes first where the line would not fit: the count and time left stay
+                width, text = self._width(), self.line(now)
+                if self.bar and len(text) > width:
+                    text = self.line(now, bar=False)
+                self._out.write("\r\x1b[K" + text[:width])
                 self.drawn = True
             self._out.flush()
             self._shown = True

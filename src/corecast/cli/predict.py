@@ -142,7 +142,7 @@ def run(args) -> int:
             raise UserError(f"{opt} is for --target-machine")
     target = measured = None
     if args.target_machine is not None:     # '' is a mistake, not "no target"
-        target = (parse_spec(args.target_machine), args.placement or "compact", args.smt_yield)
+        target = (parse_spec(args.target_machine), args.placement, args.smt_yield)
         measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
     # fitting (and, for --plot/--report, the other methods), then the figure and the report:
     # 1.6 s of silence before; the line is cleared before the results are printed
