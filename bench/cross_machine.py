@@ -5,8 +5,9 @@
    cores up to a quarter of its largest count and predicted beyond. Per source: the median over
    its series of each series' median absolute % error, for auto, the USL, timex and Extra-P
    (where installed: `make bench` runs this in .venv-bench, which has it), and the coverage of
-   the 80% bands. Once without the machines, once with each source's machine and placement
-   given (`--target-machine source`).
+   the 80% bands (auto's: the conformal band learned from the other sources' held-out scores,
+   nested). Once without the machines, once with each source's machine and placement given
+   (`--target-machine source`).
 2. The 4-socket SMT hash-map series (conc-map-bench, 4 x 22-core Xeon E7-8880 v4, 176
    threads) fitted on one socket (<= 22 threads) and predicted to 176 threads: auto with the
    target machine, with priors learned without that source, against a plain USL fit.
@@ -28,6 +29,7 @@ import _machine  # noqa: E402
 from corecast.model import corpus, extrap, learn, predictors, scorecard  # noqa: E402
 from corecast.model.series import convert  # noqa: E402
 from corecast.model.topo import fit_for_target  # noqa: E402
+from corecast.model.trials import default_jobs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,10 +61,12 @@ def table(ev: scorecard.CorpusEvaluation) -> None:
         if peer in ms:
             w, n = ev.wins("auto", peer)
             print(f"auto below {peer} in {w} of the {n} sources where both predicted")
-    cov = [s.coverage["auto"] for s in ev.sources if "auto" in s.coverage]
-    inside = sum(1 for c in cov if 0.75 <= c <= 0.85)
-    print(f"auto's 80% band held 75-85% of the held-out points in {inside} of {len(cov)} sources "
-          f"(range {100 * min(cov):.0f}-{100 * max(cov):.0f}%)")
+    for m in ms:
+        c = ev.coverage_summary(m)
+        if c:
+            print(f"{m}'s 80% band: {100 * c['points']:.1f}% of the held-out points, {100 * c['mean_over_sources']:.1f}% "
+                  f"averaged over the sources; within 65-95% in {c['within_65_95']} of {c['sources']} sources, "
+                  f"within 75-85% in {c['within_75_85']}")
 
 
 def one_socket(series: list[corpus.Series]) -> None:
@@ -108,7 +112,8 @@ def main() -> int:
             print()
             print("== " + ("with each source's machine and placement (--target-machine source)" if target
                            else "without the machines") + ", leave-one-source-out ==")
-            table(scorecard.evaluate_corpus(series, train_frac=0.25, target=target, leave_one_source_out=True))
+            table(scorecard.evaluate_corpus(series, train_frac=0.25, target=target, leave_one_source_out=True,
+                                            jobs=default_jobs()))
     print()
     one_socket(series)
     return 0

@@ -17,8 +17,8 @@ _corecast_words() {
         'chase|choices --page') REPLY='4k 2m thp' ;;
         'chase|choices --format') REPLY='table json csv records' ;;
         'evaluate|actions') REPLY='' ;;
-        'evaluate|options') REPLY='-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --json --format -q --quiet -v --verbose' ;;
-        'evaluate|valued') REPLY='--train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --target-machine --placement --format' ;;
+        'evaluate|options') REPLY='-h --help --train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --leave-one-source-out --jobs -j --json --format -q --quiet -v --verbose' ;;
+        'evaluate|valued') REPLY='--train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --target-machine --placement --jobs -j --format' ;;
         'evaluate|choices --placement') REPLY='compact spread smt-last' ;;
         'evaluate|choices --format') REPLY='table json csv records' ;;
         'events|actions') REPLY='' ;;

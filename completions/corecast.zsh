@@ -126,8 +126,10 @@ _corecast_options=(
 --checkpoints:checkpoints for kernel selection
 --refit:refit selected kernels on all training points
 --target-machine:the machine the data were measured on, as predict reads it: every method is fitted on effective cores and predicts the held-out threads'' (SMT, oversubscription, NUMA crossing); with --corpus, ''source'' takes each source''s machine from its source.toml
---placement:with --target-machine SPEC: how the threads were laid out (default compact)
+--placement:with --target-machine SPEC: how the threads were laid out (default: a campaign''s --order, else spread, as the operating system places threads it is not told where to put)
 --leave-one-source-out:with --corpus: auto''s priors learned from the other sources only, source by source
+--jobs:with --corpus: fit in N worker processes (default: one per CPU this process may use)
+-j:with --corpus: fit in N worker processes (default: one per CPU this process may use)
 --json:print a JSON object instead of tables (as --format json)
 --format:table (default), json (one object), or a tidy table with one row per method and held-out core count (with --corpus: per source and method) for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 -q:results, warnings and errors only: no progress, notes or names of files written
@@ -260,9 +262,9 @@ _corecast_options=(
 --checkpoints:checkpoints for kernel selection (default from the number of points)
 --refit:refit the selected kernel on all points (default: keep the fit validated on the checkpoints)
 --target-machine:predict for this machine: a bundled name (e.g. epyc-9654-2s), a TOML file, `corecast calibrate`''s JSON, `lstopo --of xml` or `lscpu [-J]` output, or sockets=2,cores=32,smt=2[,ghz=2.4] / cpus=64
---placement:with --target-machine: how threads are laid out on the target (default compact: a socket''s cores, then its SMT siblings, then the next socket)
+--placement:how threads are laid out on the target: compact (a socket''s cores, then its SMT siblings, then the next socket), spread (physical cores first, round-robin over the sockets) or smt-last (physical cores socket by socket, then the siblings); default: as the measurements were placed (a campaign''s --order, --measured-placement), else spread, as the operating system places threads it is not told where to put
 --measured-machine:the machine the data were measured on, in the same forms as --target-machine, where the file does not record it (a plain CSV; a campaign records its machine)
---measured-placement:how the measured threads were laid out (default: the campaign''s --order, else compact)
+--measured-placement:how the measured threads were laid out (default: the campaign''s --order, else the target''s placement)
 --smt-yield:what a thread on an SMT sibling adds, as a share of a core (default: the prior learned from the corpus)
 --json:print a JSON object instead of tables (as --format json)
 --format:table (default), json (one object), or a tidy table with one row per predicted core count for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
@@ -559,7 +561,7 @@ _corecast_valued=(
     '' ''
     'calibrate' '-o --output'
     'chase' '--size --chains --threads --order --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --format --plot -o --output --profile'
-    'evaluate' '--train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --target-machine --placement --format'
+    'evaluate' '--train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --target-machine --placement --jobs -j --format'
     'events' '--translate --cpu --pmu --libpfm --format'
     'export' '-o --output --format --table --metadata'
     'info' '--format'

@@ -35,14 +35,15 @@ def test_calibrated_band_covers_about_its_level_on_noisy_draws():
         width += list(np.log(p.high / p.low) / 2)
         err += list(np.abs(p.value / truth - 1))
     cov = float(np.mean(inside))
-    # Measured: 0.95-0.99 over seeds 1-4 and 12345 (160 points each), median half-width 0.20-0.21:
-    # conservative on pure USL draws, because the default blends in Amdahl's law (0.65 : 0.35
-    # with the 34-source corpus; 0.925-0.975 with 0.75 : 0.25, 0.85-0.92 with 0.85 : 0.15) and
-    # the members' disagreement widens the band. A band that ignored the distance of
-    # extrapolation or the members' disagreement falls well below (0.70 on the real data); one
-    # that is merely wider is caught by the half-width bound.
+    # Measured: 0.925-0.956 over seeds 1-4 and 12345 (160 points each), median half-width
+    # 0.25-0.27, with the conformal band the corpus learned out of sample (issue 23; 0.95-0.99
+    # and 0.20-0.21 with the t-based band learned in sample before): conservative on pure USL
+    # draws, because the band is calibrated on real curves, whose held-out errors are larger,
+    # and the laws' disagreement widens it. A band that ignored the distance of extrapolation or
+    # the members' disagreement falls well below (0.70 on the real data); one that is merely
+    # wider is caught by the half-width bound.
     assert 0.75 <= cov <= 0.995, cov
-    assert np.median(width) < 0.22            # not a trivially wide band (relative half-width)
+    assert np.median(width) < 0.30            # not a trivially wide band (relative half-width)
     assert np.median(err) < 0.10
 
 

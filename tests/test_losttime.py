@@ -9,6 +9,7 @@ import pytest
 from corecast import dataset as D
 from corecast.model import losttime, predictors, twopoint
 from corecast.model.auto import PriorBand
+from corecast.model.series import convert
 
 CLOCK = 2.0e9
 
@@ -156,13 +157,21 @@ def test_the_two_point_band_is_never_of_zero_width(make):
 
 def test_a_band_wholly_slower_than_the_last_measurement_is_widened_or_explained():
     # a slowdown from 1 to 2 cores that no wait accounts for: the USL through both points
-    # falls; two points cannot show that it must, so the band reaches the 2-core time
+    # falls; two points cannot show that it must: auto keeps it at the 2-core time (the floor,
+    # issue 23) and says so, and the band reaches it
     rows = reps(1, 10.0, 10.0) + reps(2, 9.0, 17.9)
     f = predictors.fit("auto", campaign(rows))
     p = f.predict([16.0, 64.0])
     t2 = 9.0
-    assert np.all(p.low <= t2 + 1e-9)
-    assert any("widened down to the 2-core time" in w for w in p.warnings)
+    assert np.all(p.value <= t2 + 1e-9) and np.all(p.low <= t2 + 1e-9) and np.all(p.high > t2)
+    assert any("kept at that measurement" in w for w in p.warnings)
+    # the guard itself, on the falling two-point law's own band: widened down to the 2-core time
+    cores = np.array([16.0, 64.0])
+    t = convert(f.fitted.predict(cores), "time_s")
+    assert np.all(t.value > t2)
+    lo, hi, notes = twopoint.guard_band(f.fitted, cores, t.value, t.value * 0.99, t.value * 1.01)
+    assert np.all(lo == pytest.approx(t2)) and np.all(hi == t.value * 1.01)
+    assert any("widened down to the 2-core time" in w for w in notes)
     # a lock that accounts for the slowdown: the stall model says why it lies above
     rows = reps(1, 10.0, 10.0) + reps(2, 9.0, 10.0, lock_wait=7.9, lock_wait_idle=7.9)
     g = predictors.fit("auto", campaign(rows))

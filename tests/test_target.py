@@ -200,3 +200,42 @@ def test_corpus_cli_table_ends_with_the_geometric_mean_and_the_wins(cli, tmp_pat
     clear = sum(errs[s]["auto"] < errs[s]["usl"] for s in errs)
     close = sum(errs[s]["auto"] <= errs[s]["usl"] for s in errs)
     assert m and clear <= int(m.group(1)) <= close, r.out
+
+
+def test_corpus_cli_jobs_and_its_mistakes(cli, tmp_path):
+    for name, rows in (("up", [(1, 100), (2, 198), (4, 390), (8, 760), (16, 1450), (32, 2700)]),
+                       ("flat", [(1, 50), (2, 95), (4, 170), (8, 260), (16, 300), (32, 280)])):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "s.csv").write_text("cores,throughput\n" + "".join(f"{c},{x}\n" for c, x in rows))
+    one = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl", "--json", "--jobs", "1").json()
+    two = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl", "--json", "--jobs", "2").json()
+    assert one == two                                  # workers change the time, never the figures
+    assert set(one["coverage"]["auto"]) >= {"points", "mean_over_sources", "within_65_95", "within_75_85"}
+    for bad, say in (("0", "between 1 and 256"), ("x", "whole number")):
+        r = cli("evaluate", "--corpus", tmp_path, "--jobs", bad)
+        assert r.code == 2 and say in r.err
+    r = cli("evaluate", ROOT / "data" / "usl" / "specsdm91.csv", "--train-max-cores", "72", "--jobs", "2")
+    assert r.code == 2 and "--jobs goes with --corpus" in r.err
+
+
+@pytest.mark.parametrize("columns", ["120", "80"])
+def test_the_corpus_progress_draws_a_bar_with_a_count_and_what_is_left(monkeypatch, columns):
+    import io
+    from corecast import messages
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", columns)
+    tty = Tty()
+    with messages.Progress("learning without each source", total=34, stream=tty, bar=True) as p:
+        p.start -= 10                                   # ten seconds in
+        p.update(17)
+    line = tty.getvalue().replace("\x1b[K", "").split("\r")[1]
+    if columns == "120":
+        assert line.startswith("learning without each source: [############............] 50% (17/34)")
+    else:                       # too narrow for the bar: the count and the time left are kept
+        assert line.startswith("learning without each source: 50% (17/34)") and "#" not in line
+    assert line.endswith("about 10 s left")

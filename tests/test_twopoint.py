@@ -92,8 +92,14 @@ def test_stall_model_brackets_linear_and_pairwise_contention():
     q = f.predict(target)
     assert q.value == pytest.approx(p.value, rel=1e-12)
     assert np.all(q.low <= p.low) and np.all(q.high >= p.high)
+    # ... the corpus' conformal band (auto.PriorBand.band) united with the bracket, never
+    # narrower than z·max(noise, g0·ln(n/n2))
+    x_lo, x_hi = f.band(1.0 / p.value, target / 2.0, {"growth": f.growth}, 0.8)
+    assert q.low == pytest.approx(np.minimum(p.low, 1.0 / x_hi), rel=1e-9)
+    assert q.high == pytest.approx(np.maximum(p.high, 1.0 / x_lo), rel=1e-9)
     h = twopoint.prior_half_width(target, 2.0, f.growth, 0.8, f.noise)
-    assert q.low == pytest.approx(np.minimum(p.low, p.value * np.exp(-h)), rel=1e-9)
+    assert np.all(q.low <= p.value * np.exp(-h) * (1 + 1e-12))
+    assert np.all(q.high >= p.value * np.exp(h) * (1 - 1e-12))
     b = f.bottlenecks(target)
     assert b[0].category == "lock_wait_cycles" and b[0].growth > 1.5
     assert "scaling bottleneck" in b[0].verdict

@@ -85,10 +85,12 @@ def test_the_command_line_prints_what_the_use_case_predicts(cli, tmp_path):
 def test_for_a_target_the_command_line_prints_what_the_use_case_predicts(cli):
     spec = "sockets=2,cores=8,smt=2"
     r = cli("predict", RAYTRACER, "--cores", "24,48", "--method", "usl", "--target-machine", spec,
-            "--placement", "spread", "--json")
+            "--placement", "spread", "--measured-machine", "cpus=64", "--json")
     assert r.code == 0
+    # measured on 64 CPUs (without it the runs are read as the target's own, and the ones at
+    # 48 and 64 threads, still gaining, are evidence that threads beyond its CPUs add: issue 23)
     result = usecase.predict(ds_mod.load(RAYTRACER), PredictOptions(method="usl"),
-                             Target(parse_spec(spec), "spread"))
+                             Target(parse_spec(spec), "spread", measured=parse_spec("cpus=64")))
     got = json.loads(json.dumps(D.predict_doc(result, str(RAYTRACER), [24.0, 48.0], 0.8)))
     assert r.json() == got
     # the target is the prediction's: the same fit on the measured machine differs at 48 threads

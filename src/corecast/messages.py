@@ -96,6 +96,10 @@ def _count(n: float, unit: str) -> str:
     return f"{n:,.0f} {unit}".rstrip()
 
 
+#: Characters of the bar a Progress(bar=True) draws.
+BAR_WIDTH = 24
+
+
 def _clock(seconds: float) -> str:
     """Elapsed or remaining time: 42 s, 3 min 05 s, 1 h 02 min."""
     seconds = max(0.0, seconds)
@@ -130,6 +134,8 @@ class Progress:
     with nothing left, makes no Progress at all). A note or warning said meanwhile (`messages.note` ...)
     is printed above the line, which is then drawn again.
 
+    With `bar`, a bar of BAR_WIDTH characters goes before the share done.
+
     `lines=True` is for work whose program writes to the same terminal (`sim capture` runs the
     program on it): no line is redrawn in place (the program's own output would land in it);
     instead a whole line is printed after `LINE_FIRST_S` and then every `LINE_EVERY_S` seconds.
@@ -139,8 +145,8 @@ class Progress:
     LINE_FIRST_S, LINE_EVERY_S = 1.0, 10.0
 
     def __init__(self, what: str, total: float | None = None, unit: str = "", stream: Any = None,
-                 lines: bool = False):
-        self.what, self.total, self.unit = what, total, unit
+                 lines: bool = False, bar: bool = False):
+        self.what, self.total, self.unit, self.bar = what, total, unit, bar
         self.done = 0.0
         self.label = ""
         self.stream = stream
@@ -213,12 +219,15 @@ class Progress:
             self.update(done, label)
         return update
 
-    def line(self, now: float | None = None) -> str:
-        """The text of the progress line."""
+    def line(self, now: float | None = None, bar: bool | None = None) -> str:
+        """The text of the progress line (`bar`: with the bar; default: as constructed)."""
         elapsed = (now if now is not None else time.monotonic()) - self.start
         text = f"{self.what}: "
         if self.total:
             frac = min(1.0, self.done / self.total)
+            if self.bar if bar is None else bar:
+                full = int(round(frac * BAR_WIDTH))
+                text += "[" + "#" * full + "." * (BAR_WIDTH - full) + "] "
             text += f"{100 * frac:.0f}% ({_count(self.done, '')}/{_count(self.total, self.unit)})"
             new = self.done - self._base
             if new > 0 and frac < 1 and elapsed > 1:
@@ -247,7 +256,11 @@ class Progress:
                 self._out.write(self.line(now) + "\n")
             else:
                 # one line, never wrapped (a wrapped line cannot be cleared with \r)
-                self._out.write("\r\x1b[K" + self.line(now)[: self._width()])
+                # the bar goes first where the line would not fit: the count and time left stay
+                width, text = self._width(), self.line(now)
+                if self.bar and len(text) > width:
+                    text = self.line(now, bar=False)
+                self._out.write("\r\x1b[K" + text[:width])
                 self.drawn = True
             self._out.flush()
             self._shown = True

@@ -36,10 +36,15 @@ methods:
           origin); predicts with the stall method when its stall categories explain the
           measured time, else with the method the corpus of real many-core curves trusts
           (priors.toml; as shipped, the USL blended with Amdahl's law); with two core counts, the
-          two-point USL with the corpus' coherency share
+          two-point USL with the corpus' coherency share; never below a throughput measured at
+          fewer threads unless the fit and the measurements show the curve turning down
 
 every band is calibrated on the method's rolling-origin errors (noise, error growth with the
-distance of extrapolation, and for auto the members' disagreement).
+distance of extrapolation); auto's is the corpus' band learned out of sample (the quantiles of
+held-out errors on sources it never saw, scaled by the series' noise, error growth and the
+laws' disagreement), never narrower than the repetitions' spread. With --target-machine,
+threads beyond the CPUs, SMT siblings and NUMA nodes are read from the measurements where they
+show them (else priors), and the band widens by their uncertainty.
 
 low/high are the bounds of the input metric (time_s, else throughput) at --level.
 
@@ -85,13 +90,17 @@ def add_arguments(p) -> None:
                         "`corecast calibrate`'s JSON, `lstopo --of xml` or `lscpu [-J]` output, or "
                         "sockets=2,cores=32,smt=2[,ghz=2.4] / cpus=64")
     p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default=None,
-                   help="with --target-machine: how threads are laid out on the target (default compact: a "
-                        "socket's cores, then its SMT siblings, then the next socket)")
+                   help="how threads are laid out on the target: compact (a socket's cores, then its SMT "
+                        "siblings, then the next socket), spread (physical cores first, round-robin over the "
+                        "sockets) or smt-last (physical cores socket by socket, then the siblings); default: as "
+                        "the measurements were placed (a campaign's --order, --measured-placement), else "
+                        "spread, as the operating system places threads it is not told where to put")
     p.add_argument("--measured-machine", metavar="SPEC",
                    help="the machine the data were measured on, in the same forms as --target-machine, where "
                         "the file does not record it (a plain CSV; a campaign records its machine)")
     p.add_argument("--measured-placement", choices=("compact", "spread", "smt-last"), default=None,
-                   help="how the measured threads were laid out (default: the campaign's --order, else compact)")
+                   help="how the measured threads were laid out (default: the campaign's --order, else the "
+                        "target's placement)")
     p.add_argument("--smt-yield", type=float, default=None, metavar="Y",
                    help="what a thread on an SMT sibling adds, as a share of a core (default: the prior "
                         "learned from the corpus)")

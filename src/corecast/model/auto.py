@@ -28,16 +28,22 @@ Choice (the numbers are priors learned from a corpus of real many-core curves by
   weighted by inverse mean squared error (a member that validated several times worse than the
   best gets no weight).
 
-Band, calibrated on the validation errors of the prediction itself (each at its log distance of
-extrapolation d = ln(target / origin)) pooled with the corpus' error growth:
+Never below the measurements: a prediction is kept at least at the highest throughput
+measured at or below its count unless the fitted USL says the curve turns down with evidence
+(`corecast.model.bands.retrograde`); the output says which.
 
-    h(n) = t · sqrt(s² + g² d(n)² + spread(n)²),   low, high = prediction · e^(∓h)
+Band: the corpus' conformal quantiles (learned out of sample, `corecast.model.bands`) times the
+prediction's own scale
+
+    σ(n)² = s² + g² ln(r)² + spread(n)²,   r = n / largest measured count
 
 s: the noise of the data (relative residual of the USL fitted to all points); g² = (k g_own² +
 w g₀²) / (k + w): the series' own error growth (g_own² = mean((e_i² − s²)⁺ / d_i²) over its k
-validation errors) pooled with the corpus' g₀ as w pseudo-errors; d(n) = ln(n / largest
-measured count); spread(n): the weighted standard deviation of the members' log predictions at
-n. Coverage is measured (`corecast evaluate`, `--corpus`, tests/test_auto_calibration.py).
+validation errors at log distances d_i) pooled with the corpus' g₀ as w pseudo-errors;
+spread(n): the standard deviation of the log predictions of the predicting members and the
+scaling laws LAWS. Never narrower than the repetitions' spread. Without a table in the priors,
+the t-based t(k − 1 + w) · σ. Coverage is measured (`corecast evaluate`, `--corpus`,
+tests/test_auto_calibration.py).
 
 With two core counts there is nothing to validate: the two-point predictor
 (`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share -- its stall
@@ -51,10 +57,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
-from . import losttime, methods, twopoint
+from . import bands, losttime, methods, twopoint
 from .base import Fitted, Prediction
 from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate, noise_of, validate
 from .estima import analysis_rows
@@ -68,6 +75,12 @@ ESTIMA_TOLERANCE = 3.0
 ESTIMA_FLOOR = 0.10
 #: A member whose validation error is more than this factor of the best member's gets no weight.
 NO_WEIGHT_RATIO = 2.0
+#: The scaling laws whose disagreement at a count widens the band (the laws that fit the
+#: measured points and that the data cannot tell apart: where they part, the data do not
+#: decide). Cheap to fit; fitted whatever the priors weigh. (Among the spreads tried for the
+#: band's scale -- the weighted members', these laws', these with timex -- this one narrowed the
+#: band most at the same held-out coverage; docs/predict.md.)
+LAWS = ("usl", "amdahl", "power", "pmnf")
 #: A switch ratio this large means never: the default is not displaced by validation.
 NEVER_SWITCH = 1e6
 #: The stall categories explain the time when their growth accounts for at least this share of
@@ -93,6 +106,13 @@ class AutoFit(Fitted):
     prior_weight: float = 0.0             # ... counted as this many validation errors
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
+    #: the measured series (core counts, throughput of the input's units: 1/time): the floor
+    #: of every prediction unless `retro` says the curve turns down (`bands`); None: no floor
+    #: (a prediction for another clock or problem size)
+    measured: tuple[np.ndarray, np.ndarray] | None = None
+    retro: tuple[bool, str] = (False, "")
+    reps: np.ndarray | None = None        # the repetitions' spread (`bands.rep_percentiles`)
+    table: dict[str, Any] | None = None   # the corpus' conformal band (`bands.Conformal`), None: t-based
     analysis: losttime.LossAnalysis | None = None   # the lost core-time and what the waits account for
 
     def combined_validation(self) -> list[tuple[float, float]]:
@@ -144,14 +164,20 @@ class AutoFit(Fitted):
         w = {k: v / tot for k, v in w.items()}
         L = {k: np.log(p.value) for k, p in preds.items()}
         logt = sum(wk * L[k] for k, wk in w.items())
-        t = np.exp(logt)
-        spread = np.sqrt(sum(wk * (L[k] - logt) ** 2 for k, wk in w.items()))
-        cal = self.calibration()
+        spread = self.disagreement(cores, L, level)
         warns = list(self.warnings) + dropped
+        x, note = self.floored(cores, np.exp(-logt))
+        if note:
+            warns.append(note)
+        t = 1.0 / x
+        cal = self.calibration()
+        parts: dict[str, Any] | None = None
         if cal is not None:
-            d = np.log(np.maximum(cores, self.top) / self.top)
-            h = cal.half_width(d, spread, level)
-            lo, hi = t * np.exp(-h), t * np.exp(h)
+            r = cores / self.top
+            parts = {"kind": "validated", "noise": cal.noise, "growth": cal.growth,
+                     "spread": [float(v) for v in spread], "top": self.top, "dof": cal.dof}
+            x_lo, x_hi = self.band(x, r, parts, level)
+            lo, hi = 1.0 / x_hi, 1.0 / x_lo
         else:
             # Nothing to calibrate on (3 core counts): the members' own bands, if any.
             lows = [p.low for p in preds.values() if p.low is not None and p.high is not None]
@@ -179,11 +205,62 @@ class AutoFit(Fitted):
         for p in preds.values():
             warns.extend(x for x in p.warnings if x not in warns)
         model = " + ".join(f"{k} ({wk:.2f})" if len(w) > 1 else k for k, wk in w.items())
+        params = {"chosen": list(w), "weights": dict(w), "validation_scores": dict(self.scores),
+                  "reason": self.reason}
+        if parts is not None:
+            params["band_parts"] = parts
+        if self.measured is not None:
+            params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
         pr = Prediction(cores=cores, value=t, metric="time_s", low=lo, high=hi, level=level, method="auto",
-                        model=model, params={"chosen": list(w), "weights": dict(w),
-                                             "validation_scores": dict(self.scores), "reason": self.reason},
-                        warnings=warns)
+                        model=model, params=params, warnings=warns)
         return convert(pr, self.metric)
+
+    def disagreement(self, cores: np.ndarray, L: dict[str, np.ndarray], level: float) -> np.ndarray:
+        """How much the predicting members and the scaling laws (LAWS) disagree at `cores`: the
+        standard deviation of their log predictions (0 with one)."""
+        logs = dict(L)
+        for k in LAWS:
+            if k in logs or k not in self.fits:
+                continue
+            try:
+                v = convert(self.fits[k].predict(cores, level), "time_s").value
+            except (UserError, ValueError, np.linalg.LinAlgError):
+                continue
+            if np.all(np.isfinite(v)) and np.all(v > 0):
+                logs[k] = np.log(v)
+        if len(logs) < 2:
+            return np.zeros(len(cores))
+        return np.std(np.array(list(logs.values())), axis=0)
+
+    def floored(self, cores: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str]:
+        """The throughput `x` at `cores` kept at least at the highest measured at or below each
+        count, unless the fitted model says the curve turns down (`bands`); and what was done."""
+        if self.measured is None:
+            return x, ""
+        mc, mx = self.measured
+        fl = bands.floor(cores, mc, mx)
+        below = x < fl * (1 - 1e-12)
+        if not np.any(below):
+            return x, ""
+        i = int(np.argmax(below))
+        ok = mc <= cores[i]
+        at = float(mc[ok][int(np.argmax(mx[ok]))])
+        if self.retro[0]:
+            return x, (f"the curve turns down: from {cores[i]:g} the prediction falls below the throughput measured "
+                       f"at {at:g}, because {self.retro[1]}")
+        return np.where(below, fl, x), (f"from {cores[i]:g} the fitted curve fell below the throughput measured at "
+                                        f"{at:g}; kept at that measurement, since {self.retro[1]}")
+
+    def band(self, x: np.ndarray, r: np.ndarray, parts: dict[str, Any], level: float,
+             machine: np.ndarray | float = 0.0, table: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) throughput around `x` at distances r (count / largest measured count), from
+        the scale `parts` of the band and the uncertainty of any machine effect applied."""
+        sigma = bands.scale(parts["noise"], parts["growth"], r, np.asarray(parts["spread"]), machine)
+        tab = table if table is not None else self.table
+        if tab is None:
+            z = float(stats.t.ppf((1 + level) / 2, max(int(parts.get("dof", 1)), 1)))
+            return bands.band(x, sigma, r, None, level, self.reps, fallback=z)
+        return bands.band(x, sigma, r, bands.Conformal.from_dict(tab), level, self.reps)
 
     def models(self, horizon: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -198,7 +275,11 @@ class AutoFit(Fitted):
                        "band": None if cal is None else {
                            "noise": cal.noise, "error_growth_per_log_distance": cal.growth,
                            "calibration_points": cal.points,
-                           "formula": "t * sqrt(noise^2 + (growth * ln(n / n_max))^2 + spread^2)", "prior_growth": self.prior_growth, "prior_weight": self.prior_weight},
+                           "formula": ("q(level, n / n_max) * sigma" if self.table is not None else "t * sigma")
+                           + ", sigma = sqrt(noise^2 + (growth * ln(n / n_max))^2 + spread^2)",
+                           "quantiles": ("the corpus' held-out scores (conformal, learned out of sample)"
+                                         if self.table is not None else "Student's t"),
+                           "prior_growth": self.prior_growth, "prior_weight": self.prior_weight},
                        "reason": self.reason}
         return out
 
@@ -234,7 +315,11 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
         # Its stall model only where the waits charged to time explain the lost core-time.
         tp = twopoint.fit_dataset(ds, size=size, coherency_share=pri.coherency_share,
                                   **methods.options_for(twopoint.fit_dataset, kw))
-        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two)
+        # The floor and the retrograde check: not for the stall model, whose named bottleneck may
+        # say why adding cores slows the program down (`twopoint.guard_band`).
+        measured, retro = (None, (False, "")) if tp.uses_stalls else bands.measured_floor(ds1, {}, kw)
+        return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured, retro=retro,
+                         reps=bands.rep_percentiles(ds1), table=pri.band_table)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
@@ -250,7 +335,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     # only the default, its partner and the stall method can carry weight: the others are not
     # fitted or validated (unless the default cannot be fitted).
     never = pri.switch_ratio >= NEVER_SWITCH
-    first = [m for m in cand if m in ("estima", "mva", pri.default, pri.partner)] if never else cand
+    first = [m for m in cand if m in ("estima", "mva", pri.default, pri.partner) + LAWS] if never else cand
     for group in (first, [m for m in cand if m not in first]):
         for meth in group:
             try:
@@ -301,9 +386,11 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
             reason = estima_note + "; " + reason
     weights, reason = prefer_demands(weights, reason, scores)
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
+    measured, retro = bands.measured_floor(ds1, fits, kw)
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
                    prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns,
+                   measured=measured, retro=retro, reps=bands.rep_percentiles(ds1), table=pri.band_table,
                    analysis=la if la is not None and la.charges else None)
 
 
@@ -440,15 +527,21 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
 @dataclass
 class PriorBand(Fitted):
     """A prediction from two core counts with the band the corpus' error growth gives:
-    h(n) = z · max(s, g₀ · ln(n / largest measured count)), s the repetitions' noise (at least
-    `twopoint.NOISE_FLOOR`); for the stall model, united with its laws' bracket; widened
+    h(n) = the corpus' conformal quantiles times g₀ · ln(n / largest measured count) (`bands`;
+    ±z g₀ ln(n / top) without a table), never narrower than z · s, s the repetitions' noise (at
+    least `twopoint.NOISE_FLOOR`); for the stall model, united with its laws' bracket; widened
     to reach the largest count's measurement where it would lie wholly beyond it without a cause
-    (`twopoint.guard_band`)."""
+    (`twopoint.guard_band`). Never below a measured throughput at a lower count (two points cannot
+    show a peak), except for the stall model, whose named bottleneck may say why."""
 
     fitted: Fitted
     top: float
     growth: float
     method: str = "auto"
+    measured: tuple[np.ndarray, np.ndarray] | None = None
+    retro: tuple[bool, str] = (False, "")
+    reps: np.ndarray | None = None
+    table: dict[str, Any] | None = None
 
     @property
     def warnings(self) -> list[str]:       # type: ignore[override]
@@ -458,14 +551,27 @@ class PriorBand(Fitted):
         cores = np.asarray(cores, dtype=float)
         p = self.fitted.predict(cores, level)
         t = convert(p, "time_s")
-        noise = float(getattr(self.fitted, "noise", twopoint.NOISE_FLOOR))
-        h = twopoint.prior_half_width(cores, self.top, self.growth, level, noise)
-        lo, hi = t.value * np.exp(-h), t.value * np.exp(h)
+        warns = [w for w in p.warnings if w != twopoint.BAND_NOTE]
+        x = 1.0 / t.value
+        if self.measured is not None:
+            fl = bands.floor(cores, *self.measured)
+            below = x < fl * (1 - 1e-12)
+            if np.any(below):
+                i = int(np.argmax(below))
+                if self.retro[0]:
+                    warns.append(f"the curve turns down: {self.retro[1]}")
+                else:
+                    warns.append(f"from {cores[i]:g} the two-point law fell below the highest throughput measured; "
+                                 "kept at that measurement (two points that still rise cannot show a peak)")
+                    x = np.where(below, fl, x)
+        parts = {"kind": "two", "noise": 0.0, "growth": self.growth, "spread": [0.0] * len(cores), "top": self.top}
+        x_lo, x_hi = self.band(x, cores / self.top, parts, level)
+        t_value, lo, hi = 1.0 / x, 1.0 / x_hi, 1.0 / x_lo
+        noise = self.noise_floor
         stalls = bool(getattr(self.fitted, "uses_stalls", False)) and t.low is not None and t.high is not None
         if stalls:
             lo, hi = np.minimum(lo, t.low), np.maximum(hi, t.high)
-        lo, hi, guard = twopoint.guard_band(self.fitted, cores, t.value, lo, hi)
-        warns = [w for w in p.warnings if w != twopoint.BAND_NOTE]
+        lo, hi, guard = twopoint.guard_band(self.fitted, cores, t_value, lo, hi)
         warns.append("two core counts: the band is the corpus' error growth for extrapolation this far "
                      f"(g0 = {self.growth:.3f} per unit of log distance) and the run-to-run noise ({100 * noise:.1f}%)"
                      + (", united with the bracket of the stall laws" if stalls else "")
@@ -474,9 +580,26 @@ class PriorBand(Fitted):
         params = dict(p.params)
         params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth,
                           "noise": noise, "with_stall_laws": stalls}
-        q = Prediction(cores=cores, value=t.value, metric="time_s", low=lo, high=hi, level=level,
+        params["band_parts"] = parts
+        if self.measured is not None:
+            params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
+        q = Prediction(cores=cores, value=t_value, metric="time_s", low=lo, high=hi, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)
+
+    def band(self, x: np.ndarray, r: np.ndarray, parts: dict[str, Any], level: float,
+             machine: np.ndarray | float = 0.0, table: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) throughput around `x` at distances r (see `AutoFit.band`)."""
+        sigma = bands.scale(0.0, parts["growth"], r, 0.0, machine)
+        tab = table if table is not None else self.table
+        lo, hi = bands.band(x, sigma, r, None if tab is None else bands.Conformal.from_dict(tab), level, self.reps)
+        h = twopoint.prior_half_width(np.ones(1), 1.0, 0.0, level, self.noise_floor)   # z · s
+        return np.minimum(lo, x * np.exp(-h)), np.maximum(hi, x * np.exp(h))
+
+    @property
+    def noise_floor(self) -> float:
+        """The repetitions' noise of the two-point fit (at least `twopoint.NOISE_FLOOR`)."""
+        return float(getattr(self.fitted, "noise", twopoint.NOISE_FLOOR))
 
     def models(self, horizon: float = 0.0) -> dict[str, Any]:
         return self.fitted.models(horizon)
@@ -485,6 +608,6 @@ class PriorBand(Fitted):
         return self.fitted.bottlenecks(cores)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("fitted", "top", "growth"):
+        if name.startswith("__") or name in ("fitted", "top", "growth", "measured", "retro", "reps", "table", "noise_floor"):
             raise AttributeError(name)
         return getattr(self.fitted, name)

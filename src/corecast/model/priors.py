@@ -51,6 +51,10 @@ class Priors:
     band_growth: float = 0.25
     band_weight: float = 4.0
     band_growth_two: float = 0.25
+    #: conformal band tables learned out of sample (`bands.Conformal`), without and with a
+    #: target machine (None: a t-based band from the growth above)
+    band_table: dict[str, Any] | None = None
+    band_table_machine: dict[str, Any] | None = None
     sources: tuple[str, ...] = ()
     series: int = 0
     train_frac: float = 0.25
@@ -70,7 +74,8 @@ class Priors:
         lines = ["# Priors for `auto` and the target-machine model (corecast.model.priors), learned from",
                  "# a corpus of real scaling curves by scripts/learn_priors.py; do not edit by hand.", ""]
         for k, v in d.items():
-            lines.append(f"{k} = {_toml(v)}")
+            if v is not None:
+                lines.append(f"{k} = {_toml(v)}")
         if sc:
             lines += ["", "# What the choices scored on the corpus they were learned from (median over the",
                       "# sources of each source's median absolute % error; for band_weight, the mean",

@@ -12,9 +12,22 @@ calibrated on their own rolling-origin errors); `extrap`, Extra-P's model, where
 installed. With `target` the series' machine and placement (its `source.toml`) are given, as
 `predict --target-machine` with `--measured-machine` would: every method is fitted on effective
 cores and asked about the held-out threads' (`corecast.model.topo`); Extra-P never is.
+
+Leave-one-source-out is nested for the band: each source's priors are learned without it
+(`learn_loso`), every held-out point of every source is then scored with its own source's
+priors, and a source's band is learned from the *other* sources' scores (`learn.band_table`):
+neither its priors nor its band saw it. `learn_shipped` learns the shipped priors the same way
+from every source.
+
+Speed: what does not change from one source left out to the next is fitted once (`fit_corpus`:
+auto's trials, frozen and replayed under any priors, `corecast.model.trials`; the single
+methods from auto's own fits; a series' fit shared between its trials wherever the effective
+cores are the threads themselves), in `jobs` worker processes; only the learning is redone per
+source. `bench/loso_speed.py` times it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -22,15 +35,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from . import extrap, learn, methods, predictors
+from . import extrap, learn, methods, predictors, trials
 from .corpus import Series, train_max
 from .priors import Priors
 from .priors import load as load_priors
 from .series import convert
-from .topo import fit_for_target
+from .topo import Layout, fit_for_target
+
+#: progress(what, done, total): what the scorecard is doing, and how far it is.
+ProgressFn = Callable[[str, int, int], None]
 
 #: Methods scored besides auto by default: those offered as --method that run on any data, by rank.
 BASELINES = tuple(n for n in methods.RANKED if methods.REGISTRY[n].role == "method")
+#: Single methods that auto fits and validates as members (scored from its trials).
+AUTO_MEMBERS = methods.RANKED
 
 
 @dataclass
@@ -40,6 +58,7 @@ class SourceScore:
     median_error: dict[str, float] = field(default_factory=dict)      # method -> % (median of series medians)
     coverage: dict[str, float] = field(default_factory=dict)          # method -> share of held-out points in band
     failed: dict[str, int] = field(default_factory=dict)              # method -> series it could not predict
+    points: dict[str, int] = field(default_factory=dict)              # method -> held-out points with a band
     priors: Priors | None = None                                     # auto's priors for this source
 
 
@@ -53,6 +72,7 @@ class CorpusEvaluation:
     leave_one_source_out: bool = False
     notes: list[str] = field(default_factory=list)
     per_series: list[tuple[Series, dict[str, tuple[float, float | None]]]] = field(default_factory=list, repr=False)
+    fitting: Any = field(default=None, repr=False, compare=False)     # the `Fitting` scored (in memory only)
 
     def overall(self) -> dict[str, float]:
         """Median over the sources of each method's median error."""
@@ -85,6 +105,19 @@ class CorpusEvaluation:
         both = [s for s in self.sources if method in s.median_error and against in s.median_error]
         return sum(1 for s in both if s.median_error[method] < s.median_error[against]), len(both)
 
+    def coverage_summary(self, method: str = "auto") -> dict[str, float | int]:
+        """The coverage of `method`'s band: over all held-out points, the mean over the sources,
+        and in how many sources it lies within 65-95% and within 75-85%."""
+        cs = [(s.coverage[method], s.points.get(method, 0)) for s in self.sources if method in s.coverage]
+        if not cs:
+            return {}
+        c = np.array([x for x, _ in cs])
+        n = np.array([x for _, x in cs], dtype=float)
+        return {"points": float(np.sum(c * n) / np.sum(n)) if n.sum() else math.nan,
+                "mean_over_sources": float(c.mean()), "sources": len(cs),
+                "within_65_95": int(np.sum((c >= 0.65) & (c <= 0.95))),
+                "within_75_85": int(np.sum((c >= 0.75) & (c <= 0.85)))}
+
     def to_dict(self) -> dict[str, Any]:
         def num(v: float | None) -> float | None:
             return None if v is None or not math.isfinite(v) else round(float(v), 3)
@@ -104,7 +137,8 @@ class CorpusEvaluation:
                             for s in self.sources],
                 "overall_median_abs_pct_error": {m: num(v) for m, v in self.overall().items()},
                 "overall_on_common_sources": {m: num(v) for m, v in self.overall_common().items()},
-                "geometric_mean_on_common_sources": {m: num(v) for m, v in self.geomean_common().items()}}
+                "geometric_mean_on_common_sources": {m: num(v) for m, v in self.geomean_common().items()},
+                "coverage": {m: self.coverage_summary(m) for m in self.methods if self.coverage_summary(m)}}
 
 
 def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> Any:
@@ -119,12 +153,208 @@ def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> 
     return fit(tr)
 
 
+def yield_free(s: Series) -> bool:
+    """Whether the series' trial on its machine is the same whatever the SMT yield: no count,
+    measured or held out, puts threads on SMT siblings."""
+    if s.machine is None:
+        return True
+    return all(q.runnable == q.cores_used for q in Layout(s.machine, s.order, 0.0).positions(s.cores))
+
+
+def _crosses(s: Series, train_frac: float) -> bool:
+    """Whether the series' held-out threads cross more NUMA nodes than its fitted ones."""
+    if s.machine is None:
+        return False
+    k = train_max(s.cores, train_frac)
+    lay = Layout(s.machine, s.order, 0.0)
+    test = s.cores[s.cores > k]
+    return bool(len(test)) and bool(np.max(lay.crossing(test)) > lay.crossing([k])[0] + 1e-9)
+
+
+@dataclass
+class _Work:
+    """What one series needs fitted: auto's trials (plain, and on its machine at some SMT
+    yields) and the other methods' predictions."""
+
+    series: Series
+    raw: bool
+    yields: tuple[float, ...]
+    baselines: tuple[str, ...]
+    target: bool
+    base_yield: float
+
+
+@dataclass
+class _Done:
+    raw: learn.Trial | None
+    on_machine: dict[float, learn.Trial | None]
+    baselines: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None]
+
+
+def _run(w: _Work, train_frac: float, level: float) -> _Done:
+    s = w.series
+    # The single methods come from the trial scored in this mode where there is one (auto fitted
+    # and validated them), else they are fitted here.
+    on_m = w.target and s.machine is not None
+    from_trial = tuple(m for m in w.baselines if m in AUTO_MEMBERS) if level == trials.LEVEL else ()
+    cache: dict[bytes, Any] = {}
+    raw = (trials.make_trial(s, train_frac, baselines=() if on_m else from_trial, cache=cache)
+           if w.raw or (from_trial and not on_m) else None)
+    own = w.base_yield if on_m and not yield_free(s) else -1.0
+    on = {y: trials.make_trial(s, train_frac, target=True, smt_yield=w.base_yield if y < 0 else y,
+                               baselines=from_trial if on_m and y == own else (), cache=cache)
+          for y in sorted(set(w.yields) | ({own} if on_m and from_trial else set()))}
+    scored = on.get(own) if on_m else raw
+    k = train_max(s.cores, train_frac)
+    test = s.cores > k
+    base: dict[str, Any] = {}
+    for m in w.baselines:
+        if m in from_trial and scored is not None:
+            base[m] = scored.baselines.get(m)
+            continue
+        try:
+            f = _fit_method(m, s, k, w.target, w.base_yield)
+            p = convert(f.predict(s.cores[test], level), "throughput")
+            base[m] = (p.value, p.low, p.high)
+        except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+            base[m] = None
+    return _Done(raw, on, base)
+
+
+@dataclass
+class Fitting:
+    """Everything the corpus' series need fitted for a leave-one-source-out run (or a run with
+    the shipped priors), and what was learned from it: `evaluate_corpus` scores it, and
+    scripts/learn_priors.py learns the shipped priors from it."""
+
+    series: list[Series]
+    train_frac: float
+    target: bool
+    y_of: dict[str, float]                     # SMT yield each source's trials were fitted at
+    done: dict[int, _Done]                     # by id(series)
+    pri_of: dict[str, Priors] = field(default_factory=dict)
+
+    free: dict[int, bool] = field(default_factory=dict)   # yield_free by id(series), computed once
+
+    def key(self, s: Series, y: float) -> float:
+        if id(s) not in self.free:
+            self.free[id(s)] = yield_free(s)
+        return -1.0 if self.free[id(s)] else y
+
+    def on_machine(self, s: Series, y: float) -> learn.Trial | None:
+        return self.done[id(s)].on_machine.get(self.key(s, y))
+
+    def scored(self, s: Series) -> learn.Trial | None:
+        """The trial auto is scored on: on the series' machine in target mode, else plain."""
+        if self.target and s.machine is not None:
+            return self.on_machine(s, self.y_of[s.source])
+        return self.done[id(s)].raw
+
+    def raw_trials(self) -> list[learn.Trial]:
+        return [d.raw for d in self.done.values() if d.raw is not None]
+
+
+def fit_corpus(series: Sequence[Series], methods: Sequence[str], train_frac: float, level: float, target: bool,
+               loso: bool, shipped: Priors, jobs: int, say: ProgressFn, extra_yield: float | None = None) -> Fitting:
+    """Fit auto's trials (plain, on the machines at the SMT yields needed) and the other
+    methods on every series, in `jobs` worker processes. `extra_yield`: a yield the series that
+    cross NUMA nodes are fitted at besides (the one learned from every source)."""
+    series = list(series)
+    sources = sorted({s.source for s in series})
+    # The SMT yield each source's trials are fitted with: learned without it, or the shipped one.
+    y_of = {src: (learn.smt_yield([s for s in series if s.source != src])[0] if loso else shipped.smt_yield)
+            for src in sources}
+    fitting = Fitting(series, train_frac, target, y_of, {})
+    work = []
+    for s in series:
+        ys: set[float] = set()
+        if "auto" in methods and target and s.machine is not None:
+            ys.add(fitting.key(s, y_of[s.source]))
+        if loso and s.machine is not None and _crosses(s, train_frac):
+            # learning the cross-node cost without another source S uses this series at S's yield
+            ys.update(fitting.key(s, y) for src, y in y_of.items() if src != s.source)
+            if extra_yield is not None:
+                ys.add(fitting.key(s, extra_yield))
+        work.append(_Work(s, raw="auto" in methods and (loso or not (target and s.machine is not None)),
+                          yields=tuple(sorted(ys)),
+                          baselines=tuple(m for m in methods if m != "auto"), target=target,
+                          base_yield=y_of[s.source]))
+    done = trials.parallel_map(lambda w: _run(w, train_frac, level), work, jobs,
+                               lambda d, n: say("fitting the series", d, n))
+    fitting.done = {id(w.series): d for w, d in zip(work, done)}
+    return fitting
+
+
+def learn_loso(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str, np.ndarray, np.ndarray]],
+                                                                  list[tuple[str, np.ndarray, np.ndarray]]]:
+    """Per source, the priors learned without it (`f.pri_of`), then the band: the conformal
+    tables learned from the held-out scores of the *other* sources, each scored with the
+    priors learned without itself (nested: no source's band saw the source). Returns the
+    held-out scores, plain and on the machines."""
+    series = f.series
+    sources = sorted({s.source for s in series})
+    raw = f.raw_trials()
+
+    def learn_without(src: str) -> Priors:
+        others = [s for s in series if s.source != src]
+        y = f.y_of[src]
+        cross = [t for s in others if (t := f.on_machine(s, y)) is not None and t.crosses]
+        return learn.learn([t for t in raw if t.series.source != src], cross, others, f.train_frac,
+                           origin=f"learned without {src}")
+
+    got = trials.parallel_map(learn_without, sources, jobs, lambda d, n: say("learning without each source", d, n))
+    f.pri_of = dict(zip(sources, got))
+    plain, machine = band_scores(f, jobs, say)
+    for src in sources:
+        f.pri_of[src] = dataclasses.replace(
+            f.pri_of[src], band_table=learn.band_table([x for x in plain if x[0] != src]),
+            band_table_machine=learn.band_table([x for x in machine if x[0] != src]) if f.target else None)
+    return plain, machine
+
+
+def learn_shipped(series: Sequence[Series], train_frac: float = 0.25, jobs: int = 1,
+                  progress: ProgressFn | None = None, origin: str = "") -> Priors:
+    """The priors corecast ships: everything learned from every source (`learn.learn`), and the
+    bands from the held-out scores of every source, each scored with the priors learned without
+    it (leave-one-source-out, without and with the sources' machines)."""
+    say = progress or (lambda _w, _d, _t: None)
+    series = list(series)
+    y_all = learn.smt_yield(series)[0]
+    f = fit_corpus(series, ["auto"], train_frac, trials.LEVEL, True, True, Priors(), jobs, say, extra_yield=y_all)
+    plain, machine = learn_loso(f, jobs, say)
+    cross = [t for s in series if (t := f.on_machine(s, y_all)) is not None and t.crosses]
+    full = learn.learn(f.raw_trials(), cross, series, train_frac, origin=origin)
+    return dataclasses.replace(full, band_table=learn.band_table(plain), band_table_machine=learn.band_table(machine))
+
+
+def band_scores(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str, np.ndarray, np.ndarray]],
+                                                                  list[tuple[str, np.ndarray, np.ndarray]]]:
+    """The held-out (source, distances, scores) of every series, plain and (in target mode) on
+    its machine, each with its own source's priors (`f.pri_of`)."""
+    jobs_in = [(t, False) for t in f.raw_trials()]
+    if f.target:
+        jobs_in += [(t, True) for s in f.series if s.machine is not None and (t := f.scored(s)) is not None]
+
+    def one(tm: tuple[learn.Trial, bool]) -> tuple[str, bool, np.ndarray, np.ndarray] | None:
+        t, on = tm
+        try:
+            got = t.band_scores(f.pri_of[t.series.source])
+        except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+            return None
+        return None if got is None else (t.series.source, on, got[0], got[1])
+
+    res = [x for x in trials.parallel_map(one, jobs_in, jobs, lambda d, n: say("calibrating the bands", d, n))
+           if x is not None]
+    return ([(src, r, z) for src, on, r, z in res if not on], [(src, r, z) for src, on, r, z in res if on])
+
+
 def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = None, train_frac: float = 0.25,
                     level: float = 0.8, target: bool = False, leave_one_source_out: bool = False,
-                    priors: Priors | None = None,
-                    progress: Callable[[str], None] | None = None) -> CorpusEvaluation:
+                    priors: Priors | None = None, progress: ProgressFn | None = None,
+                    jobs: int = 1, fitting: Fitting | None = None) -> CorpusEvaluation:
     """Score `methods` (default: auto, the baselines, and Extra-P where installed) on every
-    series (see the module doc)."""
+    series (see the module doc), in `jobs` worker processes. `fitting`: the fits of an earlier
+    call with the same series and settings, learned again (what a study of the learning reuses)."""
     if not 0 < train_frac < 1:
         raise UserError(f"--train-frac {train_frac}: between 0 and 1")
     notes: list[str] = []
@@ -142,51 +372,38 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
     if "extrap" in methods and not extrap.available():
         raise UserError("Extra-P is not installed (pip install extrap, in an environment of its own: it needs numpy < 2)")
     shipped = priors or load_priors()
-    say = progress or (lambda _msg: None)
+    say = progress or (lambda _w, _d, _t: None)
+    series = list(series)
     sources = sorted({s.source for s in series})
-
-    # auto: its priors per source (shipped, or learned without the source), trials fitted once.
-    pri_of: dict[str, Priors] = {src: shipped for src in sources}
-    trials_by_yield: dict[float, dict[int, learn.Trial]] = {}
-
-    def trials(y: float, tgt: bool) -> dict[int, learn.Trial]:
-        key = (y if tgt else -1.0)
-        if key not in trials_by_yield:
-            say(f"fitting auto on {len(series)} series" + (f" (target machines, SMT yield {y:.2f})" if tgt else ""))
-            made = learn.make_trials(series, train_frac, target=tgt, smt_yield=y)
-            trials_by_yield[key] = {id(t.series): t for t in made}
-        return trials_by_yield[key]
-
-    if "auto" in methods and leave_one_source_out:
-        raw = list(trials(0.0, False).values())
-        for src in sources:
-            others = [s for s in series if s.source != src]
-            y = learn.smt_yield(others)[0]
-            tgt_trials = [t for t in trials(y, True).values() if t.series.source != src]
-            say(f"learning priors without {src}")
-            pri_of[src] = learn.learn([t for t in raw if t.series.source != src], tgt_trials, others, train_frac,
-                                      origin=f"learned without {src}")
+    loso = "auto" in methods and leave_one_source_out
+    if fitting is None:
+        fitting = fit_corpus(series, methods, train_frac, level, target, loso, shipped, jobs, say)
+    if loso:
+        learn_loso(fitting, jobs, say)
+    pri_of = fitting.pri_of or {src: shipped for src in sources}
 
     rows: list[tuple[Series, dict[str, tuple[float, float | None]]]] = []
     for s in series:
         k = train_max(s.cores, train_frac)
         test = s.cores > k
-        res: dict[str, tuple[float, float | None]] = {}
         if not test.any():
             continue
         truth = s.throughput[test]
+        d = fitting.done[id(s)]
+        res: dict[str, tuple[float, float | None]] = {}
         for m in methods:
             try:
                 if m == "auto":
-                    pri = pri_of[s.source]
-                    t = trials(pri.smt_yield, target and s.machine is not None).get(id(s))
+                    t = fitting.scored(s)
                     if t is None:
                         raise UserError("auto could not be fitted")
-                    v, lo, hi = t.predict(pri)
-                else:
-                    f = _fit_method(m, s, k, target, pri_of[s.source].smt_yield)
-                    p = convert(f.predict(s.cores[test], level), "throughput")
+                    p = t.prediction(pri_of[s.source], level)
                     v, lo, hi = p.value, p.low, p.high
+                else:
+                    got_m = d.baselines.get(m)
+                    if got_m is None:
+                        continue
+                    v, lo, hi = got_m
             except (UserError, ValueError, np.linalg.LinAlgError, ZeroDivisionError):
                 continue
             if not (np.all(np.isfinite(v)) and np.all(v > 0)):
@@ -210,6 +427,8 @@ def evaluate_corpus(series: Sequence[Series], methods: Sequence[str] | None = No
                     pts = [(c, int((s.cores > train_max(s.cores, train_frac)).sum())) for s, r in mine
                            if m in r and r[m][1] is not None for c in [r[m][1]]]
                     sc.coverage[m] = float(sum(c * n for c, n in pts) / sum(n for _, n in pts))
+                    sc.points[m] = int(sum(n for _, n in pts))
         scores.append(sc)
     return CorpusEvaluation(methods, train_frac, level, scores, target=target,
-                            leave_one_source_out=leave_one_source_out, notes=notes, per_series=rows)
+                            leave_one_source_out=leave_one_source_out, notes=notes, per_series=rows,
+                            fitting=fitting)

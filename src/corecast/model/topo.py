@@ -8,23 +8,40 @@ placement order) turns thread counts into
 
     effective(N) = cores used + smt_yield x (threads that run - cores used)
 
-- threads beyond the logical CPUs cannot run at the same time (oversubscription): they add
-  nothing, so N is capped at the CPU count;
+- threads beyond the logical CPUs (oversubscription) add as much as their time off a CPU lets
+  them: a thread on a CPU a share `busy` of its time (the rest waiting for I/O, a client, a
+  timer), N threads on C CPUs get `running(N, C, busy)` threads' worth of work done (the
+  machine-repairman model: N up to C, then more as the CPUs fill, up to C / busy), and the
+  effective cores grow in proportion. Each effect is a hypothesis the measurements can
+  confirm or refute (`measured_busy`): the CPU time the runs recorded (user + system over the
+  run's time x threads, at the smallest count), else the measured points beyond the measured
+  machine's CPUs (the busy share whose effective cores the USL fits best: 1 where they gained
+  nothing); with neither, threads are taken as busy (they add nothing) and the band reaches up
+  to BUSY_PRIOR_LOW;
 - a thread on a core's second hardware thread adds `smt_yield` of a core: the user's, else the
-  measurements' own where they already put threads on SMT siblings (`measured_smt_yield`, pooled
-  with the prior), else a prior learned from the corpus (`corecast.model.priors`);
+  measurements' own where they already put threads on SMT siblings (`measured_smt_yield`: the
+  measured step wins, the prior counting as half a run), else a prior learned from the corpus
+  (`corecast.model.priors`);
 
 and into the share of thread pairs that sit on different NUMA nodes (`crossing`).
 
 `fit_for_target` fits a method on the *measured* thread counts turned into effective cores on
-the measured machine (when it is known: a campaign records it, `--measured-machine` gives it
-for a plain CSV; otherwise each measured thread is taken as a core of one node), and `OnTarget`
-asks it about the effective cores of the *target's* thread counts. Where the target's threads
-cross more NUMA nodes than the measured ones did, the USL's overheads (fitted on the same
-points) grow by `1 + cross_domain x (extra crossing share)`: a cost per cross-node pair that is
-a prior learned from the corpus, or, with a calibration run of the target (`corecast
-calibrate`), scaled by its measured cross-node over same-node cache-line latency. The band
-widens by the same term taken at zero and at twice its value.
+the measured machine (a campaign records it, `--measured-machine` gives it for a plain CSV;
+otherwise the measurements are taken to come from the target itself, placed alike: then what
+they show -- an SMT step or none, runs beyond the CPUs that still gained -- is evidence about
+the target), and `OnTarget` asks it about the effective cores of the *target's* thread counts.
+Where the target's threads cross more NUMA nodes than the measured ones did, the USL's overheads
+(fitted on the same points) grow by `1 + cross_domain x (extra crossing share)`: a cost per
+cross-node pair that is a prior learned from the corpus, or, with a calibration run of the
+target (`corecast calibrate`), scaled by its measured cross-node over same-node cache-line
+latency.
+
+The band widens by the uncertainty of the machine effects applied (`machine_spread`: half the
+range of the predictions with the SMT yield and the busy share at the ends of their ranges, and
+the cross-node cost from 0 to twice its value); for `auto` the whole band is the corpus'
+conformal band at the distance in threads (`corecast.model.bands`). Where the target is the
+machine measured, `auto`'s prediction never falls below a throughput measured at fewer threads
+unless its fit says the curve turns down.
 
 A memory-bound program meets the target's **bandwidth ceiling**: where the data carry the
 program's memory traffic (`memory_bytes` per run with `time_s`, or `memory_bandwidth_bytes_s`
@@ -34,11 +51,18 @@ capped at the bandwidth of the sockets the threads use over the bytes per unit o
 roofline).
 
 Every prediction says which of these were used (`params["target"]`).
+
+Size: about 630 lines, one subject: a method asked about another machine. The layout, the
+machine effects the measurements show (SMT yield, busy share), the cross-node cost, the
+bandwidth ceiling and the band widened by their uncertainty all read the same `Layout` and
+positions; split, each part would import the others back.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -46,7 +70,7 @@ import numpy as np
 from ..dataset import Dataset
 from ..errors import UserError
 from ..target import MachineSpec, Position, placement
-from . import usl
+from . import bands, queueing, usl
 from .base import Fitted, Prediction
 from .priors import Priors
 from .priors import load as load_priors
@@ -61,11 +85,33 @@ REFERENCE_LATENCY_RATIO = 2.0
 SMT_MEASURED_MIN = 2
 #: The yields tried when reading it from the measurements.
 SMT_YIELD_GRID = np.round(np.linspace(0.0, 1.0, 41), 3)
-#: The measured yield is pooled with the corpus' prior counted as this many measured SMT counts: a
-#: few runs on siblings read alone gave yields that predicted worse than the prior on one corpus
-#: source of four (tried 0, 1, 2, 4 on the SMT series fitted on half and three quarters of their
-#: thread counts: 2 was never worse than the prior and up to 3x better).
-SMT_PRIOR_COUNTS = 2.0
+#: The measured yield is pooled with the corpus' prior counted as this many measured SMT counts:
+#: where the measurements cross the SMT boundary, their step wins over the prior (issue 23).
+#: Leave-one-source-out on the 34-source corpus with the machines (fitted on a quarter of each
+#: curve), the median over the sources was the same for 0, 0.5 and 2 and the geometric mean
+#: 15.7% for 0 and 0.5 against 15.8% for 2 (the Xeon Gold 6230 databases 6.0% against 6.8%).
+#: (Tried on the 17-source corpus fitted on half and three quarters: 2 was never worse than the
+#: prior there, 0 worse on one source of four, whose two sibling counts are few.)
+SMT_PRIOR_COUNTS = 0.5
+#: Where threads go when nothing says where (neither --placement nor a campaign's --order): as
+#: the operating system places threads it is not told where to put, on idle physical cores
+#: first, over the sockets. Leave-one-source-out with each source's machine given as the
+#: target and measured machine but not its placement: 15.9% median over the sources (geometric
+#: mean 15.9%, below the USL in 20 of 31) with `spread`, as with each source's own placement;
+#: 16.6% (16.7%, 19 of 31) with `compact` (docs/predict.md).
+DEFAULT_PLACEMENT = "spread"
+#: The band spans the measured SMT yield this much either side.
+SMT_MEASURED_RANGE = 0.1
+#: A thread's busy share (the share of its time on a CPU) when nothing measured says otherwise:
+#: busy all the time, so threads beyond the CPUs add nothing ...
+BUSY_PRIOR = 1.0
+#: ... though they might: the band reaches up to what threads busy this share would give.
+BUSY_PRIOR_LOW = 0.5
+#: The busy shares tried when the measurements carry points beyond the measured machine's CPUs.
+BUSY_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.33, 0.25, 0.2, 0.15, 0.1, 0.07, 0.05, 0.03, 0.02, 0.01)
+#: The busy shares whose fit is within this factor of the best one's squared error make the
+#: range the band spans.
+BUSY_RANGE_SSE = 1.5
 
 
 @dataclass
@@ -75,21 +121,49 @@ class Layout:
     spec: MachineSpec
     order: str = "compact"
     smt_yield: float = 0.5
+    busy: float = BUSY_PRIOR        # a thread's share of its time on a CPU (oversubscription)
 
     def positions(self, cores: Sequence[float] | np.ndarray) -> list[Position]:
         out = []
+        sp = self.spec
         for c in np.asarray(cores, dtype=float):
             if c < 1 or c != int(c):
                 raise UserError(f"{c:g} threads: a machine runs whole threads (1 or more)")
-            out.append(placement(self.spec, int(c), self.order))
+            out.append(_placement(sp.sockets, sp.cores_per_socket, sp.threads_per_core, sp.numa_nodes, int(c),
+                                  self.order))
         return out
 
     def effective(self, cores: Sequence[float] | np.ndarray) -> np.ndarray:
-        return np.array([p.cores_used + self.smt_yield * (p.runnable - p.cores_used)
-                         for p in self.positions(cores)], dtype=float)
+        out = []
+        for p in self.positions(cores):
+            e = p.cores_used + self.smt_yield * (p.runnable - p.cores_used)
+            if p.threads > p.runnable and self.busy < 1.0:
+                e *= running(p.threads, p.runnable, self.busy) / p.runnable
+            out.append(e)
+        return np.array(out, dtype=float)
 
     def crossing(self, cores: Sequence[float] | np.ndarray) -> np.ndarray:
         return np.array([p.cross_fraction for p in self.positions(cores)], dtype=float)
+
+
+@lru_cache(maxsize=65536)
+def _placement(sockets: int, cores: int, smt: int, numa: int | None, threads: int, order: str) -> Position:
+    return placement(MachineSpec(sockets=sockets, cores_per_socket=cores, threads_per_core=smt, numa_nodes=numa),
+                     threads, order)
+
+
+@lru_cache(maxsize=65536)
+def running(threads: int, cpus: int, busy: float) -> float:
+    """How many threads' worth of work `threads` threads get done on `cpus` CPUs when each is
+    on a CPU a share `busy` of its time when it need not wait for one (the machine-repairman
+    model, `queueing.machine_repairman`: service busy, think 1 - busy): the threads themselves
+    up to the CPUs, then more as the CPUs fill, up to cpus / busy."""
+    if threads <= cpus:
+        return float(threads)
+    if busy >= 1.0:
+        return float(cpus)
+    q = queueing.machine_repairman(threads, 1.0 - busy, busy, cpus)
+    return float(q.throughput)          # completions per unit time; one thread alone makes 1
 
 
 def on_layout(ds: Dataset, layout: Layout | None) -> Dataset:
@@ -152,6 +226,57 @@ def measured_smt_yield(ds: Dataset, measured: MachineSpec, order: str = "compact
     return y, why + f", pooled with the corpus' prior {prior:.2f} counted as {SMT_PRIOR_COUNTS:g} runs"
 
 
+def measured_busy(ds: Dataset, measured: MachineSpec, order: str = "compact",
+                  smt_yield: float = 0.0) -> tuple[float, tuple[float, float], str] | None:
+    """A thread's busy share (the share of its time on a CPU) as the measurements show it, with
+    the range the band spans and where it came from; None when they cannot tell.
+
+    - the CPU time the runs recorded (`user_s` + `sys_s` against `time_s` x threads) at the
+      smallest count measured (a thread that waits for nothing but I/O or a client: lock waits
+      at larger counts are no room for more threads);
+    - else the measured points beyond the measured machine's CPUs: the busy share whose
+      effective cores (`running`) the USL fits best (least squares of the log throughput over
+      BUSY_GRID; 1: threads beyond the CPUs gained nothing)."""
+    m = ds.metrics
+    cpus = measured.cpus
+    if "time_s" in m and "user_s" in m:
+        cpu = m["user_s"] + (m["sys_s"] if "sys_s" in m else 0.0)
+        ok = np.isfinite(cpu) & np.isfinite(m["time_s"]) & (m["time_s"] > 0) & (ds.cores <= cpus)
+        if ok.any():
+            n0 = float(np.min(ds.cores[ok]))
+            at = ok & (ds.cores == n0)
+            u = float(np.clip(np.median(cpu[at] / (m["time_s"][at] * n0)), 0.01, 1.0))
+            return u, (max(0.01, u / 1.25), min(1.0, u * 1.25)), (
+                f"measured: at {n0:g} thread{'s' if n0 != 1 else ''} the runs were on a CPU {100 * u:.0f}% of "
+                "their time (user + system CPU time over the run's time x threads)")
+    try:
+        ts = time_series(ds)
+    except UserError:
+        return None
+    over = ts.cores > cpus
+    if not over.any() or (~over).sum() < 3:
+        return None
+    X = 1.0 / ts.time
+    sse = {}
+    for u in BUSY_GRID:
+        eff = Layout(measured, order, smt_yield, u).effective(ts.cores)
+        if len(np.unique(eff)) < 3:
+            continue
+        f = usl.fit(eff, X)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.log(usl.usl(eff, f.alpha, f.beta, f.gamma) / X)
+        sse[u] = float(np.sum(r * r)) if np.all(np.isfinite(r)) else math.inf
+    if not sse or not math.isfinite(min(sse.values())):
+        return None
+    best = min(sse, key=lambda u: (sse[u], -u))          # a tie: the busier share (fewer claims)
+    near = [u for u, v in sse.items() if v <= BUSY_RANGE_SSE * sse[best] + 1e-12]
+    beyond = ", ".join(f"{c:g}" for c in ts.cores[over])
+    what = ("gained nothing over the CPUs' count: threads taken as busy" if best >= 1.0 else
+            f"still gained: threads taken as on a CPU {100 * best:.0f}% of their time")
+    return best, (min(near), max(near)), (f"measured: the runs at {beyond} threads, beyond the {cpus} CPUs of "
+                                          f"{measured.describe()}, {what}")
+
+
 def check_yield(smt_yield: float | None) -> None:
     if smt_yield is not None and not (math.isfinite(smt_yield) and 0.0 <= smt_yield <= 1.0):
         raise UserError(f"--smt-yield {smt_yield}: between 0 and 1")
@@ -168,6 +293,16 @@ def cross_domain_cost(target: MachineSpec, priors: Priors) -> tuple[float, str]:
         return k, (f"calibration: cross-socket {cross:.0f} ns / same-socket {same:.0f} ns = {ratio:.2f}, "
                    f"against {REFERENCE_LATENCY_RATIO:g} for the corpus prior {priors.cross_domain:.2f}")
     return priors.cross_domain, f"prior learned from the corpus ({priors.origin})"
+
+
+def cross_factor(eff: np.ndarray, cross: np.ndarray, measured_crossing: float, overheads: tuple[float, float],
+                 cost: float) -> np.ndarray:
+    """Throughput with the extra cross-node overhead over throughput without it: the USL's
+    overheads (α, β) grown by 1 + cost x (the crossing share beyond the measured one)."""
+    a, b = overheads
+    over = a * (eff - 1.0) + b * eff * (eff - 1.0)
+    extra = cost * np.maximum(cross - measured_crossing, 0.0)
+    return (1.0 + over) / (1.0 + over * (1.0 + extra))
 
 
 @dataclass
@@ -188,6 +323,18 @@ class OnTarget(Fitted):
     bytes_source: str = ""
     method: str = ""
     warnings: list[str] = field(default_factory=list)
+    busy_source: str = ""
+    #: the ranges of the SMT yield and of the busy share the band spans (the machine's effects
+    #: are uncertain: `bands`)
+    smt_range: tuple[float, float] | None = None
+    busy_range: tuple[float, float] | None = None
+    #: the measured thread counts and throughput, where the target is the machine measured (a
+    #: prediction then never falls below a measurement at fewer threads, `bands`), and the
+    #: largest measured count
+    measured_series: tuple[np.ndarray, np.ndarray] | None = None
+    top_threads: float = 0.0
+    #: the corpus' conformal band with a machine given (`bands.Conformal`)
+    table: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.method:
@@ -202,10 +349,7 @@ class OnTarget(Fitted):
 
     def _factor(self, eff: np.ndarray, cross: np.ndarray, cost: float) -> np.ndarray:
         """Throughput with the extra cross-node overhead over throughput without it."""
-        a, b = self.usl_overheads
-        over = a * (eff - 1.0) + b * eff * (eff - 1.0)
-        extra = cost * np.maximum(cross - self.measured_crossing, 0.0)
-        return (1.0 + over) / (1.0 + over * (1.0 + extra))
+        return cross_factor(eff, cross, self.measured_crossing, self.usl_overheads, cost)
 
     def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
         cores = np.asarray(cores, dtype=float)
@@ -216,28 +360,47 @@ class OnTarget(Fitted):
         p = convert(p0, "throughput")
         f = self._factor(eff, cross, self.cross_cost)
         value = p.value * f
-        low = high = None
-        if p.low is not None and p.high is not None:
-            low = p.low * self._factor(eff, cross, 2.0 * self.cross_cost)
-            high = p.high * self._factor(eff, cross, 0.0)
+        machine = self.machine_spread(cores, eff, cross, value, level)
         warns = list(p.warnings) + list(self.warnings)
         ceiling = self.ceiling(pos)
         if ceiling is not None:
             bound = value > ceiling
             value = np.minimum(value, ceiling)
-            if low is not None and high is not None:
-                low, high = np.minimum(low, ceiling), np.minimum(high, ceiling)
             if np.any(bound):
                 i = int(np.argmax(bound))
                 warns.append(f"from {int(cores[i])} threads the target's memory bandwidth caps the throughput "
                              f"({self.bytes_per_work:.4g} bytes per unit of work, {self.bytes_source}; "
                              f"{self.bandwidth_source()})")
+        parts = p.params.get("band_parts")
+        if parts is not None and self.measured_series is not None:
+            value, note = self._floor(cores, value, p.params.get("retrograde") or {})
+            if note:
+                warns.append(note)
+        low = high = None
+        if parts is not None and hasattr(self.base, "band"):
+            # auto: the band around the final value, at the distance in threads, widened by the
+            # machine's effects
+            low, high = self.base.band(value, cores / max(self.top_threads, 1.0), parts, level, machine, self.table)
+        elif p.low is not None and p.high is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dl = np.log(np.maximum(p.value * f, 1e-300) / np.maximum(p.low * f, 1e-300))
+                dh = np.log(np.maximum(p.high * f, 1e-300) / np.maximum(p.value * f, 1e-300))
+            low = value * np.exp(-np.sqrt(np.maximum(dl, 0.0) ** 2 + machine ** 2))
+            high = value * np.exp(np.sqrt(np.maximum(dh, 0.0) ** 2 + machine ** 2))
+        if ceiling is not None and low is not None and high is not None:
+            low, high = np.minimum(low, ceiling), np.minimum(high, ceiling)
         over = [int(c) for c, q in zip(cores, pos) if q.oversubscribed]
         spec = self.target.spec
         if over:
-            warns.append(f"{', '.join(map(str, over))} threads: more than the target's {spec.cpus} logical "
-                         "CPUs; the threads beyond them wait and add nothing (predicted as at "
-                         f"{spec.cpus})")
+            u = self.target.busy
+            if u >= 1.0:
+                warns.append(f"{', '.join(map(str, over))} threads: more than the target's {spec.cpus} logical "
+                             "CPUs; the threads beyond them wait and add nothing (predicted as at "
+                             f"{spec.cpus}; {self.busy_source})")
+            else:
+                warns.append(f"{', '.join(map(str, over))} threads: more than the target's {spec.cpus} logical "
+                             f"CPUs; threads on a CPU {100 * u:.0f}% of their time fill the CPUs up to about "
+                             f"{spec.cpus / u:.0f} threads ({self.busy_source})")
         smt = [int(c) for c, q in zip(cores, pos) if q.smt_shared]
         if smt:
             warns.append(f"SMT siblings share cores from {smt[0]} threads on: each adds {self.target.smt_yield:.2f} "
@@ -255,8 +418,10 @@ class OnTarget(Fitted):
         params["target"] = {"machine": spec.to_dict(), "placement": self.target.order,
                             "measured_machine": self.measured_desc or None,
                             "smt_yield": self.target.smt_yield, "smt_yield_source": self.smt_source,
+                            "busy_share": self.target.busy, "busy_share_source": self.busy_source,
                             "cross_domain_cost": self.cross_cost, "cross_domain_source": self.cross_source,
                             "effective_cores": [float(e) for e in eff],
+                            "machine_uncertainty": [float(m) for m in machine],
                             "positions": [{"sockets_used": q.sockets_used, "smt_shared": q.smt_shared,
                                            "oversubscribed": q.oversubscribed, "cores_used": q.cores_used,
                                            "cross_fraction": round(q.cross_fraction, 4)}
@@ -265,6 +430,57 @@ class OnTarget(Fitted):
                          method=p.method, model=p.model + f" on {spec.name or 'the target'}",
                          params=params, warnings=list(dict.fromkeys(warns)))
         return convert(out, p0.metric)
+
+    def machine_spread(self, cores: np.ndarray, eff: np.ndarray, cross: np.ndarray, value: np.ndarray,
+                       level: float) -> np.ndarray:
+        """Half the range, in log throughput, of the predictions with the machine's effects at
+        the ends of their ranges: the SMT yield and the busy share (pessimistic and optimistic
+        together) and the cross-node cost from 0 to twice its value."""
+        logs = [np.log(value)]
+        f0 = self._factor(eff, cross, 0.0)
+        f2 = self._factor(eff, cross, 2.0 * self.cross_cost)
+        if self.cross_cost > 0:
+            base = value / self._factor(eff, cross, self.cross_cost)
+            logs += [np.log(base * f0), np.log(base * f2)]
+        f = self._factor(eff, cross, self.cross_cost)
+        for alt in self.alternatives(cores, eff):
+            try:
+                pa = convert(self.base.predict(alt, level), "throughput").value * f
+            except (UserError, ValueError, np.linalg.LinAlgError):
+                continue
+            if np.all(np.isfinite(pa)) and np.all(pa > 0):
+                logs.append(np.log(pa))
+        L = np.array(logs)
+        return 0.5 * (L.max(axis=0) - L.min(axis=0))
+
+    def alternatives(self, cores: np.ndarray, eff: np.ndarray | None = None) -> list[np.ndarray]:
+        """The target's effective cores at `cores` with the SMT yield and the busy share at the
+        pessimistic and at the optimistic ends of their ranges (those that differ from `eff`)."""
+        eff = self.target.effective(cores) if eff is None else eff
+        y_lo, y_hi = self.smt_range or (self.target.smt_yield,) * 2
+        u_lo, u_hi = self.busy_range or (self.target.busy,) * 2
+        out = []
+        for y, u in ((y_lo, u_hi), (y_hi, u_lo)):
+            alt = dataclasses.replace(self.target, smt_yield=y, busy=u).effective(cores)
+            if not np.allclose(alt, eff):
+                out.append(alt)
+        return out
+
+    def _floor(self, cores: np.ndarray, value: np.ndarray, retro: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """The prediction kept at least at the highest throughput measured at or below each
+        count on this machine, unless the fitted model says the curve turns down."""
+        assert self.measured_series is not None
+        mc, mx = self.measured_series
+        fl = bands.floor(cores, mc, mx)
+        below = value < fl * (1 - 1e-12)
+        if not np.any(below) or retro.get("confirmed"):
+            return value, ""
+        i = int(np.argmax(below))
+        ok = mc <= cores[i]
+        at = float(mc[ok][int(np.argmax(mx[ok]))])
+        return np.where(below, fl, value), (f"from {cores[i]:g} threads the prediction fell below the throughput "
+                                            f"measured at {at:g} on this machine; kept at that measurement "
+                                            f"({retro.get('why') or 'no retrograde fit'})")
 
     def bandwidth(self, pos: Sequence[Position]) -> np.ndarray | None:
         """Memory bandwidth (bytes/s) the threads can draw on the target: each socket's peak for
@@ -337,38 +553,68 @@ def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "com
                    measured: MachineSpec | None = None, measured_order: str = "compact",
                    smt_yield: float | None = None, priors: Priors | None = None) -> OnTarget:
     """Fit (`fit(dataset) -> Fitted`) on the measured thread counts as effective cores of the
-    measured machine, and return it asked about the target's (see the module doc)."""
+    measured machine, and return it asked about the target's (see the module doc). Without the
+    measured machine, the measurements are taken to come from the target, placed alike (the
+    measured points are then evidence about the target itself: its SMT yield, what threads
+    beyond its CPUs gain)."""
     check_yield(smt_yield)
     pri = priors or load_priors()
+    warns = []
+    assumed = measured is None
+    if assumed:
+        measured, measured_order = target, order
+        warns.append("the measured machine is not given (--measured-machine): the measurements are taken to "
+                     f"come from the target ({target.describe()}, placement {order})")
+    assert measured is not None
     y = pri.smt_yield if smt_yield is None else smt_yield
     smt_source = pri.smt_source() if smt_yield is None else "given (--smt-yield)"
-    if smt_yield is None and measured is not None:
+    smt_range = (y, y) if smt_yield is not None else (min(pri.smt_quartiles[0], y), max(pri.smt_quartiles[1], y))
+    if smt_yield is None:
         # The measurements come first where they already put threads on SMT siblings.
         got = measured_smt_yield(ds, measured, measured_order, prior=pri.smt_yield)
         if got is not None:
             y, smt_source = got
-    m_layout = Layout(measured, measured_order, y) if measured is not None else None
+            smt_range = (max(0.0, y - SMT_MEASURED_RANGE), min(1.0, y + SMT_MEASURED_RANGE))
+    busy = measured_busy(ds, measured, measured_order, y)
+    if busy is None:
+        u, u_range = BUSY_PRIOR, (BUSY_PRIOR_LOW, 1.0)
+        busy_source = ("nothing measured says otherwise: no CPU time recorded, no run beyond the measured "
+                       f"machine's {measured.cpus} CPUs; the band reaches to threads on a CPU "
+                       f"{100 * BUSY_PRIOR_LOW:.0f}% of their time")
+    else:
+        u, u_range, busy_source = busy
+    m_layout = Layout(measured, measured_order, y, u)
     eds = on_layout(ds, m_layout)
     base = fit(eds)
     top = float(np.max(ds.cores))
-    m_cross = float(m_layout.crossing([top])[0]) if m_layout is not None else 0.0
+    m_cross = float(m_layout.crossing([top])[0])
     ab = overheads(base, eds)
     cost, cost_source = cross_domain_cost(target, pri)
     traffic = bytes_per_work(ds)
-    warns = []
     if traffic is None and (target.memory_bandwidth_gbs_per_socket or (target.calibration or {}).get("memory")):
         warns.append("the target's memory bandwidth is known but the data carry no memory traffic "
                      "(memory_bytes per run with time_s, or memory_bandwidth_bytes_s with throughput): no "
                      "bandwidth ceiling")
-    if measured is None:
-        warns.append("the measured machine is not known (a plain CSV: give --measured-machine): each "
-                     "measured thread is taken as a core of one NUMA node")
-    return OnTarget(base, Layout(target, order, y), measured_crossing=m_cross, usl_overheads=ab,
+    same = (_shape(measured) == _shape(target) and measured_order == order)
+    series = None
+    if same:
+        try:
+            ts = time_series(ds)
+            series = (ts.cores.copy(), 1.0 / ts.time)
+        except UserError:
+            series = None
+    return OnTarget(base, Layout(target, order, y, u), measured_crossing=m_cross, usl_overheads=ab,
                     cross_cost=cost, cross_source=cost_source, smt_source=smt_source,
-                    measured_sockets=measured.sockets if measured is not None else None,
-                    measured_desc=measured.describe() if measured is not None else "",
+                    measured_sockets=measured.sockets,
+                    measured_desc=("assumed the target: " if assumed else "") + measured.describe(),
                     bytes_per_work=traffic[0] if traffic else None, bytes_source=traffic[1] if traffic else "",
-                    warnings=warns)
+                    warnings=warns, busy_source=busy_source, smt_range=smt_range, busy_range=u_range,
+                    measured_series=series, top_threads=top,
+                    table=pri.band_table_machine)
+
+
+def _shape(m: MachineSpec) -> tuple[int, int, int, int | None]:
+    return m.sockets, m.cores_per_socket, m.threads_per_core, m.numa_nodes
 
 
 def bytes_per_work(ds: Dataset) -> tuple[float, str] | None:
@@ -388,13 +634,14 @@ def bytes_per_work(ds: Dataset) -> tuple[float, str] | None:
     return None
 
 
-def measured_machine(ds: Dataset, given: MachineSpec | None = None,
-                     given_order: str | None = None) -> tuple[MachineSpec | None, str]:
+def measured_machine(ds: Dataset, given: MachineSpec | None = None, given_order: str | None = None,
+                     target_order: str | None = None) -> tuple[MachineSpec | None, str]:
     """The machine the dataset was measured on and the placement used there: `given` (from
     --measured-machine) first, else the campaign's own record (sockets, cores, threads per core;
-    `measure --order`), else (None, "compact")."""
+    `measure --order`), else None. The placement: `given_order`, else the campaign's, else the
+    target's (`target_order`, when given), else DEFAULT_PLACEMENT."""
     notes = (ds.notes or {}).get("campaign") or {}
-    order = given_order or str(notes.get("order") or "compact")
+    order = given_order or str(notes.get("order") or target_order or DEFAULT_PLACEMENT)
     order = {"socket": "compact"}.get(order, order)
     if order not in ("compact", "spread", "smt-last"):
         order = "compact"            # an explicit CPU list: taken in the order given, like compact

@@ -109,10 +109,10 @@ class PredictOptions:
 class Target:
     """The machine to predict for, and what the data do not say about the one measured."""
     machine: MachineSpec
-    placement: str | None = None                # None: as the measurements were placed, else compact
+    placement: str | None = None                # None: as the measurements were placed, else spread
     smt_yield: float | None = None              # None: the corpus' prior
     measured: MachineSpec | None = None         # where the data do not record their machine
-    measured_placement: str | None = None       # None: the campaign's --order, else compact
+    measured_placement: str | None = None       # None: the campaign's --order, else the target's, else spread
 
     def __post_init__(self) -> None:
         for value, what in ((self.placement, "placement"), (self.measured_placement, "measured placement")):
@@ -172,9 +172,11 @@ def predict(data: Dataset, options: PredictOptions, target: Target | None = None
         if isinstance(fitted, Exception):
             raise fitted
     else:
-        m_spec, m_order = topo.measured_machine(data, target.measured, target.measured_placement)
+        # not placed by the user: as the measurements were placed, else topo.DEFAULT_PLACEMENT
+        m_spec, m_order = topo.measured_machine(data, target.measured, target.measured_placement,
+                                                target_order=target.placement)
         fitted = topo.fit_for_target(lambda d: predictors.fit(method, d, calibrate=True, **kw), data,
-                                     target.machine, target.placement or "compact", measured=m_spec,
+                                     target.machine, target.placement or m_order, measured=m_spec,
                                      measured_order=m_order, smt_yield=target.smt_yield)
         fits = {method: fitted.base, **predictors.fit_many(names[1:], data, calibrate=True, **kw)}
     return PredictResult(method, fitted, fits, predictors.work_per_run(data), data, target, options)

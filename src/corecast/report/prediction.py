@@ -76,7 +76,9 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
                                  "smt_yield_source": tgt["smt_yield_source"],
                                  "measured_machine": tgt.get("measured_machine"),
                                  "cross_domain_cost": tgt.get("cross_domain_cost"),
-                                 "cross_domain_source": tgt.get("cross_domain_source")}
+                                 "cross_domain_source": tgt.get("cross_domain_source"),
+                                 "busy_share": tgt.get("busy_share"),
+                                 "busy_share_source": tgt.get("busy_share_source")}
     if method == "auto":
         doc["chosen"] = list(p.params.get("chosen", []))
         doc["reason"] = p.params.get("reason")
@@ -245,6 +247,12 @@ def render_corpus(ev: Any, con: Any) -> None:
         if "auto" in ev.methods and peer in ev.methods:
             w, n = ev.wins("auto", peer)
             con.print(f"auto below {peer} in {w} of the {n} sources both predicted")
+    for m in ev.methods:
+        c = ev.coverage_summary(m) if hasattr(ev, "coverage_summary") else {}
+        if c:
+            con.print(f"{m}'s {100 * ev.level:.0f}% band held {100 * c['points']:.1f}% of the held-out points "
+                      f"({100 * c['mean_over_sources']:.1f}% averaged over the sources); within 65-95% in "
+                      f"{c['within_65_95']} of {c['sources']} sources, within 75-85% in {c['within_75_85']}")
 
 
 def evaluation_doc(ev: Evaluation) -> dict[str, Any]:
