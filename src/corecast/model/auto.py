@@ -49,6 +49,9 @@ With two core counts there is nothing to validate: the two-point predictor
 (`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share -- its stall
 model only where the waits charged to time explain the lost core-time
 (`corecast.model.losttime`) -- and the corpus' error growth for its band.
+
+Size: a little over 600 lines, one subject: the choice among the members, its band and the
+two-point case share the validation; the band's tables and the floor are in `bands.py`.
 """
 from __future__ import annotations
 
