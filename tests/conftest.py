@@ -73,10 +73,11 @@ PROGS = {
     # blocks N times: each usleep is one voluntary context switch
     "yielder": ("#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){ int n=atoi(v[1]);"
                 " for(int i=0;i<n;i++) usleep(200); return 0; }\n"),
-    # N threads, each spins S ms, created one after another D ms apart
+    # N threads, each spins S ms of its own CPU time (however loaded the machine is), created
+    # one after another D ms apart
     "threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
-                "static int ms;\nstatic void spin(int m){struct timespec a,b; clock_gettime(CLOCK_MONOTONIC,&a);"
-                " volatile unsigned long x=0; do{ for(int i=0;i<10000;i++) x+=i; clock_gettime(CLOCK_MONOTONIC,&b);}"
+                "static int ms;\nstatic void spin(int m){struct timespec a,b; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&a);"
+                " volatile unsigned long x=0; do{ for(int i=0;i<10000;i++) x+=i; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&b);}"
                 " while((b.tv_sec-a.tv_sec)*1000+(b.tv_nsec-a.tv_nsec)/1000000 < m);}\n"
                 "static void*w(void*a){ spin(ms); return a;}\n"
                 "int main(int c,char**v){ int n=atoi(v[1]); ms=atoi(v[2]); int d=atoi(v[3]);"

@@ -295,6 +295,33 @@ def test_a_thread_that_missed_every_sample_boundary_is_counted_whole():
                     2, 1, 64, 0.0, True)
 
 
+def test_a_point_where_a_thread_never_ran_is_run_again_longer(monkeypatch):
+    """A busy machine kept the chaser off its CPU for the whole point: chase runs the point
+    again, twice as long each time, says so, and gives up with the one-line error only after
+    EXTEND_TIMES tries."""
+    real, asked = N.run, []
+
+    def starving(chase, threads, chains, cpus, samples, sample_s, warmup_s, **kw):
+        asked.append(sample_s)
+        got = real(chase, threads, chains, cpus, samples, sample_s, warmup_s, **kw)
+        if len(asked) <= starve:
+            got.count[:] = 0                                # what a thread that never ran records
+        return got
+
+    monkeypatch.setattr(N, "run", starving)
+    starve = 2
+    ses = R.Session(R.Settings(size_bytes=1 << 20, duration_s=0.02, samples=2, warmup_s=0.01))
+    run = R.concurrency_sweep(ses, [1], [1])
+    assert asked == pytest.approx([0.01, 0.02, 0.04])
+    assert run.points[0].extended == 2 and run.points[0].latency_ns > 0
+    assert any("never ran during 1 of 1 points" in w and "4 times as long" in w for w in run.warnings)
+    asked.clear()
+    starve = R.EXTEND_TIMES + 1
+    with pytest.raises(UserError, match="never got to run"):
+        R.concurrency_sweep(ses, [1], [1])
+    assert len(asked) == R.EXTEND_TIMES + 1
+
+
 def test_thp_is_asked_for_and_its_share_measured():
     ses = R.Session(R.Settings(size_bytes=32 << 20, page="thp", duration_s=0.05, samples=1))
     run = R.concurrency_sweep(ses, [1], [1])

@@ -108,8 +108,11 @@ def test_overflow_sampling_ring_buffer(progs):
     assert 15 <= len(res.samples) <= 40, len(res.samples)
     assert res.lost_records == 0
     steps = [b.values[0] - a.values[0] for a, b in zip(res.samples, res.samples[1:])]
-    # each sample is one period of the leader later than the previous one
-    assert all(abs(x - 10_000_000) < 2_000_000 for x in steps), steps
+    # each sample is one period of the leader later than the previous one: on average exactly,
+    # one by one within the time a busy machine delays the timer interrupt (the kernel keeps
+    # the period's grid, so a late sample makes the next step shorter by as much)
+    assert sum(steps) / len(steps) == pytest.approx(10_000_000, rel=0.05), steps
+    assert all(0 < x < 20_000_000 for x in steps), steps
     assert all(smp.tid == child.pid for smp in res.samples)
     assert final[0].value >= res.samples[-1].values[0]
 

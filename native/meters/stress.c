@@ -11,12 +11,22 @@
  * 2^32, aux = k * 2654435761 ^ record), so a record mixing two writes breaks the relation. A
  * reader opens the board with ccm_open() and reads every record with ccm_read_meter() in a
  * loop, counting the reads whose record breaks it (torn) and those that gave up (busy).
- * Each prints one line: `writes N seconds S cpu_s C` or `reads N torn T busy B seconds S`. */
+ * Each prints one line: `writes N seconds S cpu_s C` or `reads N torn T busy B seconds S`; the
+ * writer stops early, and still prints its line, on SIGTERM or SIGINT (a test stops it once its
+ * readers are done, however late a loaded machine started them). */
 #define _GNU_SOURCE
 #include "corecast_meters.h"
 
 #include <math.h>
+#include <signal.h>
 #include <sys/resource.h>
+
+static volatile sig_atomic_t stop_writing;
+
+static void on_stop(int sig) {
+    (void)sig;
+    stop_writing = 1;
+}
 
 static double cpu_s(void) {
     struct rusage ru;
@@ -99,13 +109,18 @@ static int writer(const char *name, double seconds, int n) {
         fill(&r, 0, i);
         ccm_write_rec(base + recs + (size_t)i * sizeof r, &r, sizeof r);
     }
+    struct sigaction sa;          /* before the board says running: a reader may stop it then */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     h->heartbeat_ns = ccm_now_ns();
     __atomic_store_n(&h->state, CCM_RUNNING, __ATOMIC_RELEASE);
     double c0 = cpu_s();
     int64_t t0 = ccm_now_ns(), end = t0 + (int64_t)(seconds * 1e9), k = 0, now = t0;
     struct ccm_meter_rec r;
     memset(&r, 0, sizeof r);
-    while (now < end) {
+    while (now < end && !stop_writing) {
         for (int j = 0; j < 1024; j++) {
             k++;
             int i = (int)(k % n);

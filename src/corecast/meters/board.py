@@ -36,6 +36,7 @@ from ..errors import UserError
 from . import layout as L
 
 SHM = Path("/dev/shm")
+READ_TRIES = 40             # reads of a record a live daemon is in the middle of writing (50 ms each)
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,%d}" % (L.NAME_MAX - 1))
 
 
@@ -383,10 +384,16 @@ class Board:
 
     # ------------------------------------------------------------------ records
     def _copy(self, addr: int, rec: C.Structure) -> C.Structure:
-        if self._lib.ccmx_read_rec(addr, C.byref(rec), C.sizeof(rec)) != 0:
-            raise UserError(f"blackboard '{self.name}': a record stays in the middle of a write (the daemon "
-                            "died while writing it): the board is stale")
-        return rec
+        # The C read gives up after 50 ms inside one write. On a busy machine a live daemon can
+        # be preempted that long in the middle of a write: the read is tried again while the
+        # daemon is alive and ticking (READ_TRIES x 50 ms at most); a dead one ends it at once.
+        for _ in range(READ_TRIES):
+            if self._lib.ccmx_read_rec(addr, C.byref(rec), C.sizeof(rec)) == 0:
+                return rec
+            if self.stale() is not None:
+                break
+        raise UserError(f"blackboard '{self.name}': a record stays in the middle of a write (the daemon "
+                        "died while writing it): the board is stale")
 
     def reading(self, index: int) -> Reading:
         h = self.header

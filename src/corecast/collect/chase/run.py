@@ -16,7 +16,9 @@ time are used alone when there are any (there the threads surely ran together), 
 of the wall time the threads got is kept and warned about. With more threads than CPUs (`oversubscribe`) the threads cannot all run at once and the
 wall time is used instead. The clock reads of each sample boundary are measured
 (`native.timer_overhead_ns`) and subtracted. Steal time (the hypervisor running someone else)
-is read from /proc/stat around each point.
+is read from /proc/stat around each point. A point in which some thread never ran at all (the
+scheduler kept it off its CPU the whole time) is run again twice as long, up to EXTEND_TIMES
+times, and warned about.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ DEFAULT_CHAINS = (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 64)
 DEFAULT_DELAYS = (0, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 STEAL_WARN = 0.02           # steal above this share of a point's CPU time is warned about
 SHARE_WARN = 0.90           # threads that ran less than this share of the wall time: warned
+EXTEND_TIMES = 4            # a point where a thread never ran is run again this often, each time twice as long
 
 Progress = Callable[[int, int, str], None]
 
@@ -153,6 +156,7 @@ class Point:
     loaders: int = 0
     delay: int | None = None
     load_bandwidth_bytes_s: float | None = None   # the loaders' part
+    extended: int = 0               # times the point was run again, twice as long, as a thread never ran
 
     @property
     def misses(self) -> int:
@@ -248,6 +252,10 @@ def _huge_fraction(address: int, size: int) -> float | None:
     return min(1.0, huge / size) if size else None
 
 
+class Starved(UserError):
+    """A point in which some thread never ran (a busy machine): it is run again for longer."""
+
+
 class Plan:
     """The CPUs of this machine in `order`, and which ones N threads get."""
 
@@ -284,8 +292,8 @@ def summarise(s: native.Samples, threads: int, chains: int, line: int, overhead_
         # whole measured time as one sample (a thread that missed a sample boundary counted
         # its work into the next sample it recorded, so its totals are whole).
         if np.any(s.count.sum(axis=1) <= 0) or np.any(t.sum(axis=1) <= 0):
-            raise UserError("a thread never got to run during the point (a busy or oversubscribed "
-                            "machine); give a longer --duration")
+            raise Starved("a thread never got to run during the point (a busy or oversubscribed "
+                          "machine); give a longer --duration")
         s = native.Samples(s.count.sum(axis=1, keepdims=True), s.ns.sum(axis=1, keepdims=True),
                            s.cpu_ns.sum(axis=1, keepdims=True))
         return summarise(s, threads, chains, line, overhead_ns * ns.shape[1], wall)
@@ -358,18 +366,27 @@ class Session:
         cpus = self.plan.take(threads + loaders)
         if chase is not None:
             chase.link(threads * chains)
-        before = sources.cpu_times()
-        samples = native.run(chase, threads, chains, cpus, s.samples, s.duration_s / s.samples, s.warmup_s,
-                             load=load, loaders=loaders, delay=delay)
-        after = sources.cpu_times()
+        wall = threads + loaders > len(self.plan.cpus)
+        for extended in range(EXTEND_TIMES + 1):
+            # a thread the scheduler kept off its CPU for the whole point measured nothing: the
+            # point is run again twice as long (the figures are still over the time it ran)
+            before = sources.cpu_times()
+            samples = native.run(chase, threads, chains, cpus, s.samples, s.duration_s / s.samples * 2 ** extended,
+                                 s.warmup_s, load=load, loaders=loaders, delay=delay)
+            after = sources.cpu_times()
+            try:
+                lat, lat_r, bw, bw_r, kept, share, load_bw = summarise(samples, threads, chains, s.line,
+                                                                       self.overhead, wall)
+                break
+            except Starved:
+                if extended == EXTEND_TIMES:
+                    raise
         steal = (sources.steal_fraction(before, after, cpus)
                  if isinstance(before, dict) and isinstance(after, dict) else None)
-        wall = threads + loaders > len(self.plan.cpus)
-        lat, lat_r, bw, bw_r, kept, share, load_bw = summarise(samples, threads, chains, s.line, self.overhead, wall)
         return Point(threads=threads, chains=chains, cpus=cpus, sockets=self.plan.sockets(cpus), size_bytes=size,
                      latency_ns=lat, latency_range_ns=lat_r, bandwidth_bytes_s=bw, bandwidth_range=bw_r,
                      samples=kept, steal=steal, cpu_share=share, loaders=loaders,
-                     delay=delay if loaders else None, load_bandwidth_bytes_s=load_bw)
+                     delay=delay if loaders else None, load_bandwidth_bytes_s=load_bw, extended=extended)
 
 
 def _finish(run: Run, started: float) -> Run:
@@ -389,6 +406,11 @@ def _finish(run: Run, started: float) -> Run:
         run.warnings.append(f"steal time above {STEAL_WARN:.0%} in {len(stolen)} of {len(run.points)} points "
                             f"(up to {worst.steal:.1%}): the hypervisor ran other guests on these CPUs; "
                             "figures from a VM under load vary")
+    longer = [p for p in run.points if p.extended]
+    if longer:
+        run.warnings.append(f"a thread never ran during {len(longer)} of {len(run.points)} points (other programs "
+                            f"held its CPU); those were run again up to {2 ** max(p.extended for p in longer)} "
+                            "times as long")
     shared = [p for p in run.points if p.cpu_share < SHARE_WARN]
     if shared and not run.oversubscribed:
         low = min(p.cpu_share for p in shared)
