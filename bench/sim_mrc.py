@@ -116,9 +116,11 @@ def real(name: str, cmd: list[str], tmp: Path) -> None:
     print(f"captured with QEMU in {time.monotonic() - t0:.1f} s wall: {info.instructions:,} instructions, "
           f"{len(tr):,} records")
     for accesses in ("data", "all"):
-        exact, t_exact = timed(lambda: mrc.analyse(tr, accesses=accesses))
+        # (the lambdas run at once, before `del tr` below: ruff takes them for later calls)
+        exact, t_exact = timed(lambda: mrc.analyse(tr, accesses=accesses))  # noqa: F821
         c = exact.curves[0]
-        sampled, t_shards = timed(lambda: mrc.analyse(tr, accesses=accesses, rate=0.01, sizes=c.sizes_bytes))
+        sampled, t_shards = timed(lambda: mrc.analyse(tr, accesses=accesses, rate=0.01,  # noqa: F821
+                                                      sizes=c.sizes_bytes))
         print(f"{accesses:>4} accesses: {c.accesses:>12,}  footprint {mrc.fmt_bytes(c.footprint_bytes):>9}  "
               f"exact {t_exact:6.2f} s ({t_exact / c.accesses * 1e9:5.1f} ns/access)  "
               f"SHARDS 0.01 {t_shards:5.2f} s ({t_shards / len(tr) * 1e9:4.2f} ns/record)  "

@@ -1,9 +1,15 @@
-"""Shared test helpers."""
+"""Shared test helpers: fixtures every test module may use, and helpers a test module imports
+(`from conftest import ...`). Fakes built in code live in fakes.py. A test module never imports
+another test module (tests/test_test_imports.py)."""
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +51,101 @@ def run_corecast(*args: str, **kw) -> subprocess.CompletedProcess:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+# ============================================================================ programs: compiled once per session
+# Small C programs with a known behaviour, for the perf layer and `stat` run for real.
+
+PROGS = {
+    "sleeper": "#include <unistd.h>\nint main(void){ usleep(300000); return 0; }\n",
+    # spins until it has used 300 ms of CPU time since main(), however loaded the machine is
+    # (CPU time the forked child spent before exec does not count)
+    "spinner": ("#include <time.h>\nint main(void){ struct timespec a,b; clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&a);"
+                " volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
+                " clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&b);}"
+                " while((b.tv_sec-a.tv_sec)*1e9+(b.tv_nsec-a.tv_nsec) < 3e8); return 0; }\n"),
+    # spins until it has used argv[1] ms of CPU time
+    "spin_ms": ("#include <stdlib.h>\n#include <time.h>\nint main(int c,char**v){ double lim=atof(v[1])*1e6;"
+                " struct timespec b; volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
+                " clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&b);} while(b.tv_sec*1e9+b.tv_nsec < lim);"
+                " return 0; }\n"),
+    # blocks N times: each usleep is one voluntary context switch
+    "yielder": ("#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){ int n=atoi(v[1]);"
+                " for(int i=0;i<n;i++) usleep(200); return 0; }\n"),
+    # N threads, each spins S ms, created one after another D ms apart
+    "threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
+                "static int ms;\nstatic void spin(int m){struct timespec a,b; clock_gettime(CLOCK_MONOTONIC,&a);"
+                " volatile unsigned long x=0; do{ for(int i=0;i<10000;i++) x+=i; clock_gettime(CLOCK_MONOTONIC,&b);}"
+                " while((b.tv_sec-a.tv_sec)*1000+(b.tv_nsec-a.tv_nsec)/1000000 < m);}\n"
+                "static void*w(void*a){ spin(ms); return a;}\n"
+                "int main(int c,char**v){ int n=atoi(v[1]); ms=atoi(v[2]); int d=atoi(v[3]);"
+                " pthread_t t[64]; for(int i=0;i<n;i++){ pthread_create(&t[i],0,w,0); usleep(d*1000);}"
+                " for(int i=0;i<n;i++) pthread_join(t[i],0); return 0; }\n"),
+    # N threads one after another, each spinning U us of its own CPU time; the main thread
+    # sleeps A ms before and B ms after them
+    "short_threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
+                      "static long us;\nstatic void*w(void*a){ struct timespec x,y; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&x);"
+                      " volatile unsigned long k=0; do{ for(int i=0;i<1000;i++) k+=i; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&y);}"
+                      " while((y.tv_sec-x.tv_sec)*1000000L+(y.tv_nsec-x.tv_nsec)/1000 < us); return a;}\n"
+                      "int main(int c,char**v){ int n=atoi(v[1]); us=atol(v[2]); usleep(atoi(v[3])*1000);"
+                      " for(int i=0;i<n;i++){ pthread_t t; pthread_create(&t,0,w,0); pthread_join(t,0);}"
+                      " usleep(atoi(v[4])*1000); return 0; }\n"),
+}
+
+
+@pytest.fixture(scope="session")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("progs")
+    out = {}
+    for name, src in PROGS.items():
+        c = d / f"{name}.c"
+        c.write_text(src)
+        exe = d / name
+        subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(c)], check=True)
+        out[name] = str(exe)
+    return out
+
+
+# ============================================================================ meters: blackboards and daemons
+
+_BOARDS = itertools.count()
+
+
+def board_name() -> str:
+    """A blackboard name no other test (nor another engineer's test run) uses."""
+    return f"t{os.getpid()}-{next(_BOARDS)}"
+
+
+def start_daemon(name, *args, **kw):
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "meters", "--blackboard", name, *map(str, args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    wait_running(name, p)
+    return p
+
+
+def wait_running(name, p=None, timeout=30.0, ticks=2):
+    from corecast.errors import UserError
+    from corecast.meters import Board
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if p is not None and p.poll() is not None:
+            raise AssertionError(f"the daemon ended: {p.stderr.read()}")
+        try:
+            with Board.open(name) as b:
+                if b.state == "running" and b.header.ticks >= ticks and b.pid == (p.pid if p else b.pid):
+                    return
+        except UserError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("the daemon did not start")
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        out, err = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return p.returncode, out, err

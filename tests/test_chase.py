@@ -119,6 +119,7 @@ def test_random_order_stays_within_tlb_groups():
 
 
 # ------------------------------------------------------------------------------ measured figures
+@pytest.mark.slow
 @needs_gcc
 def test_idle_latency_within_ten_percent_of_an_independent_chase(tmp_path, cli):
     ref = _compile(tmp_path, "ref_chase", REF_CHASE)
@@ -142,6 +143,7 @@ def test_small_buffer_at_least_three_times_faster_than_a_large_one(cli):
     assert pts[256 << 20] >= 3 * pts[16 << 10], pts
 
 
+@pytest.mark.slow
 def test_size_sweep_finds_at_least_two_plateaus(cli, tmp_path):
     out = tmp_path / "sizes.json"
     r = cli("chase", "--sweep-size", "--sizes", "4KiB-128MiB", "--duration", "0.06", "--json", "-o", out)
@@ -237,7 +239,7 @@ def test_staircase_labels_by_the_machine_caches():
 
 # ------------------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("args, message", [
-    (["--size", "0"], "--size 0"),
+    (["--size", "0"], "argument --size: '0' must be more than 0"),
     (["--pattern", "zigzag"], "--pattern zigzag: choose random, forward or stride:N"),
     (["--pattern", "stride:100"], "whole number of --line"),
     (["--threads", str(CPUS + 1)], "add --oversubscribe"),
@@ -248,7 +250,7 @@ def test_staircase_labels_by_the_machine_caches():
     (["--loaded", "--profile", "p.json"], "--profile goes with"),
     (["--plot", "x.gif"], "cannot tell the plot format"),
     (["--sweep-size", "--sizes", "8"], "fewer than two"),
-    (["--profile", "/no/such/dir/p.json"], "does not exist"),
+    (["--profile", "/no/such/dir/p.json"], "no such folder /no/such/dir"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli, args, message):
     r = cli("chase", *args)
@@ -304,6 +306,7 @@ def test_thp_is_asked_for_and_its_share_measured():
 
 
 # ------------------------------------------------------------------------------ Dataset and profile
+@pytest.mark.slow
 def test_dataset_round_trip_through_usl_export_and_info(cli, tmp_path):
     out = tmp_path / "chase.csv"
     # three thread counts (the USL needs three), on two CPUs with --oversubscribe
@@ -327,6 +330,7 @@ def test_dataset_round_trip_through_usl_export_and_info(cli, tmp_path):
     assert i.code == 0 and "bandwidth_bytes_s" in i.out
 
 
+@pytest.mark.slow
 def test_profile_written_and_read_back(cli, tmp_path):
     prof = tmp_path / "memory.json"
     r = cli("chase", "--threads", "1", "--chains", "1,2,4,8,16", "--size", "64MiB", "--duration", "0.08",
@@ -372,6 +376,7 @@ def test_profile_reader_accepts_the_document_and_a_calibration_block():
     assert math.isclose(memprofile.read_profile(d).caches[0].latency_ns, 1.0)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_points_measured(tmp_path):
     import signal
     import sys

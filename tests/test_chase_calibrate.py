@@ -15,6 +15,8 @@ from corecast import target as T
 from corecast.collect import topology
 from corecast.collect.chase import c2c
 
+pytestmark = pytest.mark.slow        # real programs and long runs: `make test`, not `make check`
+
 CPUS = sorted(os.sched_getaffinity(0))
 
 # An independent ping-pong: a flag on its own 128-byte block toggled 0 -> 1 by one thread and

@@ -177,6 +177,7 @@ def _stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
     return p.wait(timeout=300), b"".join(out).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_long_work_shows_progress_on_a_terminal(tmp_path, pp):
     """sim gen, sim and sim capture were silent for 30 s, 48 s and the whole capture."""
     code, err = _stderr_on_a_terminal(["sim", "gen", "transactions", "-n", "3000", "-o", "t.cctrace"], tmp_path)
@@ -189,6 +190,7 @@ def test_long_work_shows_progress_on_a_terminal(tmp_path, pp):
     assert code == 0 and err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None and shutil.which("qemu-x86_64") is None,
                     reason="needs valgrind or qemu-x86_64")
 def test_capture_shows_progress_on_a_terminal(tmp_path):

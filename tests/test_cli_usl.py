@@ -66,6 +66,7 @@ def test_report_is_one_self_contained_page(cli, tmp_path):
     assert "<script" not in page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["usl", "missing.csv"], "missing.csv: no such file"),
     (["usl", str(SPEC), "--metric", "time_s"], "unknown metric 'time_s'"),
@@ -122,6 +123,7 @@ def test_info_describes_columns_and_runs(cli, tmp_path):
     assert "time_s" in cli("info", p).out
 
 
+@pytest.mark.slow
 def test_no_library_warning_reaches_the_user(tmp_path):
     """numpy's overflow notices (with source paths) leaked to stderr on data at the edge of
     the floats."""
@@ -133,6 +135,7 @@ def test_no_library_warning_reaches_the_user(tmp_path):
     assert "Warning" not in r.stderr and ".py:" not in r.stderr
 
 
+@pytest.mark.slow
 def test_no_warning_of_any_category_reaches_the_user(data_dir):
     """Only RuntimeWarning was kept off stderr: a library's UserWarning (scipy's fit warnings,
     numpy's RankWarning) still printed its source path."""
@@ -152,6 +155,7 @@ def test_no_warning_of_any_category_reaches_the_user(data_dir):
     assert "Covariance" not in r.stderr and ".py:" not in r.stderr
 
 
+@pytest.mark.slow
 def test_piped_output_is_not_wrapped(data_dir):
     """Piped into grep, a wrapped line was missed: output to a pipe keeps its lines whole."""
     from conftest import run_corecast

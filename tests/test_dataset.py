@@ -169,6 +169,7 @@ def test_select_keeps_metadata():
 finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(1, 512), finite, st.one_of(st.none(), finite)), min_size=1, max_size=30))
 def test_any_dataset_round_trips_exactly(tmp_path_factory, rows):

@@ -1,5 +1,4 @@
 """The stall method (ESTIMA) on synthetic programs with known laws."""
-import math
 
 import numpy as np
 import pytest

@@ -5,7 +5,7 @@ import pytest
 import fakes
 from corecast.dataset import Dataset, load
 from corecast.model import evaluate as E
-from corecast.model import predictors, synth
+from corecast.model import synth
 from corecast.model.base import Prediction
 
 
@@ -110,6 +110,7 @@ def test_failing_method_is_reported_not_raised():
     assert ev.get("usl").ok
 
 
+@pytest.mark.slow
 def test_evaluate_fits_each_method_once(monkeypatch):
     # auto validates and fits every method on the training rows; evaluate takes them from it.
     ds, _, _ = synth.scaling_dataset("lock", seed=0, cores=list(range(1, 13)) + [16, 20, 24, 32])

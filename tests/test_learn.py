@@ -123,6 +123,7 @@ def test_the_bagged_choice_is_what_most_sources_favour_not_one_median():
     assert cat.value == max(cat.votes, key=cat.votes.get) == 0.5
 
 
+@pytest.mark.slow
 def test_leave_one_source_out_learns_without_the_source(amdahl_corpus):
     ev = scorecard.evaluate_corpus(amdahl_corpus, ["auto", "usl"], leave_one_source_out=True)
     assert [s.source for s in ev.sources] == ["a", "b", "c"]

@@ -124,6 +124,7 @@ def test_failing_exit_status_and_stderr_tail(cli, tmp_path):
     assert tail[-1] == "line50" and len(tail) == runner.TAIL_LINES
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_process_group(cli, tmp_path):
     pidfile = tmp_path / "bg.pid"
     t0 = time.monotonic()
@@ -284,6 +285,7 @@ def test_plugin_aggregations():
 
 
 # ---------------------------------------------------------------- output
+@pytest.mark.slow
 def test_summary_table_and_warmups(cli, tmp_path):
     out = tmp_path / "s.db"
     r = cli("measure", "-q", "--cores", TWO, "--reps", "2", "--warmup", "1", "-o", out, "--",
@@ -374,6 +376,7 @@ def test_psi_and_sampled_runqueue_delay(cli, tmp_path):
     assert "lock_wait_cycles" not in ds.metrics
 
 
+@pytest.mark.slow
 def test_sigterm_interrupts_cleanly_and_resume_finishes(tmp_path):
     import signal
     import subprocess

@@ -17,6 +17,8 @@ import pytest
 
 from corecast import dataset, store
 
+pytestmark = pytest.mark.slow        # real programs and long runs: `make test`, not `make check`
+
 NCPU = len(os.sched_getaffinity(0))
 CORES = "1,2" if NCPU >= 2 else "1"
 

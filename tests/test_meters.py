@@ -8,11 +8,9 @@ import os
 import socket
 import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 
-from corecast.collect.topology import PU, Topology
 from corecast.dataset import load
 from corecast.meters import Board, board as B, layout as L
 from corecast.meters.catalog import Env
@@ -21,53 +19,8 @@ from corecast.meters.tree import build
 from corecast.native import include_dir
 from corecast.errors import UserError
 
-from test_stat import FakePMU   # the simulated PMU of the stat tests
-
-HZ = 100                     # the fake /proc/stat's clock tick
-NAMES = iter(range(10**6))
-
-
-def board_name() -> str:
-    return f"t{os.getpid()}-{next(NAMES)}"
-
-
-class FakeProc:
-    """A /proc with stat, schedstat, pressure and vmstat whose counters a test sets."""
-
-    def __init__(self, root: Path, cpus: int = 2, psi: bool = True, schedstat: bool = True):
-        self.root, self.n = root, cpus
-        self.jiffies = [[0] * 10 for _ in range(cpus)]    # user nice system idle iowait irq softirq steal guest gn
-        self.wait_ns = [0] * cpus
-        self.ctxt, self.running, self.pgfault = 0, 1, 0
-        self.psi = {r: [0, 0] for r in ("cpu", "memory", "io")}
-        self.has_psi, self.has_schedstat = psi, schedstat
-        (root / "self").mkdir(parents=True)
-        (root / "self" / "schedstat").write_text("0 0 0\n")
-        self.write()
-
-    def write(self) -> None:
-        tot = [sum(j[i] for j in self.jiffies) for i in range(10)]
-        lines = ["cpu  " + " ".join(map(str, tot))]
-        lines += [f"cpu{c} " + " ".join(map(str, j)) for c, j in enumerate(self.jiffies)]
-        lines += [f"intr 0", f"ctxt {self.ctxt}", "btime 1", "processes 10", f"procs_running {self.running}",
-                  "procs_blocked 0"]
-        (self.root / "stat").write_text("\n".join(lines) + "\n")
-        if self.has_schedstat:
-            ss = ["version 15", "timestamp 1"]
-            ss += [f"cpu{c} 0 0 0 0 0 0 {1000 * c} {w} 7" for c, w in enumerate(self.wait_ns)]
-            (self.root / "schedstat").write_text("\n".join(ss) + "\n")
-        if self.has_psi:
-            (self.root / "pressure").mkdir(exist_ok=True)
-            for r, (some, full) in self.psi.items():
-                (self.root / "pressure" / r).write_text(
-                    f"some avg10=0.00 avg60=0.00 avg300=0.00 total={some}\n"
-                    f"full avg10=0.00 avg60=0.00 avg300=0.00 total={full}\n")
-        (self.root / "vmstat").write_text(f"nr_free_pages 1\npgfault {self.pgfault}\npgmajfault 0\n")
-
-
-def two_cpus() -> Topology:
-    return Topology(pus=[PU(0, 0, 0, 0, None), PU(1, 0, 1, 0, None)])
-
+from conftest import board_name
+from fakes import HZ, FakePMU, FakeProc, two_cpus   # the simulated PMU of the stat tests, a fake /proc
 
 def fake_daemon(tmp_path, meters="software", triggers=None, pmu=None, status=None, **opts):
     proc = FakeProc(tmp_path / "proc")

@@ -8,7 +8,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -18,40 +17,7 @@ from corecast.meters import Board, allowed_workers, attach, board as B, release,
 from corecast.native import native_path
 from corecast.errors import UserError
 
-from test_meters import board_name
-
-
-def start_daemon(name, *args, **kw):
-    p = subprocess.Popen([sys.executable, "-m", "corecast", "meters", "--blackboard", name, *map(str, args)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    wait_running(name, p)
-    return p
-
-
-def wait_running(name, p=None, timeout=30.0, ticks=2):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if p is not None and p.poll() is not None:
-            raise AssertionError(f"the daemon ended: {p.stderr.read()}")
-        try:
-            with Board.open(name) as b:
-                if b.state == "running" and b.header.ticks >= ticks and b.pid == (p.pid if p else b.pid):
-                    return
-        except UserError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("the daemon did not start")
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        out, err = p.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-    return p.returncode, out, err
+from conftest import board_name, start_daemon, stop, wait_running
 
 
 # ============================================================================================
@@ -106,6 +72,7 @@ def test_port_in_use(cli):
     assert r.code == 2 and "the port is in use" in r.err and r.err.count("\n") == 1, r.err
 
 
+@pytest.mark.slow
 def test_name_taken_by_a_live_daemon_then_stale_after_a_crash(cli, tmp_path):
     name = board_name()
     p = start_daemon(name, "--interval", "10ms")
@@ -136,6 +103,7 @@ def test_name_taken_by_a_live_daemon_then_stale_after_a_crash(cli, tmp_path):
             p.wait()
 
 
+@pytest.mark.slow
 def test_stopped_daemon_board_is_stale_for_a_reader_that_kept_it():
     name = board_name()
     p = start_daemon(name, "--interval", "10ms")
@@ -152,6 +120,7 @@ def test_stopped_daemon_board_is_stale_for_a_reader_that_kept_it():
 # ============================================================================================
 # torn reads
 
+@pytest.mark.slow
 def test_no_torn_reads_under_a_writer_as_fast_as_it_can():
     """A writer rewriting 64 records as fast as it can and 4 readers checking each record's
     invariant (all fields from one write) for 4 s: not one torn read through the seqlock of

@@ -17,8 +17,7 @@ import pytest
 from corecast.meters import Board
 from corecast.meters.catalog import BY_NAME
 
-from test_meters import board_name
-from test_meters_live import start_daemon, stop
+from conftest import board_name, start_daemon, stop
 
 pytestmark = pytest.mark.skipif(not shutil.which("prometheus") or not shutil.which("promtool"),
                                 reason="needs Debian's prometheus (setup/debian-packages.txt)")
@@ -52,6 +51,7 @@ def daemon(tmp_path):
     stop(p)
 
 
+@pytest.mark.slow
 def test_endpoint_exposition_and_read_only(daemon, tmp_path):
     name, port = daemon
     code, body, headers = get(f"http://127.0.0.1:{port}/metrics")

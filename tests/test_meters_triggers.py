@@ -12,8 +12,7 @@ import pytest
 from corecast.dataset import load
 from corecast.native import native_path
 
-from test_meters import board_name
-from test_meters_live import start_daemon, stop
+from conftest import board_name, start_daemon, stop
 
 DWELL = 0.3
 WINDOW = 0.2

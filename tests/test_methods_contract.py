@@ -28,6 +28,24 @@ def test_every_method_has_a_case():
     assert set(predictors.METHODS) | set(predictors.MEMBERS) == set(predictors.REGISTRY)
 
 
+def test_the_lists_of_method_names_come_from_the_registry():
+    """auto's default members (learn) and the corpus' baselines (scorecard) are the registry's
+    methods that run on any data, by rank; the registry refuses a rank where it means nothing."""
+    from corecast.model import laws, learn, scorecard
+    anydata = {n for n, m in methods.REGISTRY.items() if not m.needs_stalls}
+    assert set(learn.MEMBERS) == anydata and learn.MEMBERS == methods.RANKED
+    assert [methods.REGISTRY[n].rank for n in methods.RANKED] == sorted(m.rank for m in methods.REGISTRY.values()
+                                                                        if m.rank is not None)
+    assert scorecard.BASELINES == tuple(n for n in methods.RANKED if n in predictors.METHODS)
+    with pytest.raises(ValueError, match="rank"):
+        methods._registry(methods.Method("x", laws.fit_usl, "member"))
+    with pytest.raises(ValueError, match="rank"):
+        methods._registry(methods.Method("x", laws.fit_usl, "method", needs_stalls=True, rank=9))
+    with pytest.raises(ValueError, match="rank 0 taken"):
+        methods._registry(methods.Method("x", laws.fit_usl, "member", rank=0),
+                          methods.Method("y", laws.fit_amdahl, "member", rank=0))
+
+
 def _finite_or_none(a):
     return a is None or np.all(np.isfinite(a))
 

@@ -17,7 +17,7 @@ SPEC = str(ROOT / "data" / "usl" / "specsdm91.csv")
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def trace_dir(tmp_path_factory):
     from corecast.sim import synth
     from corecast.sim.trace import Trace, write_trace
     d = tmp_path_factory.mktemp("outputs")
@@ -44,8 +44,8 @@ def _both(cli, *args):
     return doc, a, b
 
 
-def test_sim(cli, files):
-    doc, a, b = _both(cli, "sim", files / "pp.cctrace", "-m", "penryn-l5420", "--cores", "2")
+def test_sim(cli, trace_dir):
+    doc, a, b = _both(cli, "sim", trace_dir / "pp.cctrace", "-m", "penryn-l5420", "--cores", "2")
     with pytest.raises(ValueError):
         pd.read_json(io.StringIO(json.dumps(doc)))           # why the tidy form exists
     assert len(a) == len(doc["caches"]) + len(doc["tlbs"])
@@ -57,8 +57,8 @@ def test_sim(cli, files):
     assert b["misses_total"].iloc[1] == doc["caches"][1]["misses_total"]
 
 
-def test_sim_mrc(cli, files):
-    doc, a, b = _both(cli, "sim", "mrc", files / "pp.cctrace", "--sizes", "1KiB,8KiB,64KiB", "--per-thread")
+def test_sim_mrc(cli, trace_dir):
+    doc, a, b = _both(cli, "sim", "mrc", trace_dir / "pp.cctrace", "--sizes", "1KiB,8KiB,64KiB", "--per-thread")
     assert len(a) == sum(len(c["sizes_bytes"]) for c in doc["curves"]) == 3 * len(doc["curves"])
     assert a["scope"].tolist() == [c["scope"] for c in doc["curves"] for _ in c["sizes_bytes"]]
     assert a["size_bytes"].tolist()[:3] == [1024, 8192, 65536]
@@ -99,6 +99,7 @@ def test_events(cli):
         assert frame["status"].tolist() == [e["status"] for e in doc["events"]]
 
 
+@pytest.mark.slow
 def test_measure(cli, tmp_path):
     out = {}
     for fmt in ("json", "csv", "records"):

@@ -15,56 +15,6 @@ from corecast.collect.perf import (CounterValue, combine_cpus, delta_value, laun
                                    open_tracker, paranoid, probe, scale)
 from corecast.errors import UserError
 
-PROGS = {
-    "sleeper": "#include <unistd.h>\nint main(void){ usleep(300000); return 0; }\n",
-    # spins until it has used 300 ms of CPU time since main(), however loaded the machine is
-    # (CPU time the forked child spent before exec does not count)
-    "spinner": ("#include <time.h>\nint main(void){ struct timespec a,b; clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&a);"
-                " volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
-                " clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&b);}"
-                " while((b.tv_sec-a.tv_sec)*1e9+(b.tv_nsec-a.tv_nsec) < 3e8); return 0; }\n"),
-    # spins until it has used argv[1] ms of CPU time
-    "spin_ms": ("#include <stdlib.h>\n#include <time.h>\nint main(int c,char**v){ double lim=atof(v[1])*1e6;"
-                " struct timespec b; volatile unsigned long x=0; do { for(int i=0;i<100000;i++) x+=i;"
-                " clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&b);} while(b.tv_sec*1e9+b.tv_nsec < lim);"
-                " return 0; }\n"),
-    # blocks N times: each usleep is one voluntary context switch
-    "yielder": ("#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){ int n=atoi(v[1]);"
-                " for(int i=0;i<n;i++) usleep(200); return 0; }\n"),
-    # N threads, each spins S ms, created one after another D ms apart
-    "threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
-                "static int ms;\nstatic void spin(int m){struct timespec a,b; clock_gettime(CLOCK_MONOTONIC,&a);"
-                " volatile unsigned long x=0; do{ for(int i=0;i<10000;i++) x+=i; clock_gettime(CLOCK_MONOTONIC,&b);}"
-                " while((b.tv_sec-a.tv_sec)*1000+(b.tv_nsec-a.tv_nsec)/1000000 < m);}\n"
-                "static void*w(void*a){ spin(ms); return a;}\n"
-                "int main(int c,char**v){ int n=atoi(v[1]); ms=atoi(v[2]); int d=atoi(v[3]);"
-                " pthread_t t[64]; for(int i=0;i<n;i++){ pthread_create(&t[i],0,w,0); usleep(d*1000);}"
-                " for(int i=0;i<n;i++) pthread_join(t[i],0); return 0; }\n"),
-    # N threads one after another, each spinning U us of its own CPU time; the main thread
-    # sleeps A ms before and B ms after them
-    "short_threads": ("#include <pthread.h>\n#include <stdlib.h>\n#include <time.h>\n#include <unistd.h>\n"
-                      "static long us;\nstatic void*w(void*a){ struct timespec x,y; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&x);"
-                      " volatile unsigned long k=0; do{ for(int i=0;i<1000;i++) k+=i; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&y);}"
-                      " while((y.tv_sec-x.tv_sec)*1000000L+(y.tv_nsec-x.tv_nsec)/1000 < us); return a;}\n"
-                      "int main(int c,char**v){ int n=atoi(v[1]); us=atol(v[2]); usleep(atoi(v[3])*1000);"
-                      " for(int i=0;i<n;i++){ pthread_t t; pthread_create(&t,0,w,0); pthread_join(t,0);}"
-                      " usleep(atoi(v[4])*1000); return 0; }\n"),
-}
-
-
-@pytest.fixture(scope="session")
-def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("progs")
-    out = {}
-    for name, src in PROGS.items():
-        c = d / f"{name}.c"
-        c.write_text(src)
-        exe = d / name
-        subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(c)], check=True)
-        out[name] = str(exe)
-    return out
-
-
 def count(argv, spec):
     child = launch(argv)
     with open_counters(resolve(spec), pid=child.pid, enable_on_exec=True) as cs:

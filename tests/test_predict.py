@@ -1,5 +1,4 @@
 """`corecast predict`: interface, JSON names, bands, plots, reports and user errors."""
-import json
 
 import numpy as np
 import pytest
@@ -314,6 +313,7 @@ def test_what_auto_fitted_is_not_fitted_again(monkeypatch):
         assert np.allclose(q.high, p.high, rtol=1e-12) and q.params["band"] == p.params["band"]
 
 
+@pytest.mark.slow
 def test_predict_plot_does_not_refit_auto_members(cli, lock_csv, tmp_path, monkeypatch):
     from corecast.dataset import load
     path, _ = lock_csv

@@ -53,6 +53,7 @@ def simulate_open(lam: float, mu: float, c: int, horizon: float, seed: int, warm
     return wait, resp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lam,mu,c,seed", [(0.6, 1.0, 1, 11), (2.1, 1.0, 3, 12)])
 def test_open_queue_against_simulation(lam, mu, c, seed):
     q = mmc(lam, mu, c)
@@ -79,6 +80,7 @@ class _FirstN(ciw.dists.Distribution):
         return math.inf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("customers,think,service,c,seed", [(10, 2.0, 0.1, 2, 21), (6, 0.3, 0.1, 1, 22)])
 def test_closed_loop_against_simulation(customers, think, service, c, seed):
     horizon, warmup = 6000.0, 100.0

@@ -42,14 +42,14 @@ sf = 1.2
 
 
 @pytest.fixture
-def files(tmp_path):
+def sched_files(tmp_path):
     (tmp_path / "1b1s.toml").write_text(MACHINE)
     (tmp_path / "two.toml").write_text(WORKLOAD)
     return tmp_path
 
 
-def test_sim_json_equals_the_hand_computation(cli, files):
-    r = cli("sched", "sim", files / "two.toml", "--machine", files / "1b1s.toml", "--policy", "hsp",
+def test_sim_json_equals_the_hand_computation(cli, sched_files):
+    r = cli("sched", "sim", sched_files / "two.toml", "--machine", sched_files / "1b1s.toml", "--policy", "hsp",
             "--migration-cost", "0", "--json")
     assert r.code == 0, r.err
     doc = r.json()
@@ -63,7 +63,7 @@ def test_sim_json_equals_the_hand_computation(cli, files):
     assert m["edp_js"] == pytest.approx(energy * ct_b)
 
 
-def test_sim_table_and_plot(cli, files, tmp_path):
+def test_sim_table_and_plot(cli, sched_files, tmp_path):
     out = tmp_path / "bars.png"
     r = cli("sched", "sim", "pmctrack-mix", "--policy", "hsp,rr,acfs", "--runs", "1", "--plot", out)
     assert r.code == 0, r.err
@@ -133,7 +133,7 @@ CASES = [
     (["sched", "sim", "{many}"], "no policy can place more than 256 per core"),
     (["sched", "sim", "pmctrack-mix", "--machine", "{neg}"], "'speed' must be > 0"),
     (["sched", "sim", "nope"], "unknown workload 'nope'"),
-    (["sched", "sim", "pmctrack-mix", "--quantum", "0"], "not a positive time"),
+    (["sched", "sim", "pmctrack-mix", "--quantum", "0"], "argument --quantum: '0' must be more than 0"),
     (["sched", "sim", "pmctrack-mix", "--sf-source", "model"], "needs --sf-model"),
     (["sched", "sim", "pmctrack-mix", "--plot", "x.txt"], "cannot tell the plot format"),
     (["sched", "sim", "pmctrack-mix", "--policy", "acfs", "--period", "1s"], "has no period of its own"),

@@ -12,6 +12,8 @@ from corecast.sched.enforce import emulate as E
 from corecast.sched.enforce.hybrid import detect, format_cpus, parse_cpus
 from corecast.sched.enforce.runner import enforce, prepare
 
+pytestmark = pytest.mark.slow        # real programs and long runs: `make test`, not `make check`
+
 
 def _cpu_tree(root: Path, n: int, online: str | None = None) -> Path:
     d = root / "sys/devices/system/cpu"

@@ -9,7 +9,6 @@ regular files and FIFOs at the blackboard's names, and tries to drive a root-own
 """
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import os

@@ -20,9 +20,8 @@ from corecast.serve.app import Dashboard  # noqa: E402
 from corecast.serve.server import parse_listen  # noqa: E402
 from corecast.errors import UserError  # noqa: E402
 
-from conftest import DATA, run_corecast  # noqa: E402
-from test_meters import board_name  # noqa: E402
-from test_meters_live import start_daemon, stop  # noqa: E402
+from conftest import DATA, board_name, run_corecast, start_daemon, stop  # noqa: E402
+from fakes import stalls_csv  # noqa: E402
 
 RAYTRACER = DATA / "usl" / "raytracer.csv"
 
@@ -55,11 +54,7 @@ def fid(dash: Dashboard, name: str) -> str:
 @pytest.fixture
 def files(tmp_path: Path) -> Path:
     shutil.copy(RAYTRACER, tmp_path / "raytracer.csv")
-    rows = ["cores,time_s,lock_wait_cycles,runqueue_delay_cycles"]
-    for n in (1, 2, 3, 4, 6, 8):
-        work, lock, rq = 2.0e9 / n, 4.0e6 * (n - 1) ** 1.6, 1.0e6 * n
-        rows.append(f"{n},{(work + lock + rq) / 2.0e9:.9g},{lock:.9g},{rq:.9g}")
-    (tmp_path / "stalls.csv").write_text("\n".join(rows) + "\n")
+    stalls_csv(tmp_path / "stalls.csv")
     return tmp_path
 
 
@@ -216,6 +211,27 @@ def test_bad_input_is_an_error_document_and_the_server_keeps_serving(files, capl
     assert any("broken.db" in r.getMessage() for r in caplog.records)      # and in the server log
 
 
+def test_the_names_the_page_offers_come_from_the_registries(files):
+    """/api/registry: the methods, policies and meters as their registries list them; the page
+    builds its method list from it (it holds no list of its own)."""
+    from corecast.meters.catalog import METERS
+    from corecast.model.predictors import METHODS
+    from corecast.sched.policies import POLICIES, VARIANTS
+    dash = Dashboard([str(files)], "127.0.0.1", 0)
+
+    async def fetch(client):
+        resp = await client.get("/api/registry")
+        return resp.status, await resp.json()
+
+    status, doc = run_api(dash, fetch)
+    assert status == 200
+    assert doc == {"methods": list(METHODS), "policies": [*POLICIES, *VARIANTS], "meters": list(METERS)}
+    assert doc["methods"][0] == "auto" and "energy" in doc["policies"] and "cpu_busy" in doc["meters"]
+    from corecast.serve.app import STATIC
+    js = (STATIC / "app.js").read_text()
+    assert '"/api/registry"' in js and not re.search(r'\[\s*"auto",\s*"estima"', js)
+
+
 def test_guards_host_and_token(files):
     dash = Dashboard([str(files)], "127.0.0.1", 0)
 
@@ -358,6 +374,7 @@ def test_meters_split_and_join_give_the_document_back():
     assert all("source" not in v for v in values["meters"]) and "apps" in values and "scopes" not in values
 
 
+@pytest.mark.slow
 def test_live_meters_stream_is_the_show_json_document_and_follows_a_new_daemon(tmp_path, caplog):
     from corecast.serve import meters as M
     name = board_name()
@@ -448,6 +465,7 @@ def _recording(tmp_path: Path, name: str, suffix: str = ".csv") -> Path:
     return rec
 
 
+@pytest.mark.slow
 def test_meters_recording_replay_equals_the_cli(tmp_path, cli):
     rec = _recording(tmp_path, "m")
     jrec = _recording(tmp_path, "j", ".json")
@@ -483,6 +501,7 @@ def test_meters_recording_replay_equals_the_cli(tmp_path, cli):
     assert out["usl"] == 400          # a recording is for replay, not for the models
 
 
+@pytest.mark.slow
 def test_meters_replay_json_is_the_recording_summarised(tmp_path, cli):
     """`corecast meters replay --json` (the page's statistics): each series' mean, min, p95 and
     max from the recording's own column, the trigger changes from its 0/1 column."""

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT, run_corecast
+from fakes import stalls_csv
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -249,12 +250,7 @@ def test_campaign_gains_its_second_core_count_without_a_reload(browser, tmp_path
 
 
 def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
-    rows = ["cores,time_s,lock_wait_cycles,runqueue_delay_cycles"]
-    for n in (1, 2, 3, 4, 6, 8):
-        work, lock, rq = 2.0e9 / n, 4.0e6 * (n - 1) ** 1.6, 1.0e6 * n
-        rows.append(f"{n},{(work + lock + rq) / 2.0e9:.9g},{lock:.9g},{rq:.9g}")
-    stalls = tmp_path / "stalls.csv"
-    stalls.write_text("\n".join(rows) + "\n")
+    stalls = stalls_csv(tmp_path / "stalls.csv")
     ray = tmp_path / "raytracer.csv"
     shutil.copy(DATA / "usl" / "raytracer.csv", ray)
     trace = tmp_path / "trace.jsonl"
@@ -279,6 +275,10 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
         assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
         assert browser.find_element("id", "predict-stalls")
         shot(browser, "predict")
+        # the methods offered are the registry's (through /api/registry)
+        from corecast.model.predictors import METHODS
+        assert js(browser, "return [...document.querySelectorAll('#predict-method option')].map(o => o.value)") == \
+            list(METHODS)
         # another machine, chosen on the page: the CLI's --target-machine document
         assert "epyc-9654-2s" in js(browser, "return [...document.querySelectorAll('#predict-machines option')].map(o => o.value)")
         browser.find_element("id", "predict-machine").send_keys("epyc-9654-2s")

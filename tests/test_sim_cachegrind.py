@@ -22,8 +22,8 @@ from corecast.sim.capture import capture
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "data" / "sim" / "cgprog.c"
 
-pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("gcc") is None,
-                                reason="needs valgrind and gcc (setup/debian-packages.txt)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("gcc") is None,
+                                 reason="needs valgrind and gcc (setup/debian-packages.txt)")]
 
 CONFIGS = [
     # (I1, D1, LL) as size, ways, line

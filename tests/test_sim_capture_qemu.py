@@ -21,8 +21,8 @@ from corecast.sim.trace import read_trace
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "data" / "sim" / "cgprog.c"
 
-pytestmark = pytest.mark.skipif(qemu_path() is None or shutil.which("gcc") is None,
-                                reason="needs qemu-x86_64 and gcc (setup/debian-packages.txt)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(qemu_path() is None or shutil.which("gcc") is None,
+                                 reason="needs qemu-x86_64 and gcc (setup/debian-packages.txt)")]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_records_are_the_programs(traces):
 def test_same_program_same_data_misses_as_lackey(traces):
     """Data-cache misses agree within 1%; instruction counts differ by the C library's start-up,
     which picks its string routines by the CPU it is shown (QEMU's and valgrind's differ)."""
-    (qi, qt), (li, lt) = traces["qemu"], traces["lackey"]
+    (qi, _), (li, _) = traces["qemu"], traces["lackey"]
     assert abs(qi.instructions / li.instructions - 1) < 0.05
     m = {"name": "d1", "frequency_hz": 1e9, "cache": [
         {"level": 1, "kind": "data", "size": 16384, "ways": 4, "line_size": 64},

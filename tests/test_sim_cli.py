@@ -19,8 +19,10 @@ ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
 
 @pytest.fixture
-def pp_trace(tmp_path):
-    return write_trace(tmp_path / "pp.cctrace", Trace(synth.pingpong(20, 2, "read")))
+def pp_trace(tmp_path, capsys):
+    p = write_trace(tmp_path / "pp.cctrace", Trace(synth.pingpong(20, 2, "read")))
+    capsys.readouterr()         # write_trace names the file on stderr, as every writer does
+    return p
 
 
 def test_simulate_json(cli, pp_trace, tmp_path):
@@ -97,7 +99,7 @@ def test_user_errors_exit_2(cli, pp_trace, tmp_path, monkeypatch, args, needle):
     r = cli(*[a.replace("{pp}", str(pp_trace)) for a in args])
     assert r.code == 2
     assert needle in r.err
-    assert r.err.startswith("corecast sim: error:") and "Traceback" not in r.err
+    assert r.err.startswith(("corecast sim: error:", "corecast sim gen: error:")) and "Traceback" not in r.err
 
 
 def test_bad_machine_file_exit_2(cli, pp_trace, tmp_path):
@@ -178,6 +180,7 @@ def test_sim_text_to_a_pipe_is_not_wrapped(cli, pp_trace):
     assert max(len(x) for x in r.out.splitlines()) > 120
 
 
+@pytest.mark.slow
 def test_a_long_simulation_stops_at_ctrl_c(tmp_path):
     """The native simulator runs a slice of the trace per call, so Ctrl-C ends a long
     simulation between slices (issue 15: an access at the top of the address space once made

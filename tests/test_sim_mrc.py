@@ -257,6 +257,7 @@ def real_trace(tmp_path_factory):
     return load(out)
 
 
+@pytest.mark.slow
 def test_real_program_one_pass_equals_each_size(real_trace):
     """Up to 2 MiB against the simulator (it takes at most 65,535 ways); 4 MiB against the
     plain LRU above, on the program's data accesses that stay within one line."""
@@ -274,6 +275,7 @@ def test_real_program_one_pass_equals_each_size(real_trace):
     assert res1.curves[0].misses[0] == lru_misses((plain["addr"] >> 6).tolist(), (4 << 20) // 64)
 
 
+@pytest.mark.slow
 def test_shards_at_one_percent_is_within_two_hundredths(real_trace):
     """Over the sizes a 1% sample speaks for (from 1/rate lines = 8 KiB up to the footprint)."""
     sampled = mrc.analyse(real_trace.chunks(1 << 20), accesses="data", rate=0.01)
@@ -308,6 +310,7 @@ def sort_trace(tmp_path_factory):
     return load(info.path)
 
 
+@pytest.mark.slow
 def test_debian_tool_one_pass_equals_each_size(sort_trace):
     """The one-pass curve of sort's data accesses, size by size, against the simulator run once
     per size with a fully associative LRU cache of that size."""
@@ -321,6 +324,7 @@ def test_debian_tool_one_pass_equals_each_size(sort_trace):
         assert misses == sim_misses(one_level(size, size // 64), data), size
 
 
+@pytest.mark.slow
 def test_debian_tool_set_associative_points_equal_the_simulator(sort_trace):
     """Three 8-way sizes simulated together in the one pass, each equal to the simulator alone."""
     sizes = [16 << 10, 128 << 10, 1 << 20]
@@ -330,6 +334,7 @@ def test_debian_tool_set_associative_points_equal_the_simulator(sort_trace):
         assert misses == sim_misses(one_level(size, 8), trace), size
 
 
+@pytest.mark.slow
 def test_debian_tool_shards_at_one_percent(sort_trace):
     """SHARDS at rate 0.01 against the exact curve of the same trace, from 8 KiB (1/rate lines)
     to the footprint: mean absolute error under 0.02, for data accesses and for all."""
@@ -344,6 +349,7 @@ def test_debian_tool_shards_at_one_percent(sort_trace):
 
 
 # ------------------------------------------------------------------ the command
+@pytest.mark.slow
 def test_cli_json_dataset_and_plot(cli, tmp_path):
     from corecast import dataset
     from corecast.sim.trace import Trace, write_trace
@@ -366,6 +372,7 @@ def test_cli_json_dataset_and_plot(cli, tmp_path):
     assert "knee" in r.out and "working sets" in r.out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [[], ["--sample", "0.5"], ["--sizes", "4KiB", "--assoc", "2"]])
 def test_cli_damaged_trace(cli, tmp_path, args):
     """The kinds are checked by the passes themselves (the trace is not read twice): a record of

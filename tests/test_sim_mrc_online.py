@@ -83,6 +83,7 @@ def expected(ways: int) -> tuple[int, int]:
     return held * 2 // 3 + held // 3, misses * 2 // 3 + misses // 3
 
 
+@pytest.mark.slow
 def test_ways_restricted_and_measured(tmp_path):
     root = fake_resctrl(tmp_path)
     l3 = occupancy.probe(root)
@@ -152,6 +153,7 @@ def test_refused_mask_names_the_kernels_reason(tmp_path):
         occupancy.measure(["true"], [12], occupancy.probe(root))
 
 
+@pytest.mark.slow
 def test_cli_with_a_fake_tree(cli, tmp_path):
     root = fake_resctrl(tmp_path)
     hw = [sys.executable, str(tmp_path / "hw.py"), str(root / f"corecast-mrc-{os.getpid()}"), str(tmp_path / "l")]

@@ -2,9 +2,7 @@
 their results back."""
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 
 import pytest
 

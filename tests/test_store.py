@@ -152,6 +152,7 @@ def _slots(path: Path) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_campaign_then_resume(tmp_path):
     """SIGKILL the runner while runs are going on: every run finished before the kill is there
     once and unchanged after --resume, and the campaign ends complete, no slot repeated."""
@@ -247,6 +248,7 @@ def test_failed_creation_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_file_locked_by_another_program_is_announced_not_waited_for_in_silence(tmp_path, monkeypatch, capsys):
     path = make(tmp_path)
     other = sqlite3.connect(path, isolation_level=None)

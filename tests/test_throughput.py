@@ -184,6 +184,7 @@ def test_wait_share_breakdown_is_reported_not_zero(cli, tmp_path):
     assert row["capacity"] == pytest.approx(12 / (1 + 0.1 * 11) / 1e-6)
 
 
+@pytest.mark.slow
 def test_subprocess_entry_point(tmp_path):
     from conftest import run_corecast
     f = tmp_path / "w.toml"

@@ -15,6 +15,8 @@ from corecast.sim import synth
 from corecast.sim.machine import load_machine
 from corecast.sim.trace import Trace, write_trace
 
+pytestmark = pytest.mark.slow        # real programs and long runs: `make test`, not `make check`
+
 MACHINE = """
 name = "three-level"
 frequency_hz = 2.0e9
@@ -54,7 +56,7 @@ shared = true
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def share_files(tmp_path_factory):
     """A machine with an 8 MiB L3 shared by all cores and its copy with a 2 MiB L3; a trace of
     random loads over 6 MiB (it fits the whole L3, not a quarter of it); the simulator's result
     on both machines (one core), and the exposed-miss curve."""
@@ -72,29 +74,29 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def curve(files):
+def curve(share_files):
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "corecast", "sim", "mrc", str(files / "t.cctrace"),
+    out = subprocess.run([sys.executable, "-m", "corecast", "sim", "mrc", str(share_files / "t.cctrace"),
                           "--count", "exposed", "--json"], capture_output=True, text=True, check=True)
-    (files / "c.json").write_text(out.stdout)
-    return files / "c.json"
+    (share_files / "c.json").write_text(out.stdout)
+    return share_files / "c.json"
 
 
-def _run(cli, files, curve, *extra):
-    r = cli("throughput", "--sim", files / "r8.json", "--machine", files / "m8.toml", "--mrc", curve,
+def _run(cli, share_files, curve, *extra):
+    r = cli("throughput", "--sim", share_files / "r8.json", "--machine", share_files / "m8.toml", "--mrc", curve,
             "--baseline-cpi", "1", "--instructions", "1000", "--json", *extra)
     assert r.code == 0, r.err
     return r.json()
 
 
-def test_a_quarter_of_the_cache_is_the_simulation_of_a_quarter(cli, files, curve):
+def test_a_quarter_of_the_cache_is_the_simulation_of_a_quarter(cli, share_files, curve):
     """On 4 cores each has 2 MiB of the 8 MiB L3: the stack's memory and L3-hit events there are
     the simulator's with a 2 MiB L3 (within 1%), and 1 core keeps the input's own stack."""
-    out = _run(cli, files, curve, "--cores", "1,2,4,8")
+    out = _run(cli, share_files, curve, "--cores", "1,2,4,8")
     rows = {r["cores"]: r for r in out["cores"]}
-    ev8 = json.loads((files / "r8.json").read_text())["events_per_kilo_instruction"]
-    ev2 = json.loads((files / "r2.json").read_text())["events_per_kilo_instruction"]
+    ev8 = json.loads((share_files / "r8.json").read_text())["events_per_kilo_instruction"]
+    ev2 = json.loads((share_files / "r2.json").read_text())["events_per_kilo_instruction"]
     assert ev2["dram"] > 10 * ev8["dram"]                        # the quarter cache misses a lot more
     assert rows[1]["llc_share_bytes"] == 8 << 20 and rows[4]["llc_share_bytes"] == 2 << 20
     assert rows[1]["llc_events"] == pytest.approx({"dram": ev8["dram"], "l3_hit": ev8["l3_hit"]})
@@ -113,30 +115,30 @@ def test_a_quarter_of_the_cache_is_the_simulation_of_a_quarter(cli, files, curve
     assert not any("counts the misses of every access" in n for n in out["notes"])
 
 
-def test_a_chosen_cache_size(cli, files, curve):
+def test_a_chosen_cache_size(cli, share_files, curve):
     """--cache-size: the stack at that size for every core count; at 2 MiB it is the 4-core one."""
-    out = _run(cli, files, curve, "--cores", "1,4", "--cache-size", "2MiB")
-    per = _run(cli, files, curve, "--cores", "4")["cores"][0]
+    out = _run(cli, share_files, curve, "--cores", "1,4", "--cache-size", "2MiB")
+    per = _run(cli, share_files, curve, "--cores", "4")["cores"][0]
     rows = {r["cores"]: r for r in out["cores"]}
     assert rows[1]["stack_cpi"] == pytest.approx(per["stack_cpi"]) == pytest.approx(rows[4]["stack_cpi"])
     assert out["stack"]["cpi"] == pytest.approx(per["stack_cpi"])
     assert out["llc"]["cache_size"] == 2 << 20
 
 
-def test_a_multicore_simulation_is_taken_at_its_own_share(cli, files, curve):
+def test_a_multicore_simulation_is_taken_at_its_own_share(cli, share_files, curve):
     """A result simulated on 2 cores saw 4 MiB each: at 2 cores the stack is its own."""
-    r = cli("throughput", "--sim", files / "r8x2.json", "--machine", files / "m8.toml", "--mrc", curve,
+    r = cli("throughput", "--sim", share_files / "r8x2.json", "--machine", share_files / "m8.toml", "--mrc", curve,
             "--baseline-cpi", "1", "--instructions", "1000", "--cores", "2,4", "--json")
     assert r.code == 0, r.err
     out = r.json()
-    ev = json.loads((files / "r8x2.json").read_text())["events_per_kilo_instruction"]
+    ev = json.loads((share_files / "r8x2.json").read_text())["events_per_kilo_instruction"]
     assert out["llc"]["events_at_bytes"] == 4 << 20
     assert out["cores"][0]["llc_events"]["dram"] == pytest.approx(ev["dram"])
     assert out["cores"][1]["llc_events"]["dram"] > ev["dram"]
 
 
-def test_the_table(cli, files, curve):
-    r = cli("throughput", "--sim", files / "r8.json", "--machine", files / "m8.toml", "--mrc", curve,
+def test_the_table(cli, share_files, curve):
+    r = cli("throughput", "--sim", share_files / "r8.json", "--machine", share_files / "m8.toml", "--mrc", curve,
             "--baseline-cpi", "1", "--instructions", "1000", "--cores", "1,4")
     assert r.code == 0, r.err
     assert "L3/core" in r.out and "2 MiB" in r.out and "stack CPI" in r.out and "miss-rate curve" in r.out
@@ -188,13 +190,13 @@ def test_the_cpi_predictor_follows_the_share():
     (["--mrc", "NOINSTR"], "has no instructions"),
     (["--mrc", "CURVE", "--cache-size", "lots"], "--cache-size"),
 ])
-def test_mistakes(cli, files, curve, tmp_path, extra, message):
+def test_mistakes(cli, share_files, curve, tmp_path, extra, message):
     (tmp_path / "bad.json").write_text('{"curves": []}')
     doc = json.loads(curve.read_text())
     doc["curves"][0]["instructions"] = 0
     (tmp_path / "noinstr.json").write_text(json.dumps(doc))
     subst = {"NOFILE": tmp_path / "none.json", "BAD": tmp_path / "bad.json",
              "NOINSTR": tmp_path / "noinstr.json", "CURVE": curve}
-    r = cli("throughput", "--sim", files / "r8.json", "--machine", files / "m8.toml", "--baseline-cpi", "1",
+    r = cli("throughput", "--sim", share_files / "r8.json", "--machine", share_files / "m8.toml", "--baseline-cpi", "1",
             "--instructions", "1000", *[subst.get(a, a) for a in extra])
     assert r.code == 2 and message in r.err and "Traceback" not in r.err, r.err

@@ -192,6 +192,7 @@ def test_a_memory_bound_program_meets_the_targets_bandwidth_ceiling():
     assert any("no bandwidth ceiling" in w for w in plain.warnings)
 
 
+@pytest.mark.slow
 def test_the_4_socket_smt_hash_maps_fitted_on_one_socket(data_dir):
     """Issue 10's check on the bundled corpus: conc-map-bench (4 x 22-core Xeon with SMT, 176
     threads) fitted on one socket and predicted to the whole machine, auto with the target

@@ -1,7 +1,6 @@
 """Predictions from two core counts: the bracket of the two-parameter laws through both points."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

@@ -15,7 +15,7 @@ SPEC = str(ROOT / "data" / "usl" / "specsdm91.csv")
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def bad_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("mistakes")
     (d / "adir").mkdir()
     (d / "binary.toml").write_bytes(bytes(range(256)) * 4)
@@ -50,8 +50,8 @@ def files(tmp_path_factory):
 
 
 CASES = [
-    # (arguments, with {d} for the folder of the files above, text the one line must hold)
-    (["stat", "-c", "task_clock", "-o", "/nonexistent/x.csv", "--", "true"], "cannot write"),
+    # (arguments, with {d} for the folder of `bad_files` above, text the one line must hold)
+    (["stat", "-c", "task_clock", "-o", "/nonexistent/x.csv", "--", "true"], "no such folder /nonexistent"),
     (["stat", "-T", "nan", "-c", "task_clock", "--", "true"], "is not an interval"),
     (["stat", "-e", "cycles", "--", "true"], "did you mean -c"),
     (["sim", "{d}/adir", "--machine", "penryn-l5420"], "is a directory"),
@@ -61,15 +61,15 @@ CASES = [
     (["usl", "{d}/quote.csv"], "a quote is opened and never closed"),
     (["usl", "{d}/version.json"], '"version" must be a whole number'),
     (["usl", "{d}/fifo"], "empty file"),
-    (["sim", "gen", "stream", "--stride", "-64", "-o", "{d}/s.cctrace"], "--stride -64"),
-    (["sim", "gen", "random", "--write-fraction", "2", "-o", "{d}/w.cctrace"], "--write-fraction 2"),
+    (["sim", "gen", "stream", "--stride", "-64", "-o", "{d}/s.cctrace"], "argument --stride: '-64'"),
+    (["sim", "gen", "random", "--write-fraction", "2", "-o", "{d}/w.cctrace"], "argument --write-fraction: '2'"),
     (["sim", "gen", "pingpong", "--threads", "70000", "-o", "{d}/p.cctrace"], "2 to 65,536 threads"),
     (["predict", SPEC, "--cores", "64", "--size-ratio", "0"], "--size-ratio must be a number > 0"),
     (["predict", SPEC, "--cores", "64", "--freq-ratio", "-1"], "--freq-ratio must be a number > 0"),
     (["evaluate", "{d}/bad.csv", "--train-max-cores", "4", "--methods", "usl,timex"], "no method could be evaluated"),
     (["measure", "--warmup", "-1", "-o", "{d}/x.db", "--", "true"], "--warmup must be 0 or more"),
     (["measure", "--cores", "1-100000000", "-o", "{d}/y.db", "--", "true"], "cores asked for"),
-    (["usl", SPEC, "--predict", "1-1000000000"], "core counts; at most"),
+    (["usl", SPEC, "--predict", "1-1000000"], "core counts; at most"),
     (["predict", SPEC, "--cores", "16", "--target-machine", "sockets=2"], "cores= (per socket) is needed"),
     (["export", SPEC, "--format", "records", "--metadata", "inline"], "--metadata is for CSV output"),
     # sim's own zero and negative counts (accepted without a word before)
@@ -86,8 +86,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("args, text", CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
-def test_one_line_and_exit_2(cli, files, args, text):
-    r = cli(*[a.replace("{d}", str(files)) for a in args])
+def test_one_line_and_exit_2(cli, bad_files, args, text):
+    r = cli(*[a.replace("{d}", str(bad_files)) for a in args])
     assert r.code == 2, (r.out, r.err)
     assert text in r.err
     assert "internal error" not in r.err and "Traceback" not in r.err
@@ -112,10 +112,11 @@ FIFO_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, text", FIFO_CASES,
                          ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(FIFO_CASES)])
-def test_a_fifo_never_blocks_a_reader(files, args, text):
-    r = subprocess.run([sys.executable, "-m", "corecast", *[a.replace("{d}", str(files)) for a in args]],
+def test_a_fifo_never_blocks_a_reader(bad_files, args, text):
+    r = subprocess.run([sys.executable, "-m", "corecast", *[a.replace("{d}", str(bad_files)) for a in args]],
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert text in r.stderr and "internal error" not in r.stderr

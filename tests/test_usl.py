@@ -303,11 +303,13 @@ def test_studentised_residuals_flag_the_point_off_the_curve():
 
 
 def test_predict_range_is_bounded(cli):
-    r = cli("usl", str(DATA / "usl" / "specsdm91.csv"), "--predict", "1-1000000000")
+    r = cli("usl", str(DATA / "usl" / "specsdm91.csv"), "--predict", "1-1000000")
     assert r.code == 2
-    assert "1,000,000,000 core counts; at most 10,000" in r.err
+    assert "1,000,000 core counts; at most 10,000" in r.err
+    r = cli("usl", str(DATA / "usl" / "specsdm91.csv"), "--predict", "1-1000000:2x", "--json")
+    assert r.code == 0 and len(r.json()["predictions"]) == 20
     r = cli("usl", str(DATA / "usl" / "specsdm91.csv"), "--predict", "1-1000000000:2x", "--json")
-    assert r.code == 0 and len(r.json()["predictions"]) == 30
+    assert r.code == 2 and "1,000,000,000 cores is above 1,048,576" in r.err     # issue 25
 
 
 @pytest.mark.parametrize("scale", [1e-308, 1e-200, 1.0, 1e200, 1e300])

@@ -1,16 +1,29 @@
 /* corecast-launch: supervise one run of a campaign, the way `perf stat` and `time` do.
  *
- *   corecast-launch GO_FD REPORT_FD CPULIST TIMEOUT_S GRACE_S -- PROGRAM ARGS...
+ *   corecast-launch [--parent PID] [--keep-group] GO_FD REPORT_FD CPULIST TIMEOUT_S GRACE_S
+ *                   -- PROGRAM ARGS...
  *
- * 1. Forks the run's first process. The child makes itself a process-group leader (so the
- *    whole tree can be killed at once), asks to be killed if this supervisor dies, pins
+ * `measure`, `stat -- PROGRAM` and `sched run` start every program through it.
+ *
+ * 0. Asks for SIGTERM when corecast dies (parent-death signal) and checks, after asking, that
+ *    its parent is still PID (--parent: corecast's pid; without it, that the parent is not
+ *    init), so that a corecast killed before the request cannot leave it behind. Becomes a
+ *    child subreaper and leaves corecast's process group for one of its own, so that a
+ *    `kill -9` aimed at corecast's job does not reach it (the tree would lose its keeper).
+ *    It ignores SIGINT, SIGQUIT, SIGHUP and SIGPIPE (a report corecast can no longer read
+ *    must not end it before the tree is killed); the program gets them back as they were.
+ * 1. Forks the run's first process. The child closes its copies of the start pipe's write end
+ *    (so that the supervisor's death is an end of file to it), asks to be killed if this
+ *    supervisor dies and checks that it has not already, makes itself a process-group leader
+ *    (so the whole tree can be killed at once; with --keep-group it joins corecast's group
+ *    instead, so that the terminal's Ctrl-C reaches it as it reaches corecast: `stat`), pins
  *    itself to CPULIST ("-" for no pinning; every process and thread it creates inherits the
  *    placement), and waits for the start signal.
  * 2. Writes "pid N" to REPORT_FD and waits for one byte on GO_FD: corecast opens its counters
  *    on the child in between (inherited, enabled at exec).
  * 3. Starts the clock, lets the child exec PROGRAM, and reports "exec ok" or "exec_error ERRNO".
  * 4. Waits for the child. Past TIMEOUT_S (0: no limit) it sends SIGTERM to the child's process
- *    group, and SIGKILL after GRACE_S more. When the child has exited, every process still
+ *    group (with --keep-group: to the child), and SIGKILL after GRACE_S more. When the child has exited, every process still
  *    descending from this supervisor is killed: those of the child's process group, and those
  *    that left it (setsid, a new group) -- the supervisor is a child subreaper, so orphaned
  *    descendants are reparented to it and stay findable. How many there were is reported.
@@ -78,10 +91,13 @@ static double now_s(void) {
 }
 
 /* Every process below this one: pids of /proc entries whose parent chain reaches us. Returns
- * how many were found and signalled (SIGKILL); zombies among them are reaped by the caller. */
+ * how many distinct processes were found and signalled (SIGKILL: one still dying when the
+ * tree is looked at again is not counted twice); zombies among them are reaped here. */
 static int kill_descendants(void) {
     pid_t self = getpid();
     int killed = 0;
+    enum { MAXK = 4096 };
+    static pid_t seen[MAXK];
     for (int round = 0; round < 50; round++) {     /* a tree still forking: a few passes */
         enum { MAXP = 1 << 16 };
         static pid_t pid[MAXP], ppid[MAXP];
@@ -123,11 +139,17 @@ static int kill_descendants(void) {
             if (q == self) {
                 kill(pid[i], SIGKILL);
                 found++;
+                int k;
+                for (k = 0; k < killed && k < MAXK && seen[k] != pid[i]; k++) {}
+                if (k == killed || k == MAXK) {
+                    if (killed < MAXK)
+                        seen[killed] = pid[i];
+                    killed++;
+                }
             }
         }
         while (waitpid(-1, NULL, WNOHANG) > 0) {}
         if (!found) break;
-        killed += found;
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
         while (waitpid(-1, NULL, WNOHANG) > 0) {}
@@ -155,16 +177,49 @@ static void say(const char *fmt, ...) {
 
 static long tv_us(struct timeval tv) { return (long)tv.tv_sec * 1000000L + (long)tv.tv_usec; }
 
+static int keep_group;
+
+/* A signal to the program: its process group, or (--keep-group) the program itself. */
+static void signal_program(pid_t child, int sig) {
+    if (keep_group)
+        kill(child, sig);
+    else
+        killpg(child, sig);
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: corecast-launch [--parent PID] [--keep-group] GO_FD REPORT_FD CPULIST TIMEOUT_S "
+                    "GRACE_S -- PROGRAM ARGS...\n");
+}
+
+/* The signals the supervisor ignores; the child puts them back as they were. */
+static const int held[] = {SIGINT, SIGQUIT, SIGHUP, SIGPIPE};
+enum { NHELD = sizeof held / sizeof held[0] };
+
 int main(int argc, char **argv) {
-    if (argc < 8 || strcmp(argv[6], "--") != 0) {
-        fprintf(stderr, "usage: corecast-launch GO_FD REPORT_FD CPULIST TIMEOUT_S GRACE_S -- PROGRAM ARGS...\n");
+    pid_t want_parent = 0;
+    int a = 1;
+    while (a < argc && !strncmp(argv[a], "--", 2) && strcmp(argv[a], "--") != 0) {
+        if (!strcmp(argv[a], "--parent") && a + 1 < argc) {
+            want_parent = (pid_t)atol(argv[a + 1]);
+            a += 2;
+        } else if (!strcmp(argv[a], "--keep-group")) {
+            keep_group = 1;
+            a++;
+        } else {
+            usage();
+            return 126;
+        }
+    }
+    if (argc - a < 7 || strcmp(argv[a + 5], "--") != 0) {
+        usage();
         return 126;
     }
-    int go_fd = atoi(argv[1]);
-    int rep_fd = atoi(argv[2]);
-    const char *cpus = argv[3];
-    double timeout = atof(argv[4]), grace = atof(argv[5]);
-    char **cmd = argv + 7;
+    int go_fd = atoi(argv[a]);
+    int rep_fd = atoi(argv[a + 1]);
+    const char *cpus = argv[a + 2];
+    double timeout = atof(argv[a + 3]), grace = atof(argv[a + 4]);
+    char **cmd = argv + a + 6;
     fcntl(go_fd, F_SETFD, FD_CLOEXEC);
     fcntl(rep_fd, F_SETFD, FD_CLOEXEC);
     rep = fdopen(rep_fd, "w");
@@ -177,8 +232,21 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    if (getppid() == 1)
-        return 125;
+    if (want_parent ? getppid() != want_parent : getppid() == 1)
+        return 125;            /* corecast died before the request: nobody is left to start us */
+    struct sigaction saved[NHELD];
+    for (int i = 0; i < NHELD; i++) {
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigaction(held[i], &ign, &saved[i]);
+    }
+    pid_t job = getpgrp(), self = getpid();
+    setpgid(0, 0);
+    /* for tests only: hold the child this long before its parent-death request, which widens
+     * the window a supervisor dying at that moment must not leave a child behind in */
+    const char *hold = getenv("CORECAST_LAUNCH_TEST_CHILD_DELAY_MS");
+    long hold_ms = hold ? atol(hold) : 0;
     const char *preload = getenv("CORECAST_LAUNCH_PRELOAD");
 
     cpu_set_t set;
@@ -204,9 +272,21 @@ int main(int argc, char **argv) {
         return 126;
     }
     if (child == 0) {
-        setpgid(0, 0);
+        if (hold_ms > 0) {
+            struct timespec ts = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        unsetenv("CORECAST_LAUNCH_TEST_CHILD_DELAY_MS");
+        /* our own copies: with them open, the supervisor's death would not end the wait below */
+        close(start[1]);
+        close(execp[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != self)
+            _exit(125);        /* the supervisor died before the request */
+        setpgid(0, keep_group ? job : 0);
         signal(SIGTERM, SIG_DFL);
+        for (int i = 0; i < NHELD; i++)
+            sigaction(held[i], &saved[i], NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (preload) {
             setenv("LD_PRELOAD", preload, 1);
@@ -231,7 +311,7 @@ int main(int argc, char **argv) {
         }
         _exit(127);
     }
-    setpgid(child, child);
+    setpgid(child, keep_group ? job : child);
     close(start[0]);
     close(execp[1]);
     say("pid %d\n", (int)child);
@@ -240,7 +320,7 @@ int main(int argc, char **argv) {
     ssize_t r;
     do {
         r = read(go_fd, &c, 1);
-    } while (r < 0 && errno == EINTR);
+    } while (r < 0 && errno == EINTR && !orphaned);
     if (r != 1) {              /* corecast went away before starting the run */
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
@@ -255,7 +335,9 @@ int main(int argc, char **argv) {
     }
     close(start[1]);
     int exec_err = 0;
-    r = read(execp[0], &exec_err, sizeof exec_err);
+    do {
+        r = read(execp[0], &exec_err, sizeof exec_err);
+    } while (r < 0 && errno == EINTR);
     close(execp[0]);
     if (r == (ssize_t)sizeof exec_err)
         say("exec_error %d\n", exec_err);
@@ -269,7 +351,7 @@ int main(int argc, char **argv) {
     double deadline = timeout > 0 ? t0 + timeout : 0, kill_at = 0;
     for (;;) {
         if (orphaned) {        /* corecast is gone: nobody will read a report */
-            killpg(child, SIGKILL);
+            signal_program(child, SIGKILL);
             kill_descendants();
             _exit(125);
         }
@@ -285,7 +367,7 @@ int main(int argc, char **argv) {
             if (now >= deadline) {
                 timed_out = 1;
                 stage = 1;
-                killpg(child, SIGTERM);
+                signal_program(child, SIGTERM);
                 kill_at = now + grace;
                 continue;
             }
@@ -293,7 +375,7 @@ int main(int argc, char **argv) {
         } else if (stage == 1) {
             if (now >= kill_at) {
                 stage = 2;
-                killpg(child, SIGKILL);
+                signal_program(child, SIGKILL);
                 continue;
             }
             limit = kill_at - now;

@@ -15,25 +15,17 @@
  * Set-associative LRU caches of several geometries are simulated together in one pass
  * (cc_sa_*), for the points where a fully associative curve is not the question.
  *
- * Records are the simulator's (native/sim/ccsim.h): 16 bytes, address, aux, tid, kind, size.
+ * Records are corecast's trace records (native/include/cctrace.h): 16 bytes, address, aux, tid,
+ * kind, size.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cctrace.h"
+
 #define API __attribute__((visibility("default")))
 
-typedef struct {
-    uint64_t addr;
-    uint32_t aux;
-    uint16_t tid;
-    uint8_t kind;
-    uint8_t size;
-} rec_t;
-
-_Static_assert(sizeof(rec_t) == 16, "record layout");
-
-enum { K_FETCH, K_LOAD, K_STORE, K_MODIFY, K_BRANCH, K_MARKER, K_UOP, N_KINDS };
 
 /* ---------------------------------------------------------------------- helpers */
 
@@ -59,8 +51,8 @@ static inline uint64_t sample_hash(uint64_t line, int shift) {
  * trace: Python does not check the kinds for these passes) returns -2 from the function. */
 #define FOR_RECORDS(recs, n, kindmask, tid, shift, BODY)                                      \
     for (size_t i_ = 0; i_ < (n); i_++) {                                                     \
-        const rec_t *r_ = &(recs)[i_];                                                        \
-        if (r_->kind >= N_KINDS) return -2;                                                  \
+        const cc_rec *r_ = &(recs)[i_];                                                        \
+        if (r_->kind >= CC_NKINDS) return -2;                                                  \
         if (!((kindmask) >> r_->kind & 1)) continue;                                          \
         if ((tid) >= 0 && r_->tid != (uint32_t)(tid)) continue;                               \
         uint64_t a_ = r_->addr, e_ = a_ + (r_->size ? r_->size : 1) - 1;                      \
@@ -252,7 +244,7 @@ static int sd_access(cc_sd *s, uint64_t first, uint64_t last, int counted) {
 }
 
 /* The sampled pass (see cc_sd_run); inlined twice, for every thread (tid < 0) and for one. */
-static inline __attribute__((always_inline)) int sd_sampled(cc_sd *s, const rec_t *recs, size_t n,
+static inline __attribute__((always_inline)) int sd_sampled(cc_sd *s, const cc_rec *recs, size_t n,
                                                             const uint8_t *kindok, int tid,
                                                             uint32_t countmask, unsigned *badp) {
     enum { STEP = 4096 };
@@ -262,7 +254,7 @@ static inline __attribute__((always_inline)) int sd_sampled(cc_sd *s, const rec_
     unsigned bad = 0;
     for (size_t base = 0; base < n; base += STEP) {
         const size_t m = n - base < STEP ? n - base : STEP;
-        const rec_t *r = recs + base;
+        const cc_rec *r = recs + base;
         size_t k = 0;
         uint64_t offered = 0, counted_taken = 0, instr = 0;
         for (size_t i = 0; i < m; i++) {
@@ -282,7 +274,7 @@ static inline __attribute__((always_inline)) int sd_sampled(cc_sd *s, const rec_
         s->seen += offered - counted_taken;   /* sd_access counts those it is given */
         s->instr += instr;
         for (size_t j = 0; j < k; j++) {
-            const rec_t *q = &r[pick[j]];
+            const cc_rec *q = &r[pick[j]];
             uint64_t a = q->addr, e = a + (q->size ? q->size : 1) - 1;
             if (e < a) e = UINT64_MAX;
             if (sd_access(s, a >> shift, e >> shift, countmask >> q->kind & 1)) return -1;
@@ -293,17 +285,17 @@ static inline __attribute__((always_inline)) int sd_sampled(cc_sd *s, const rec_
 }
 
 /* Instructions (fetch records) of the thread (tid < 0: of every thread) in a batch. */
-static uint64_t fetches(const rec_t *recs, size_t n, int tid) {
+static uint64_t fetches(const cc_rec *recs, size_t n, int tid) {
     uint64_t k = 0;
     for (size_t i = 0; i < n; i++)
-        k += recs[i].kind == K_FETCH && (tid < 0 || recs[i].tid == (uint32_t)tid);
+        k += recs[i].kind == CC_K_FETCH && (tid < 0 || recs[i].tid == (uint32_t)tid);
     return k;
 }
 
 /* Feeds a batch: records of the kinds in kindmask move their lines in the stack, and those of the
  * kinds in countmask (a subset) are counted. Returns 0, -1 when memory ran out, -2 at a record of
  * no known kind. */
-API int cc_sd_run(cc_sd *s, const rec_t *recs, size_t n, uint32_t kindmask, uint32_t countmask, int tid) {
+API int cc_sd_run(cc_sd *s, const cc_rec *recs, size_t n, uint32_t kindmask, uint32_t countmask, int tid) {
     countmask &= kindmask;
     if (s->threshold > s->modulus_mask) {   /* exact: every line is tracked */
         s->instr += fetches(recs, n, tid);
@@ -319,7 +311,7 @@ API int cc_sd_run(cc_sd *s, const rec_t *recs, size_t n, uint32_t kindmask, uint
     uint8_t kindok[256];                /* 1: a kind in the stack; 2: no kind at all; 4: counted;
                                            8: an instruction */
     for (int k = 0; k < 256; k++)
-        kindok[k] = k >= N_KINDS ? 2 : (kindmask >> k & 1) | (countmask >> k & 1) << 2 | (k == K_FETCH) << 3;
+        kindok[k] = k >= CC_NKINDS ? 2 : (kindmask >> k & 1) | (countmask >> k & 1) << 2 | (k == CC_K_FETCH) << 3;
     unsigned bad = 0;
     const int rc = tid < 0 ? sd_sampled(s, recs, n, kindok, -1, countmask, &bad)
                            : sd_sampled(s, recs, n, kindok, tid, countmask, &bad);
@@ -416,7 +408,7 @@ static inline int sa_line(sa_conf *c, uint64_t line) {
 
 /* Feeds a batch (kindmask, countmask as cc_sd_run's); returns 0, or -2 at a record of no known
  * kind. */
-API int cc_sa_run(cc_sa *s, const rec_t *recs, size_t n, uint32_t kindmask, uint32_t countmask, int tid) {
+API int cc_sa_run(cc_sa *s, const cc_rec *recs, size_t n, uint32_t kindmask, uint32_t countmask, int tid) {
     countmask &= kindmask;
     for (int i = 0; i < s->n; i++) {
         sa_conf *c = &s->c[i];

@@ -62,21 +62,14 @@ extern _Bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
 EXPORT int qemu_plugin_version = 1;
 
 /* ---------------------------------------------------------------- records */
-typedef struct {
-    uint64_t addr;
-    uint32_t aux;
-    uint16_t tid;
-    uint8_t kind;
-    uint8_t size;
-} rec_t;
-_Static_assert(sizeof(rec_t) == 16, "record layout");
-enum { K_FETCH = 0, K_LOAD = 1, K_STORE = 2, K_MODIFY = 3 };
+/* corecast's trace record (cc_rec) and its kinds (CC_K_*) */
+#include "cctrace.h"
 
 #define BLOCK 8192                      /* records per write */
 
 /* One buffer per thread: guest threads run as host threads, each its own vCPU index. */
 typedef struct {
-    rec_t rec[BLOCK];
+    cc_rec rec[BLOCK];
     size_t n;
     uint64_t fetches;                   /* instructions in rec[0..n) */
 } tbuf;
@@ -108,7 +101,7 @@ static void write_all(const void *p, size_t len) {
 static void flush(tbuf *b) {
     if (!b->n) return;
     pthread_mutex_lock(&write_lock);    /* blocks stay whole: records of a thread in order */
-    write_all(b->rec, b->n * sizeof(rec_t));
+    write_all(b->rec, b->n * sizeof(cc_rec));
     if (shown) __atomic_store_n(shown, *shown + b->fetches, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&write_lock);
     b->n = 0;
@@ -137,12 +130,12 @@ static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned siz
     /* The records after a fetch, up to the next one, are its instruction's accesses (QEMU calls
      * the instruction's callback before its memory callbacks). So a data record that follows a
      * data record of the same thread belongs to the same instruction. */
-    if (kind != K_FETCH && b->n) {
-        rec_t *p = &b->rec[b->n - 1];
+    if (kind != CC_K_FETCH && b->n) {
+        cc_rec *p = &b->rec[b->n - 1];
         /* A store to what the same instruction just loaded is one read-modify-write record, as
          * lackey writes it ("M") and cachegrind counts it (a data read). */
-        if (kind == K_STORE && p->kind == K_LOAD && p->addr == addr && p->size == size) {
-            p->kind = K_MODIFY;
+        if (kind == CC_K_STORE && p->kind == CC_K_LOAD && p->addr == addr && p->size == size) {
+            p->kind = CC_K_MODIFY;
             return;
         }
         /* TCG performs an access wider than 8 bytes (SSE, AVX, x87 extended) as 8-byte pieces at
@@ -156,24 +149,24 @@ static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned siz
     /* A full block is written when the next record does not fit, so that the last record is
      * still there for the pieces and the store above to join. */
     if (b->n == BLOCK) flush(b);
-    rec_t *r = &b->rec[b->n++];
+    cc_rec *r = &b->rec[b->n++];
     r->addr = addr;
     r->aux = 0;
     r->tid = (uint16_t)vcpu;
     r->kind = kind;
     r->size = (uint8_t)(size > 255 ? 255 : size);
-    b->fetches += kind == K_FETCH;
+    b->fetches += kind == CC_K_FETCH;
 }
 
 /* The instruction's address and length ride in userdata: length in the top byte. */
 static void on_exec(unsigned int vcpu, void *ud) {
     uintptr_t v = (uintptr_t)ud;
-    emit(vcpu, v & 0x00ffffffffffffffULL, K_FETCH, (unsigned)(v >> 56));
+    emit(vcpu, v & 0x00ffffffffffffffULL, CC_K_FETCH, (unsigned)(v >> 56));
 }
 
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud) {
     (void)ud;
-    emit(vcpu, vaddr, qemu_plugin_mem_is_store(info) ? K_STORE : K_LOAD,
+    emit(vcpu, vaddr, qemu_plugin_mem_is_store(info) ? CC_K_STORE : CC_K_LOAD,
          1u << qemu_plugin_mem_size_shift(info));
 }
 
@@ -192,7 +185,10 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
 
 static void save_maps(void) {
     if (!maps_path) return;
-    FILE *in = fopen("/proc/self/maps", "r"), *out = fopen(maps_path, "w");
+    /* a new file only (corecast names one in a private folder): never through a link or over a file */
+    int fd = open(maps_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *in = fopen("/proc/self/maps", "r"), *out = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !out) close(fd);
     if (in && out) {
         char line[4352];
         while (fgets(line, sizeof line, in)) fputs(line, out);
@@ -217,7 +213,7 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
         if (!strncmp(argv[i], "fd=", 3)) out_fd = atoi(argv[i] + 3);
         else if (!strncmp(argv[i], "maps=", 5)) maps_path = strdup(argv[i] + 5);
         else if (!strncmp(argv[i], "count=", 6)) {
-            int fd = open(argv[i] + 6, O_RDWR);
+            int fd = open(argv[i] + 6, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
             void *m = fd < 0 ? MAP_FAILED : mmap(NULL, sizeof *shown, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             if (fd >= 0) close(fd);
             if (m == MAP_FAILED) {

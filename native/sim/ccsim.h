@@ -14,35 +14,11 @@
 #define CC_MAX_CORES 64
 #define CC_NCLASS 4 /* fetch, load, store, modify */
 
-/* One trace record: 16 bytes. */
-typedef struct {
-    uint64_t addr; /* fetch: pc; load/store/modify: data address; branch: pc; uop: packed */
-    uint32_t aux;  /* branch: (int32) target - pc */
-    uint16_t tid;  /* thread */
-    uint8_t kind;  /* CC_K_* */
-    uint8_t size;  /* bytes accessed; branch: CC_BR_* flags */
-} cc_rec;
+/* The trace record (cc_rec), its kinds (CC_K_*), branch flags (CC_BR_*) and uop packing. */
+#include "cctrace.h"
 
-enum {
-    CC_K_FETCH = 0,
-    CC_K_LOAD = 1,
-    CC_K_STORE = 2,
-    CC_K_MODIFY = 3, /* read-modify-write of one location by one instruction */
-    CC_K_BRANCH = 4,
-    CC_K_MARKER = 5, /* a transaction starts here (addr: marker id) */
-    CC_K_UOP = 6,    /* one uop of the last fetched instruction of this thread */
-};
-
-enum { CC_BR_TAKEN = 1, CC_BR_COND = 2, CC_BR_INDIRECT = 4, CC_BR_CALL = 8, CC_BR_RET = 16 };
 /* in the annotation table's branch flags: a transaction starts at this instruction */
 #define CC_ANNOT_MARKER 0x80
-
-/* UOP record addr packing: bytes 0-3 source registers, 4-5 destination registers (0xff:
- * none), byte 6 unit class, byte 7 flags. */
-enum { CC_UNIT_ALU = 0, CC_UNIT_LOAD = 1, CC_UNIT_STORE = 2, CC_UNIT_BRANCH = 3, CC_UNIT_FP = 4 };
-#define CC_NUNITS 5
-enum { CC_UOP_FIRST = 1, CC_UOP_PLACEHOLDER = 2 };
-#define CC_REG_NONE 0xff
 
 enum { CC_KIND_DATA = 0, CC_KIND_INSTR = 1, CC_KIND_UNIFIED = 2 };
 enum { CC_REPL_LRU = 0, CC_REPL_FIFO = 1, CC_REPL_RANDOM = 2, CC_REPL_PLRU = 3 };
@@ -105,6 +81,8 @@ typedef struct cc_sim cc_sim;
 
 CC_API cc_sim *cc_sim_new(const cc_config *cfg, char *err, size_t errlen);
 CC_API void cc_sim_free(cc_sim *s);
+/* 1 when an access of the batch passed the top of the address space (it was simulated clamped
+ * at 2^64 - 1: the caller refuses the trace), else 0. */
 CC_API int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n);
 CC_API void cc_sim_finish(cc_sim *s);
 CC_API void cc_sim_stats(const cc_sim *s, cc_stats *out);

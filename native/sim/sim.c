@@ -550,6 +550,7 @@ struct cc_sim {
     uint8_t last_coh; /* set when the L1 lookup of the current access saw a coherence miss */
     int pf_levels;    /* some level is large enough to prefetch */
     int fast;         /* one core: the single-core kernel, run_fast() */
+    int wrapped;      /* an access of this batch passed the top of the address space */
 };
 
 size_t cc_sizeof(int what) {
@@ -1337,7 +1338,10 @@ static __attribute__((noinline)) void mem_access_slow(cc_sim *s, core_t *co, int
  * the L1 touched last -- no replacement state changes. */
 static inline void mem_access(cc_sim *s, core_t *co, int side, int cls, uint64_t addr, unsigned size) {
     if (size == 0) size = 1;
-    if (__builtin_expect(addr + size < addr, 0)) size = (unsigned)(0 - addr); /* no wrap past 2^64 */
+    if (__builtin_expect(addr + size < addr, 0)) { /* no wrap past 2^64 */
+        if (addr + size) s->wrapped = 1;          /* its last byte passed 2^64 - 1, not just reached it */
+        size = (unsigned)(0 - addr);
+    }
     if (co->ntlb[side]) tlb_access(s, co, side, addr, size);
     const cpath *p = &co->path[side];
     if (p->n) {
@@ -2039,7 +2043,10 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
     const int cross = (addr & fp->line_mask) + size > fp->line_size;      /* two lines or more */
     /* an access is clamped at the top of the address space (only one that crosses a line can
      * pass it): its last byte would wrap to 0 and the page and line walks would never end */
-    if (__builtin_expect(cross, 0) && addr + size < addr) size = (unsigned)(0 - addr);
+    if (__builtin_expect(cross, 0) && addr + size < addr) {
+        if (addr + size) s->wrapped = 1;
+        size = (unsigned)(0 - addr);
+    }
     if (fp->tlb) ftlb(s, fp, side, addr, size ? size : 1);
     if (__builtin_expect(cross, 0)) {
         mem_access_slow(s, co, side, cls, addr, size);
@@ -2246,9 +2253,10 @@ static void run_general(cc_sim *s, const cc_rec *recs, size_t n) {
 }
 
 int cc_sim_run(cc_sim *s, const cc_rec *recs, size_t n) {
+    s->wrapped = 0;
     if (s->fast) run_fast(s, recs, n);
     else run_general(s, recs, n);
-    return 0;
+    return s->wrapped;
 }
 
 void cc_sim_finish(cc_sim *s) {

@@ -38,9 +38,9 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import headers, messages, store
+from . import headers, messages, outputs, store
 from .errors import UserError, read_input, where
-from .parsing import finite
+from .parsing import MAX_CORES, MAX_DATASET_BYTES, MAX_ROWS, finite, json_document
 
 FORMAT_NAME = "corecast-dataset"
 FORMAT_VERSION = 1
@@ -347,12 +347,13 @@ class Dataset:
         return meta
 
     # ------------------------------------------------------------------ output
-    def to_csv(self, path: str | Path | None = None, metadata: str = "sidecar") -> str:
+    def to_csv(self, path: str | Path | None = None, metadata: str = "sidecar", what: str = "") -> str:
         """A plain CSV (a header, then one line a row) that any CSV reader loads as it is.
 
         metadata: "sidecar" (written to path + ".meta.json" beside the CSV, which `read_csv`
-        picks up; nothing when there is no path), "inline" (a `# corecast: {json}` first line,
-        which readers other than corecast must be told to skip), or "none"."""
+        picks up; nothing when there is no path, or when the path is a device or a pipe),
+        "inline" (a `# corecast: {json}` first line, which readers other than corecast must be
+        told to skip), or "none". Files are written by `outputs` and named there (`what`)."""
         if metadata not in ("sidecar", "inline", "none"):
             raise ValueError(f"metadata: {metadata!r}")
         buf = io.StringIO()
@@ -370,40 +371,45 @@ class Dataset:
             w.writerow(["" if row[h] is None else _fmt(row[h]) for h in header])
         text = buf.getvalue()
         if path is not None:
-            _write_atomic(Path(path), text)
+            regular = outputs.write_text(path, text, what or f"{len(self.cores)} rows, CSV")
             side = sidecar_path(path)
-            if metadata == "sidecar":
-                _write_atomic(side, json.dumps(self.metadata(), indent=1, sort_keys=True) + "\n")
-            elif side.exists():
-                side.unlink()               # a stale sidecar would be read back with this CSV
+            if not regular:
+                if metadata == "sidecar":
+                    messages.note(f"{path} is not a regular file: no metadata sidecar is written beside it")
+            elif metadata == "sidecar":
+                outputs.write_text(side, json.dumps(self.metadata(), indent=1, sort_keys=True) + "\n",
+                                   "its metadata")
+            else:
+                outputs.remove_stale(side)  # a stale sidecar would be read back with this CSV
         return text
 
-    def to_records(self, path: str | Path | None = None) -> str:
+    def to_records(self, path: str | Path | None = None, what: str = "") -> str:
         """The rows as a JSON array of objects (what `pandas.read_json` reads as a table)."""
         text = json.dumps(list(self.rows()), indent=1, allow_nan=False) + "\n"
         if path is not None:
-            _write_atomic(Path(path), text)
+            outputs.write_text(path, text, what or f"{len(self.cores)} rows, JSON records")
         return text
 
-    def to_json(self, path: str | Path | None = None) -> str:
+    def to_json(self, path: str | Path | None = None, what: str = "") -> str:
         doc = self.metadata()
         doc["rows"] = list(self.rows())
         text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
         if path is not None:
-            _write_atomic(Path(path), text)
+            outputs.write_text(path, text, what or f"{len(self.cores)} rows, JSON")
         return text
 
-    def save(self, path: str | Path) -> list[Path]:
+    def save(self, path: str | Path, what: str = "") -> None:
         """Write the Dataset as CSV (with its metadata beside it) or JSON, by the extension;
-        the files written."""
-        p = Path(path)
-        if p.suffix.lower() == ".json":
-            self.to_json(p)
-            return [p]
-        if p.suffix.lower() == ".csv":
-            self.to_csv(p)
-            return [p, sidecar_path(p)]
-        raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
+        each file written is named on standard error (`what`: said beside the main one)."""
+        suffix = Path(path).suffix.lower()
+        if outputs.check(path) in ("in place", "descriptor") and suffix != ".json":
+            self.to_csv(path, metadata="none", what=what)     # a device, a pipe, /dev/stdout
+        elif suffix == ".json":
+            self.to_json(path, what)
+        elif suffix == ".csv":
+            self.to_csv(path, what=what)
+        else:
+            raise UserError(f"{path}: cannot tell the format from the extension (use .csv or .json)")
 
 
 # ====================================================================== helpers
@@ -422,15 +428,6 @@ def _fmt(v: Any) -> str:
     return repr(float(v))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as err:
-        raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
-
-
 
 def _parse_number(text: str, path: object, line: int, column: str) -> float:
     return finite(text, where(path, line, column))
@@ -440,6 +437,8 @@ def _check_key(name: str, v: float, path: object, line: int | None, col: str, ro
     loc = where(path, line, col) if row_label is None else f"{path}: {row_label}: column '{col}'"
     if name == "cores" and v <= 0:
         raise UserError(f"{loc}: cores must be > 0 (got {v:g})")
+    if name == "cores" and v > MAX_CORES:
+        raise UserError(f"{loc}: cores must be at most {MAX_CORES:,} (got {v:g})")
     if name == "repetition" and (v < 0 or not float(v).is_integer()):
         raise UserError(f"{loc}: repetition must be a whole number >= 0 (got {v:g})")
     if name == "size" and v <= 0:
@@ -467,6 +466,9 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
     if text is None:
         text = _read_text(path)
     meta: dict[str, Any] = {}
+    if text.count("\n") > MAX_ROWS + 1000:          # before splitting 50 MB into lines
+        raise UserError(f"{path}: more than {MAX_ROWS:,} rows; a Dataset may have at most {MAX_ROWS:,} "
+                        "(take the median of the repetitions, or fewer windows)")
     lines = text.splitlines()
     # Comments and metadata before the header; remember line numbers for messages.
     data_start = 0
@@ -474,7 +476,7 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
         s = line.strip()
         if s.startswith(CSV_META_PREFIX):
             try:
-                meta = json.loads(s[len(CSV_META_PREFIX):])
+                meta = json_document(s[len(CSV_META_PREFIX):], f"{path}:{i + 1}: corecast metadata line")
             except json.JSONDecodeError as err:
                 raise UserError(f"{path}:{i + 1}: corecast metadata line is not valid JSON ({err.msg})") from None
             if not isinstance(meta, dict):
@@ -488,7 +490,7 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
         side = sidecar_path(path)
         if side.is_file():
             try:
-                meta = json.loads(_read_text(str(side)))
+                meta = json_document(_read_text(str(side)), str(side))
             except json.JSONDecodeError as err:
                 raise UserError(f"{side}:{err.lineno}: metadata is not valid JSON ({err.msg})") from None
             if not isinstance(meta, dict):
@@ -537,6 +539,9 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
                 _check_key(h, v, path, lineno, col)
             values[h].append(v)
         nrows += 1
+        if nrows > MAX_ROWS:
+            raise UserError(f"{where(path, lineno)}: more than {MAX_ROWS:,} rows; a Dataset may have at most "
+                            f"{MAX_ROWS:,}")
     if nrows == 0:
         raise UserError(f"{path}: no data rows after the header")
     names = [h for h in header if h not in KEY_COLUMNS]
@@ -591,7 +596,7 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
     if not text.strip():
         raise UserError(f"{path}: empty file")
     try:
-        doc = json.loads(text)
+        doc = json_document(text, path)
     except json.JSONDecodeError as err:
         raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno})") from None
     if isinstance(doc, list):
@@ -613,6 +618,8 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
         raise UserError(f"{path}: expected a JSON object or a list of rows")
     if not isinstance(rows, list) or not rows:
         raise UserError(f"{path}: 'rows' must be a non-empty list")
+    if len(rows) > MAX_ROWS:
+        raise UserError(f"{path}: {len(rows):,} rows; a Dataset may have at most {MAX_ROWS:,}")
     keys = list(dict.fromkeys(k for row in rows if isinstance(row, dict) for k in row))
     reading = headers.Reading(keys) if "format" in meta or "columns" in meta else headers.canonical(keys)
     rename = {old: new for new, old in reading.read_as.items()}
@@ -664,6 +671,9 @@ def read_campaign(path: str | Path) -> Dataset:
     p = Path(path)
     camp = store.Campaign.open(p, write=False)
     try:
+        n = camp.run_count()
+        if n > MAX_ROWS:
+            raise UserError(f"{p}: {n:,} runs; a Dataset may have at most {MAX_ROWS:,} rows")
         meta = camp.meta()
         cols = camp.columns()
         runs = [r for r in camp.runs() if not r["warmup"]]
@@ -674,6 +684,13 @@ def read_campaign(path: str | Path) -> Dataset:
         camp.close()
     if not runs:
         raise UserError(f"{p}: the campaign has no finished runs yet")
+    for r in runs:                      # the runs table is a file too: its core counts are checked
+        label = f"runs table, run {r['slot']}"
+        for key in ("cores", "repetition"):
+            v = r[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise UserError(f"{p}: {label}: column '{key}': {v!r} is not a number")
+            _check_key(key, float(v), p, None, key, row_label=label)
     names = [n for n in cols if n != "exit_status"]
     metrics: dict[str, list[float]] = {n: [] for n in names}
     exit_status: list[float] = []
@@ -731,8 +748,9 @@ def sidecar_path(path: str | Path) -> Path:
 
 
 def _read_bytes(path: str | Path) -> tuple[bytes, bool]:
-    """The whole file and whether it is a regular one (a FIFO never blocks: errors.read_input)."""
-    return read_input(path)
+    """The whole file and whether it is a regular one (a FIFO never blocks: errors.read_input),
+    at most MAX_DATASET_BYTES."""
+    return read_input(path, limit=MAX_DATASET_BYTES)
 
 
 def _decode(path: object, data: bytes) -> str:

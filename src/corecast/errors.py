@@ -79,12 +79,17 @@ def opened(path: object, mode: str = "r", what: str = "file", **kw: Any) -> Iter
         yield fh
 
 
-def read_input(path: object, what: str = "file") -> tuple[bytes, bool]:
+def read_input(path: object, what: str = "file", limit: int | None = None) -> tuple[bytes, bool]:
     """The whole of a file a user gave, and whether it is a regular file; a named pipe is read
-    to its end, or as empty when nothing writes to it (see `_input_fd`)."""
+    to its end, or as empty when nothing writes to it (see `_input_fd`). `limit`: the most bytes
+    taken; a larger file (or pipe) is one UserError line naming the bound, read no further."""
     fd, regular = _input_fd(path, what)
     chunks = []
+    got = 0
     try:
+        if limit is not None and regular and os.fstat(fd).st_size > limit:
+            raise UserError(f"{path}: {os.fstat(fd).st_size:,} bytes, more than the {limit:,} corecast reads "
+                            f"from a {what} like this")
         while True:
             try:
                 b = os.read(fd, 1 << 20)
@@ -93,6 +98,9 @@ def read_input(path: object, what: str = "file") -> tuple[bytes, bool]:
             if not b:
                 break
             chunks.append(b)
+            got += len(b)
+            if limit is not None and got > limit:
+                raise UserError(f"{path}: more than the {limit:,} bytes corecast reads from a {what} like this")
     finally:
         os.close(fd)
     return b"".join(chunks), regular

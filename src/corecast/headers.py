@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from . import parsing
+
 #: Other names of the number of cores (threads, processes, clients: the concurrency measured).
 CORES = frozenset({
     "core", "ncores", "num_cores", "n_cores", "threads", "thread", "nthreads", "num_threads",
@@ -39,13 +41,15 @@ TIME_WORDS = frozenset({
     "execution_time", "exec_time", "time_to_solution", "total_time",
 })
 
-#: Time units, in seconds.
+#: Time units, in seconds: corecast.parsing's (`m` left out: a header's m is not minutes for
+#: sure) and the words other tools spell them with.
 TIME_UNITS = {
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
-    "us": 1e-6, "usec": 1e-6, "usecs": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
-    "ns": 1e-9, "nsec": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
-    "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    **{u: v for u, v in parsing.TIME_UNITS.items() if u.isascii() and u != "m"},
+    "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "msec": 1e-3, "msecs": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "usec": 1e-6, "usecs": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+    "nsec": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
+    "mins": 60.0, "minute": 60.0, "minutes": 60.0,
 }
 
 #: Other names of a throughput (work per unit of time, or a speed-up: the same shape).
@@ -71,7 +75,7 @@ def _time_scale(n: str) -> float | None:
     """Seconds per unit when the normalised name `n` is a run time, else None."""
     if n in TIME_WORDS:
         return 1.0
-    if n in TIME_UNITS and n not in ("s", "ms", "us", "ns"):     # 'seconds', 'milliseconds'
+    if n in TIME_UNITS and n not in ("s", "ms", "us", "ns", "h"):     # 'seconds', 'milliseconds'
         return TIME_UNITS[n]
     word, _, unit = n.rpartition("_")
     if word in TIME_WORDS and unit in TIME_UNITS:

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import outputs
 from .errors import UserError, opened
 
 KIND = "corecast-memory-profile"
@@ -87,11 +88,8 @@ class MemoryProfile:
         return {"kind": KIND, "version": VERSION, **d}
 
     def write(self, path: str | Path) -> None:
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
-        try:
-            Path(path).write_text(text)
-        except OSError as err:
-            raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
+        """Write the profile through corecast.outputs (which names the file)."""
+        outputs.write_text(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n", "the memory profile")
 
 
 _NUMBERS = ("dram_latency_ns", "idle_latency_ns", "per_core_concurrency_limit", "per_core_chains_measured",

@@ -21,6 +21,7 @@ QUIET, NORMAL, VERBOSE = 0, 1, 2
 _level = NORMAL
 _command = ""
 _named: set[str] = set()
+_drawn: "Progress | None" = None      # the progress line on the terminal now, cleared before a message
 
 
 def configure(level: int = NORMAL, command: str = "") -> None:
@@ -41,6 +42,8 @@ def _prefix() -> str:
 
 def _print(text: str) -> None:
     err = sys.stderr
+    if _drawn is not None:
+        _drawn.close()                  # redrawn at its next update
     try:
         err.flush()
         print(text, file=err, flush=True)
@@ -155,14 +158,19 @@ class Progress:
 
     def _draw(self, now: float) -> None:
         s = self.stream if self.stream is not None else sys.stderr
+        global _drawn
         try:
             s.write("\r\x1b[K" + self.line(now))
             s.flush()
             self.drawn = True
+            _drawn = self
         except (OSError, ValueError):
             pass
 
     def close(self) -> None:
+        global _drawn
+        if _drawn is self:
+            _drawn = None
         if self.drawn:
             s = self.stream if self.stream is not None else sys.stderr
             try:

@@ -15,6 +15,8 @@ Tables:
     run_values(slot, name, value)   every number a run produced (NULL: not obtained)
     columns(name, ...)       what each value is: kind, unit, source, status, description
     notices(at, text)        things said once during the campaign (e.g. "no hardware PMU")
+    run_tables(slot, name, row, data)   a source's side table: rows that are not one number per
+                             run (data: a JSON object per row), written with the run
 
 Only tables and transactions live here: `corecast.dataset.read_campaign(path)` reads a campaign
 as a Dataset, beside the Dataset's other readers.
@@ -25,14 +27,16 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
-from . import __version__, messages
+from . import __version__, messages, outputs
 from .errors import UserError, opened
 
 FORMAT = "corecast-campaign"
@@ -74,7 +78,16 @@ CREATE TABLE IF NOT EXISTS columns(
     description TEXT
 );
 CREATE TABLE IF NOT EXISTS notices(id INTEGER PRIMARY KEY, at REAL NOT NULL, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS run_tables(
+    slot INTEGER NOT NULL REFERENCES runs(slot),
+    name TEXT NOT NULL,
+    row INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY(slot, name, row)
+);
 """
+#: The side tables, made when a campaign from before them is opened for writing.
+RUN_TABLES = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS run_tables"):]
 
 
 class ColumnDescription(Protocol):
@@ -108,6 +121,7 @@ class RunRecord:
     finished_at: float = 0.0
     values: dict[str, float | None] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # a source's side tables
 
     @property
     def ok(self) -> bool:
@@ -184,16 +198,22 @@ class Campaign:
         """A new campaign file, made whole (schema and metadata) under a hidden name and then
         linked into place, so that no crash or full disk leaves a half-made file under its
         name. A half-made one left by an older corecast (empty, or without metadata and runs)
-        is recognised and replaced. `machine`: the Machine's description (`Machine.to_dict()`)."""
+        is recognised and replaced. `machine`: the Machine's description (`Machine.to_dict()`).
+        The hidden name lies in a private folder made for it (mode 700, a fresh name), so no
+        other user can plant a link where SQLite creates its files."""
         p = Path(path)
-        if p.parent and not p.parent.exists():
-            raise UserError(f"{p}: directory {p.parent} does not exist")
+        kind = outputs.check(p)         # its folder exists; no folder, no planted link
+        if kind not in ("new", "regular"):
+            raise UserError(f"{p}: not a regular file (a campaign is an SQLite file): choose another -o")
         if p.exists():
             if not half_created(p):
                 raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
             _remove_db(p)
-        tmp = p.with_name(f".{p.name}.creating-{os.getpid()}")
-        _remove_db(tmp)
+        try:
+            private = Path(tempfile.mkdtemp(prefix=f".{p.name[:100]}.creating-", dir=p.parent))
+        except OSError as err:
+            raise UserError(f"{p}: cannot create the campaign file ({err.strerror or err})") from None
+        tmp = private / p.name
         now = time.time()
         try:
             con = _connect(tmp)
@@ -209,15 +229,13 @@ class Campaign:
                 con.close()
             os.link(tmp, p)              # fails if the name was taken meanwhile
         except FileExistsError:
-            _remove_db(tmp)
             raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)") from None
         except sqlite3.Error as err:
-            _remove_db(tmp)
             raise UserError(f"{p}: cannot create the campaign file ({err})") from None
         except OSError as err:
-            _remove_db(tmp)
             raise UserError(f"{p}: cannot create the campaign file ({err.strerror or err})") from None
-        _remove_db(tmp)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
         return cls.open(p)
 
     @classmethod
@@ -235,6 +253,7 @@ class Campaign:
             if write:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=FULL")
+                con.executescript(RUN_TABLES)          # a campaign made before side tables
             self = cls(p, con, lock)
             meta = self.meta()
         except sqlite3.DatabaseError as err:
@@ -293,8 +312,9 @@ class Campaign:
     def _value(self, text: Any, what: str, kind: Any = None) -> Any:
         try:
             v = json.loads(text)
-        except (TypeError, ValueError):
-            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON") from None
+        except (TypeError, ValueError, RecursionError):
+            raise UserError(f"{self.path}: damaged campaign file: {what} is not valid JSON (or nested "
+                            "too deep)") from None
         if kind is None or (v is None and what in _NULLABLE):
             return v
         if not isinstance(v, kind) or isinstance(v, bool) or (
@@ -302,6 +322,9 @@ class Campaign:
             raise UserError(f"{self.path}: damaged campaign file: {what} is "
                             f"{json.dumps(v)[:40]}, not {_KIND_NAMES.get(kind, 'a number')}")
         return v
+
+    def run_count(self) -> int:
+        return int(self._con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
@@ -338,6 +361,21 @@ class Campaign:
             r["values"] = values.get(r["slot"], {})
         return rows
 
+    def run_tables(self, name: str) -> list[dict[str, Any]]:
+        """The rows of a side table, each with its run's `slot`, in run and row order (none in a
+        campaign made before side tables)."""
+        try:
+            cur = self._con.execute("SELECT slot, row, data FROM run_tables WHERE name = ? ORDER BY slot, row",
+                                    (name,))
+            got = cur.fetchall()
+        except sqlite3.OperationalError:
+            return []
+        out = []
+        for slot, row, data in got:
+            r = self._value(data, f"run {slot}'s table '{name}' row {row}", dict)
+            out.append({"slot": slot, **r})
+        return out
+
     def notices(self) -> list[str]:
         return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]
 
@@ -356,6 +394,9 @@ class Campaign:
                      run.started_at, run.finished_at, json.dumps(run.details, default=str)))
                 con.executemany("INSERT INTO run_values(slot, name, value) VALUES (?, ?, ?)",
                                 [(run.slot, k, _num(v)) for k, v in run.values.items()])
+                con.executemany("INSERT INTO run_tables(slot, name, row, data) VALUES (?, ?, ?, ?)",
+                                [(run.slot, name, i, json.dumps(r, default=str))
+                                 for name, rows in run.tables.items() for i, r in enumerate(rows)])
                 con.execute("UPDATE meta SET value = ? WHERE key = 'updated_at'", (json.dumps(time.time()),))
         except sqlite3.IntegrityError:
             raise UserError(f"{self.path}: run {run.slot} is already in the campaign") from None
@@ -402,7 +443,7 @@ def half_created(p: Path) -> bool:
                 return False
             if "runs" in tables and con.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
                 return False
-            return not (tables - {"meta", "runs", "run_values", "columns", "notices"})
+            return not (tables - {"meta", "runs", "run_values", "columns", "notices", "run_tables"})
         finally:
             con.close()
     except sqlite3.Error:

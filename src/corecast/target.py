@@ -37,10 +37,23 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import outputs
 from .errors import UserError, read_input
+from .parsing import json_document
 from .memprofile import profile_from_doc, read_profile
 
 ORDERS = ("compact", "spread", "smt-last")
+
+#: The largest machine a description may give (docs/predict.md): real machines stay well inside
+#: (the largest x86 and Arm servers: 8 sockets, under 300 cores a socket, 2 to 8 threads a core),
+#: and a count past them is a typo, not a machine to plan a placement for (a billion sockets took
+#: 22 GB before the kernel stopped it).
+MAX_SOCKETS = 64
+MAX_CORES_PER_SOCKET = 4096
+MAX_THREADS_PER_CORE = 16
+MAX_CPUS = 65536
+MAX_NUMA_NODES = 1024
+MAX_DESCRIPTION_BYTES = 16 << 20
 
 
 @dataclass
@@ -60,12 +73,23 @@ class MachineSpec:
     known: str = "topology"             # "topology", or "cpus" when only the CPU count is known
 
     def __post_init__(self) -> None:
+        src = self.source or "machine"
+        bounds = {"sockets": MAX_SOCKETS, "cores_per_socket": MAX_CORES_PER_SOCKET,
+                  "threads_per_core": MAX_THREADS_PER_CORE}
         for k in ("sockets", "cores_per_socket", "threads_per_core"):
             v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise UserError(f"{self.source or 'machine'}: {k} must be a whole number of at least 1 (got {v!r})")
-        if self.numa_nodes is not None and (not isinstance(self.numa_nodes, int) or self.numa_nodes < 1):
-            raise UserError(f"{self.source or 'machine'}: numa_nodes must be a whole number of at least 1")
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise UserError(f"{src}: {k} must be a whole number of at least 1 (got {v!r})")
+            if v > bounds[k] and not (k == "cores_per_socket" and self.known == "cpus"):
+                raise UserError(f"{src}: {k} = {v:,} is above {bounds[k]:,}, the most corecast takes")
+        if self.cpus > MAX_CPUS:
+            raise UserError(f"{src}: {self.cpus:,} logical CPUs is above {MAX_CPUS:,}, the most corecast takes")
+        if self.numa_nodes is not None and (not isinstance(self.numa_nodes, int) or isinstance(self.numa_nodes, bool)
+                                            or self.numa_nodes < 1):
+            raise UserError(f"{src}: numa_nodes must be a whole number of at least 1")
+        if self.numa_nodes is not None and self.numa_nodes > MAX_NUMA_NODES:
+            raise UserError(f"{src}: numa_nodes = {self.numa_nodes:,} is above {MAX_NUMA_NODES:,}, "
+                            "the most corecast takes")
         for k in ("ghz", "memory_bandwidth_gbs_per_socket"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -187,7 +211,7 @@ def parse_spec(text: str) -> MachineSpec:
         raise UserError(f"machine description '{text}': no such file, bundled name ({names}) or inline form "
                         "(sockets=2,cores=32,smt=2 or cpus=64)")
     try:
-        body = read_input(p, "machine description")[0].decode("utf-8-sig")   # a FIFO never blocks
+        body = read_input(p, "machine description", limit=MAX_DESCRIPTION_BYTES)[0].decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UserError(f"{p}: not a text file (TOML, JSON, hwloc XML or lscpu output expected)") from None
     s = body.lstrip()
@@ -195,7 +219,7 @@ def parse_spec(text: str) -> MachineSpec:
         return _from_hwloc(body, str(p))
     if s.startswith("{"):
         try:
-            doc = json.loads(body)
+            doc = json_document(body, str(p))
         except json.JSONDecodeError as err:
             raise UserError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from None
         if isinstance(doc, dict) and "lscpu" in doc:
@@ -214,7 +238,11 @@ def parse_spec(text: str) -> MachineSpec:
 
 
 def _inline(text: str) -> MachineSpec:
-    kv = dict(part.split("=", 1) for part in text.split(","))
+    pairs = [part.split("=", 1) for part in text.split(",")]
+    kv = dict(pairs)
+    if len(kv) < len(pairs):
+        twice = next(k for k, _ in pairs if sum(1 for k2, _ in pairs if k2 == k) > 1)
+        raise UserError(f"machine description '{text}': {twice}= is given twice")
     known = {"sockets", "cores", "smt", "ghz", "numa", "cpus", "bandwidth"}
     bad = sorted(set(kv) - known)
     if bad:
@@ -253,6 +281,8 @@ def _from_toml(body: str, where: str, default_name: str = "") -> MachineSpec:
         d = tomllib.loads(body)
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{where}: not a machine description (TOML: {err})") from None
+    except RecursionError:
+        raise UserError(f"{where}: not a machine description (TOML nested too deep)") from None
     unknown = sorted(set(d) - _TOML_KEYS)
     if unknown:
         raise UserError(f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_TOML_KEYS))})")
@@ -382,7 +412,4 @@ def calibration_doc(machine: Mapping[str, Any], core_to_core: Mapping[str, Any] 
 def write_calibration(doc: Mapping[str, Any], path: str | Path) -> None:
     """Write a calibration document (after checking that `parse_spec` reads it back)."""
     _from_calibration(doc, str(path))
-    try:
-        Path(path).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    except OSError as err:
-        raise UserError(f"{path}: cannot write: {err.strerror or err}") from None
+    outputs.write_text(path, json.dumps(doc, indent=1, allow_nan=False) + "\n", "the calibration")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import messages
+from .. import messages, outputs
 
 COMMAND = "calibrate"
 HELP = "measure this machine for predict --target-machine: core-to-core latency and the memory profile"
@@ -42,12 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report import chase as R
     from ..report import terminal
 
-    from pathlib import Path
-
-    from ..errors import UserError
-
-    if not Path(args.output).resolve().parent.is_dir():             # before the work, not after it
-        raise UserError(f"{args.output}: directory {Path(args.output).parent} does not exist")
+    outputs.check(args.output)                  # before the work, not after it
     started = time.monotonic()
     bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and not args.json)
     try:
@@ -63,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
                             corecast_version=__version__, host=machine.to_dict(),
                             warnings=[w for r in runs.values() for w in r.warnings])
     T.write_calibration(doc, args.output)
-    messages.wrote(args.output, "the calibration")
     if args.json:
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:

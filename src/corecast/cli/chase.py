@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from .. import messages
-from ..parsing import byte_size
+from .. import messages, outputs
+from ..parsing import arg, count, seed, size_bytes, time_s
 
 COMMAND = "chase"
 HELP = "pointer-chasing memory benchmark: latency and bandwidth against concurrent misses, limits, profile"
@@ -39,8 +38,8 @@ examples:
   corecast usl chase.csv                          # the sweep is a Dataset"""
 
 
-def _size(text: str) -> int:
-    return byte_size(text)
+#: Measured time per point: at most a minute (a sweep has tens of points).
+_DURATION = arg(time_s, high=60.0)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="latency against working-set size (1 thread, 1 chain), plateaus labelled")
     mode.add_argument("--loaded", action="store_true",
                       help="loaded latency: one chaser and --loaders loaders at each --delays")
-    p.add_argument("--size", type=_size, default=None, metavar="BYTES",
+    p.add_argument("--size", type=arg(size_bytes), default=None, metavar="BYTES",
                    help="buffer size, e.g. 256MiB (default 256MiB; the loaded mode's loaders get another)")
     p.add_argument("--chains", default=None, metavar="LIST",
                    help="chains per thread: 1-16 | 1,2,4,8 (default 1,2,3,4,6,8,12,16,20,24,32,40,48,64; at most 64)")
@@ -61,24 +60,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="allow more threads than CPUs (they then share CPUs; figures over wall time)")
     p.add_argument("--pattern", default="random", metavar="P",
                    help="random (default) | forward | stride:N (N bytes between a chain's lines)")
-    p.add_argument("--line", type=int, default=64, metavar="BYTES",
+    p.add_argument("--line", type=arg(size_bytes), default=64, metavar="BYTES",
                    help="bytes per dereference: one pointer per line (default 64)")
     p.add_argument("--page", choices=("4k", "2m", "thp"), default="4k",
                    help="4k pages (default), 2m hugetlb pages (falls back to thp) or thp "
                         "(madvise MADV_HUGEPAGE; falls back to 4k); the fallback is said")
-    p.add_argument("--tlb-group", type=int, default=64, metavar="PAGES",
+    p.add_argument("--tlb-group", type=arg(count), default=64, metavar="PAGES",
                    help="random pattern: pages a chain stays within before it moves on (default 64)")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
-                   help="measured seconds per point (default 0.4; --sweep-size 0.25), after the warm-up")
-    p.add_argument("--samples", type=int, default=5, metavar="N", help="samples per point (default 5)")
+    p.add_argument("--duration", type=_DURATION, default=None, metavar="TIME",
+                   help="measured time per point, above 0 and at most 1 min (default 0.4 s; --sweep-size "
+                        "0.25 s), after the warm-up")
+    p.add_argument("--samples", type=arg(count, high=1000), default=5, metavar="N",
+                   help="samples per point, 1 to 1000 (default 5)")
     p.add_argument("--sizes", default=None, metavar="LIST",
-                   help="--sweep-size: sizes, e.g. 16KiB,1MiB,256MiB (default 4KiB to 8x the last cache, "
-                        "at least 256MiB, in steps of x1.5 and x2)")
-    p.add_argument("--loaders", type=int, default=None, metavar="N",
+                   help="--sweep-size (or --profile): sizes, e.g. 16KiB,1MiB,256MiB (default 4KiB to 8x the "
+                        "last cache, at least 256MiB, in steps of x1.5 and x2)")
+    p.add_argument("--loaders", type=arg(count), default=None, metavar="N",
                    help="--loaded: loader threads (default: every CPU but the chaser's)")
     p.add_argument("--delays", default=None, metavar="LIST",
                    help="--loaded: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random chains (default 1)")
+    p.add_argument("--seed", type=arg(seed), default=1, help="seed of the random chains (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png, .svg or .pdf)")
     p.add_argument("-o", "--output", metavar="DATASET",
@@ -96,11 +97,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
-    if args.output and not args.output.lower().endswith((".csv", ".json")):
+    if args.output and not args.output.lower().endswith((".csv", ".json")) \
+            and outputs.check(args.output) not in ("in place", "descriptor"):
         raise UserError(f"{args.output}: cannot tell the format from the extension (use .csv or .json)")
     for path in (args.output, args.profile):          # before the work, not after it
-        if path and not Path(path).resolve().parent.is_dir():
-            raise UserError(f"{path}: directory {Path(path).parent} does not exist")
+        if path:
+            outputs.check(path)
     pattern, stride = C.parse_pattern(args.pattern)
     settings = C.Settings(size_bytes=C.DEFAULT_SIZE if args.size is None else args.size, line=args.line,
                           page=args.page, pattern=pattern, stride_bytes=stride, tlb_group_pages=args.tlb_group,
@@ -120,10 +122,8 @@ def run(args: argparse.Namespace) -> int:
     profile = res.profile(datasets) if args.profile else None
     if profile is not None:
         profile.write(args.profile)
-        messages.wrote(args.profile, "the memory profile")
     if args.output and mode in datasets:
-        for path in datasets[mode].save(args.output):
-            messages.wrote(path)
+        datasets[mode].save(args.output)
     if args.json:
         print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
     else:
@@ -132,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
             R.render_profile(profile, args.profile, terminal.console())
     if args.plot and mode in runs:
         R.save_plot(runs[mode], res.concurrency, res.plateaus, args.plot)
-        messages.wrote(args.plot, "plot")
     if stopped:
         print("corecast chase: interrupted; the points measured before it are above"
               + (f" and in {args.output}" if args.output else ""), file=sys.stderr)

@@ -63,7 +63,7 @@ def add_arguments(p) -> None:
                    help="the machine the data were measured on, as predict reads it: every method is fitted "
                         "on effective cores and predicts the held-out threads' (SMT, oversubscription, NUMA "
                         "crossing); with --corpus, 'source' takes each source's machine from its source.toml")
-    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
+    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default=None,
                    help="with --target-machine SPEC: how the threads were laid out (default compact)")
     p.add_argument("--leave-one-source-out", action="store_true",
                    help="with --corpus: auto's priors learned from the other sources only, source by source")
@@ -90,10 +90,12 @@ def run(args) -> int:
     size = opts.pop("size")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     machine = None
-    if args.target_machine:
+    if args.placement is not None and args.target_machine is None:
+        raise UserError("--placement is for --target-machine")
+    if args.target_machine is not None:     # '' is a mistake, not "no target"
         if args.target_machine == "source":
             raise UserError("--target-machine source goes with --corpus DIR; give a machine for a file")
-        machine = (parse_spec(args.target_machine), args.placement)
+        machine = (parse_spec(args.target_machine), args.placement or "compact")
     ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
                     **opts)
     ev.label = str(args.file)
@@ -119,6 +121,9 @@ def _corpus(args) -> int:
 
     if args.file:
         raise UserError("give either a file or --corpus, not both")
+    if args.placement is not None:
+        raise UserError("--placement is for --target-machine SPEC with a file (with --corpus each source's "
+                        "source.toml gives it)")
     if args.target_machine not in (None, "source"):
         raise UserError("with --corpus, --target-machine takes 'source' (each source's machine from its "
                         "source.toml); a corpus has no one machine")
@@ -133,4 +138,7 @@ def _corpus(args) -> int:
         print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
     else:
         R.render_corpus(ev, terminal.console())
+    if not any(s.median_error for s in ev.sources):
+        # the table says which failed; the status says that nothing was evaluated
+        raise UserError(f"no method could predict any series of {args.corpus} (methods: {', '.join(ev.methods)})")
     return 0

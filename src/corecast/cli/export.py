@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import messages
+from .. import outputs
 from ..errors import UserError
 
 COMMAND = "export"
@@ -29,7 +29,7 @@ examples:
 
 def add_arguments(p) -> None:
     p.add_argument("file", help="Dataset or campaign file")
-    p.add_argument("-o", "--output", metavar="FILE", help="output file (.csv or .json); default: standard output")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file (.csv or .json; a device or a pipe gets CSV); default: standard output")
     p.add_argument("--format", choices=("csv", "json", "records"),
                    help="output format (default: from -o's extension, else csv)")
     p.add_argument("--metadata", choices=("sidecar", "inline", "none"),
@@ -39,8 +39,11 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from .. import dataset as ds_mod
 
+    kind = outputs.check(args.output) if args.output else None
     data = ds_mod.load(args.file)
     fmt = args.format
+    if fmt is None and kind in ("descriptor", "in place"):
+        fmt = "csv"                 # a device, a pipe, /dev/stdout: as on standard output
     if fmt is None and args.output:
         ext = args.output.rsplit(".", 1)[-1].lower() if "." in args.output else ""
         if ext not in ("csv", "json"):
@@ -51,20 +54,14 @@ def run(args) -> int:
         raise UserError("--metadata is for CSV output (JSON carries its metadata; records are rows only)")
     out = Path(args.output) if args.output else None
     if fmt == "csv":
-        how = args.metadata or ("sidecar" if out else "none")
+        how = args.metadata or ("sidecar" if kind in ("new", "regular") else "none")
         if how == "sidecar" and out is None:
             raise UserError("--metadata sidecar needs -o FILE (a sidecar lives beside a file)")
         text = data.to_csv(out, metadata=how)
-        if out is not None:
-            messages.wrote(out, f"{len(data.cores)} rows, CSV")
-            if how == "sidecar":
-                messages.wrote(ds_mod.sidecar_path(out), "its metadata")
-        else:
+        if out is None:
             sys.stdout.write(text)
         return 0
     text = data.to_json(out) if fmt == "json" else data.to_records(out)
-    if out is not None:
-        messages.wrote(out, f"{len(data.cores)} rows, {'JSON' if fmt == 'json' else 'JSON records'}")
-    else:
+    if out is None:
         sys.stdout.write(text)
     return 0

@@ -2,7 +2,9 @@
 pinned, and record time, throughput, memory and every stall source into a campaign file.
 
 The runner, the Dataset and the summary (numpy) are imported in `run`, for start-up time:
-`measure -h` and a mistyped option never need them.
+`measure -h` and a mistyped option never need them. The options of the stall and metric
+sources (--throughput, --plugin, --no-shim, --events, and any source registered in
+corecast.collect.runsources) come from the sources themselves.
 """
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import shlex
 import sys
 
 from .. import messages
+from ..collect import runsources
 from ..errors import UserError
+from ..parsing import arg, time_s
 from ..report.tables import campaign_rows, table_text
 from . import add_format, output_format, program
 
@@ -41,22 +45,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="core counts: 1,2,4 | all | 1-16 | 1-16:2 | 1-all | pow2 (default: pow2, i.e. 1,2,4,...,all)")
     p.add_argument("--reps", type=int, default=None, help="measured repetitions per core count (default 3)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up runs per core count, not measured (default 1)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="kill a run's whole process group after S seconds (default: no limit)")
+    p.add_argument("--timeout", type=arg(time_s), default=None, metavar="TIME",
+                   help="kill a run's whole process group after this long, e.g. 30s, 5min (default: no limit)")
     p.add_argument("--order", default=None, metavar="ORDER",
                    help="which CPUs N cores are: socket (default) | spread | smt-last | a CPU list such as 0,2,4-7")
-    p.add_argument("--events", default=None, metavar="SPEC",
-                   help="extra perf events to count (software events, tracepoints and backend stalls are added when available)")
-    p.add_argument("--throughput", default=None, metavar="REGEX",
-                   help="regex with one group capturing the throughput in the program's stdout (or stderr)")
-    p.add_argument("--plugin", action="append", default=None, metavar="FILE",
-                   help="TOML file of application-reported stall categories (repeatable)")
     p.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
                    help="environment variable for the program, e.g. OMP_NUM_THREADS={threads} (repeatable)")
     p.add_argument("--threads-per-core", type=int, default=None, metavar="K",
                    help="{threads} = K x {cores} (default 1)")
-    p.add_argument("--no-shim", action="store_true", default=None,
-                   help="do not preload the sync shim (no lock/barrier/condition wait categories)")
+    for o in runsources.options():
+        p.add_argument(o.flag, **o.argparse_kwargs())
     p.add_argument("-o", "--output", default="campaign.db", metavar="CAMPAIGN",
                    help="campaign file to write (default campaign.db); it must not exist unless --resume")
     p.add_argument("--resume", action="store_true",
@@ -75,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.terminal import console
 
     command = program(args.program)
-    options = {k: getattr(args, k) for k in ("cores", "reps", "warmup", "timeout", "order", "events",
-                                             "throughput", "plugin", "env", "threads_per_core", "no_shim")}
+    options = {k: getattr(args, k) for k in (*api.CORE_OPTIONS, *(o.dest for o in runsources.options()))}
     # -q: no progress bar and no notes (failed runs are still in the summary); -v: a line a run
     quiet, verbose = args.verbosity == messages.QUIET, args.verbosity == messages.VERBOSE
     reporter = Reporter() if quiet else RichReporter(verbose=verbose)

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from .. import outputs
 from ..parsing import interval
 
 COMMAND = "meters"
@@ -129,6 +130,8 @@ def run(args) -> int:
             plots.save(fig, args.plot)
             plots.pyplot().close(fig)
         return 0
+    if args.record:
+        outputs.check(args.record)          # before the daemon starts, not when it records
     opts = D.Options(interval_s=args.interval, window_s=args.window, meters=args.meters, triggers=args.triggers,
                      blackboard=D.B.default_name(args.blackboard), listen=args.listen, record=args.record,
                      duration_s=args.duration, pid=args.pid, max_threads=args.max_threads, app_mode=args.app_mode,

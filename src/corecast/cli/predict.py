@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import messages
+from .. import outputs
 from ..errors import UserError
 from ..report import plots
 from ..report import tables as T
@@ -81,9 +81,9 @@ def add_arguments(p) -> None:
                    help="predict for this machine: a bundled name (e.g. epyc-9654-2s), a TOML file, "
                         "`corecast calibrate`'s JSON, `lstopo --of xml` or `lscpu [-J]` output, or "
                         "sockets=2,cores=32,smt=2[,ghz=2.4] / cpus=64")
-    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default="compact",
-                   help="how threads are laid out on the target (default compact: a socket's cores, "
-                        "then its SMT siblings, then the next socket)")
+    p.add_argument("--placement", choices=("compact", "spread", "smt-last"), default=None,
+                   help="with --target-machine: how threads are laid out on the target (default compact: a "
+                        "socket's cores, then its SMT siblings, then the next socket)")
     p.add_argument("--measured-machine", metavar="SPEC",
                    help="the machine the data were measured on, in the same forms as --target-machine, where "
                         "the file does not record it (a plain CSV; a campaign records its machine)")
@@ -118,6 +118,8 @@ def run(args) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
+    if args.report:
+        outputs.check(args.report)
     data = ds_mod.load(args.file)
     opts = options(args, data)
     label = str(args.file)
@@ -126,12 +128,12 @@ def run(args) -> int:
         # The plot shows the other applicable methods too; what `auto` fitted is not fitted again.
         others = [m for m in methods.applicable(data, opts.get("categories")) if m != args.method]
     for opt, val in (("--smt-yield", args.smt_yield), ("--measured-machine", args.measured_machine),
-                     ("--measured-placement", args.measured_placement)):
-        if val is not None and not args.target_machine:
+                     ("--measured-placement", args.measured_placement), ("--placement", args.placement)):
+        if val is not None and args.target_machine is None:
             raise UserError(f"{opt} is for --target-machine")
     target = measured = None
-    if args.target_machine:
-        target = (parse_spec(args.target_machine), args.placement, args.smt_yield)
+    if args.target_machine is not None:     # '' is a mistake, not "no target"
+        target = (parse_spec(args.target_machine), args.placement or "compact", args.smt_yield)
         measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
     doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
                               target=target, measured=measured)
@@ -148,10 +150,8 @@ def run(args) -> int:
         fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
     if args.plot:
         plots.save(fig, args.plot)
-        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(doc, fig))
-        messages.wrote(args.report, "HTML report")
     if fig is not None:
         plots.pyplot().close(fig)
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from .. import outputs
 from ..errors import UserError
+from ..parsing import arg, count, number, seed, time_s
 from ._args import route_actions
 from . import _Parser, add_verbosity, program
 
@@ -37,18 +38,15 @@ examples:
 ACTIONS = ("sim", "paper", "sfmodel", "run", "machines", "workloads", "policies")
 
 
-def _time(text: str, zero: bool = False) -> float:
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a time (e.g. 10ms, 50us, 0.5s)")
-    v = float(m.group(1)) * {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[m.group(2)]
-    if not math.isfinite(v) or v < 0 or (v == 0 and not zero):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a {'' if zero else 'positive '}time")
-    return v
-
-
-def _time0(text: str) -> float:
-    return _time(text, zero=True)
+# The bounds of what `sched` accepts (docs/sched.md, "Bounds"): times in corecast.parsing's
+# vocabulary; the workload's own (work, threads, applications, quanta) in corecast.sched.
+_QUANTUM = arg(time_s, low=1e-6, high=10.0)                    # a simulated quantum: 1us .. 10 s
+_PERIOD = arg(time_s, low=1e-6, high=3600.0)                   # RR's migration period: 1us .. 1h
+_MIGRATION = arg(time_s, allow_zero=True, high=1.0)            # CPU time lost per move: 0 .. 1 s
+_RUN_QUANTUM = arg(time_s, low=1e-3, high=10.0)                # sched run's decision period: 1ms .. 10 s
+_RUNS = arg(count, low=1)                                      # at most as [rules] runs (in _sim)
+_NOISE = arg(number, allow_zero=True, high=1.0)                # IPC sampling's sigma: 0 .. 1
+_SEED = arg(seed)
 
 
 def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
@@ -60,20 +58,23 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     sim.add_argument("workload", metavar="WORKLOAD", help="bundled workload name or TOML file")
     sim.add_argument("--machine", "-m", metavar="AMP",
                      help="bundled machine name or TOML file (default: the workload's own)")
-    sim.add_argument("--policy", "-p", default="hsp,rr,adwrr,eqp,acfs,energy,cfs", metavar="P[,P...]",
-                     help="policies to compare (default all seven); all; or FILE.py:ClassName")
-    sim.add_argument("--quantum", type=_time, default=0.010, metavar="T", help="scheduling quantum (default 10ms)")
-    sim.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
-    sim.add_argument("--migration-cost", type=_time0, default=50e-6, metavar="T",
-                     help="CPU time a thread loses when it moves to another core type (default 50us)")
+    sim.add_argument("--policy", "-p", default="all", metavar="P[,P...]",
+                     help="policies to compare (default: all, every policy `sched policies` lists but "
+                          "the variants); or FILE.py:ClassName")
+    sim.add_argument("--quantum", type=_QUANTUM, default=0.010, metavar="T", help="scheduling quantum, 1us to 10 s (default 10ms)")
+    sim.add_argument("--period", type=_PERIOD, metavar="T", help="RR's migration period, up to 1h (default 100ms)")
+    sim.add_argument("--migration-cost", type=_MIGRATION, default=50e-6, metavar="T",
+                     help="CPU time a thread loses when it moves to another core type, 0 to 1 s (default 50us)")
     sim.add_argument("--sf-source", choices=["true", "ipc-sampling", "model"],
                      help="where policies get speedup factors (default: EQP samples IPC, the others the true SF)")
     sim.add_argument("--sf-model", metavar="MODEL.json", help="for --sf-source model: `sched sfmodel fit -o` output")
-    sim.add_argument("--sf-noise", type=float, default=0.05, metavar="SIGMA",
-                     help="IPC sampling: relative noise of one sample (default 0.05)")
-    sim.add_argument("--runs", type=int, metavar="N", help="runs of the slowest application (default: the workload's rules, 3)")
+    sim.add_argument("--sf-noise", type=_NOISE, default=0.05, metavar="SIGMA",
+                     help="IPC sampling: relative noise of one sample, 0 to 1 (default 0.05)")
+    sim.add_argument("--runs", type=_RUNS, metavar="N",
+                     help="runs of the slowest application (default: the workload's rules, 3; at most what "
+                          "[rules] runs allows)")
     sim.add_argument("--no-restart", action="store_true", help="each application runs once (a batch)")
-    sim.add_argument("--seed", type=int, default=1, help="seed of the random choices (default 1)")
+    sim.add_argument("--seed", type=_SEED, default=1, help="seed of the random choices (default 1)")
     sim.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
     sim.add_argument("--plot", metavar="FILE", help="grouped bar chart of slowdowns, ASP and unfairness (.png .svg .pdf)")
 
@@ -88,9 +89,9 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     paper.add_argument("--sf-source", choices=["true", "ipc-sampling", "model"],
                        help="one SF source for every policy (default: EQP samples IPC, the others the true SF)")
     paper.add_argument("--sf-model", metavar="MODEL.json", help="for --sf-source model")
-    paper.add_argument("--quantum", type=_time, default=0.010, metavar="T", help="scheduling quantum (default 10ms)")
-    paper.add_argument("--migration-cost", type=_time0, default=50e-6, metavar="T", help="(default 50us)")
-    paper.add_argument("--seed", type=int, default=1)
+    paper.add_argument("--quantum", type=_QUANTUM, default=0.010, metavar="T", help="scheduling quantum, 1us to 10 s (default 10ms)")
+    paper.add_argument("--migration-cost", type=_MIGRATION, default=50e-6, metavar="T", help="0 to 1 s (default 50us)")
+    paper.add_argument("--seed", type=_SEED, default=1, help="seed of the random choices (default 1)")
     paper.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
     paper.add_argument("--plot", metavar="FILE",
                        help="the figure(s) as grouped bars; with both, FILE-fig8.EXT and FILE-fig9.EXT")
@@ -126,15 +127,15 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                               "small CPUs come from --big/--small, else from sysfs on a hybrid machine, else the "
                               "CPUs are split in two and the small half is slowed (an EMULATED AMP, said in "
                               "every output). Each program is first run alone, for its slowdown.")
-    run.add_argument("--policy", "-p", required=True, metavar="P", help="hsp, rr, adwrr, eqp, acfs, energy, cfs or FILE.py:Class")
+    run.add_argument("--policy", "-p", required=True, metavar="P", help="a policy `sched policies` lists, or FILE.py:Class")
     run.add_argument("--big", metavar="CPUS", help="the big CPUs, e.g. 0-3")
     run.add_argument("--small", metavar="CPUS", help="the small CPUs, e.g. 4-7")
     run.add_argument("--emulate", choices=["auto", "cgroup", "stealer", "none"], default="auto",
                      help="how small CPUs are slowed on a machine whose CPUs are alike (default auto: a cgroup "
                           "CPU limit where a cpu controller is mounted, else a duty-cycle stealer)")
     run.add_argument("--small-speed", type=float, metavar="S", help="emulated speed of a small CPU, 0..1 (default 0.5)")
-    run.add_argument("--quantum", type=_time, default=0.05, metavar="T", help="decision period (default 50ms)")
-    run.add_argument("--period", type=_time, metavar="T", help="RR's migration period (default 100ms)")
+    run.add_argument("--quantum", type=_RUN_QUANTUM, default=0.05, metavar="T", help="decision period, 1ms to 10 s (default 50ms)")
+    run.add_argument("--period", type=_PERIOD, metavar="T", help="RR's migration period, up to 1h (default 100ms)")
     run.add_argument("--sf", metavar="SF[,SF...]", help="declared speedup factor of each program, in order (- for none)")
     run.add_argument("--progress", choices=["auto", "instructions", "taskclock"], default="auto",
                      help="per-thread progress: instructions where countable (auto), or the task clock")
@@ -197,14 +198,12 @@ def _sim(args: argparse.Namespace) -> int:
     from ..sched.machine import load_machine
     from ..sched.metrics import References, evaluate
     from ..sched.policies import make_policy
-    from ..sched.workload import load_workload
+    from ..sched.workload import MAX_RUNS, load_workload
 
     if args.plot:
         plots.check_plot_path(args.plot)
-    if args.runs is not None and args.runs < 1:
-        raise UserError(f"--runs {args.runs}: at least 1")
-    if not (args.sf_noise >= 0 and math.isfinite(args.sf_noise)):
-        raise UserError(f"--sf-noise {args.sf_noise}: 0 or more")
+    if args.runs is not None and args.runs > MAX_RUNS:
+        raise UserError(f"--runs {args.runs}: at most {MAX_RUNS} (as a workload's [rules] runs)")
     names = _policies(args.policy)
     pols = [make_policy(p) for p in names]
     if args.period is not None:
@@ -293,6 +292,8 @@ def _sfmodel(args: argparse.Namespace) -> int:
         raise UserError("sfmodel: give an action: fit (`corecast sched sfmodel fit -h`)")
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
         raise UserError(f"--threshold {args.threshold}: must be > 0")
+    if args.output:
+        outputs.check(args.output)          # before the work, not after it
     parts = [M.load_windows(d) for d in args.data]
     if args.stat_big or args.stat_small:
         if not (args.stat_big and args.stat_small):
@@ -302,13 +303,11 @@ def _sfmodel(args: argparse.Namespace) -> int:
         raise UserError("no windows: give DATA files or --stat-big/--stat-small")
     model = M.fit(M.concat(parts), args.max_features, args.per_phase, args.threshold)
     if args.output:
-        M.save(model, args.output)
+        M.save(model, args.output)          # named on standard error, never on standard output
     if args.json:
         print(json.dumps(model.to_dict(), indent=2, allow_nan=False, default=_jdefault))
     else:
         R.render_sfmodel(console(), model)
-        if args.output:
-            print(f"model written to {args.output}")
     return 0
 
 
@@ -340,6 +339,8 @@ def _run(args: argparse.Namespace) -> int:
     pf = args.progress_file
     if pf and len(pf) != len(cmds):
         raise UserError(f"--progress-file given {len(pf)} times for {len(cmds)} programs")
+    for f in pf or []:
+        _progress_file(f)
     setup = prepare(args.big, args.small, args.emulate, args.small_speed, args.quantum)
     res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress, args.period)
     if args.json:
@@ -347,6 +348,16 @@ def _run(args: argparse.Namespace) -> int:
     else:
         R.render_run(console(), res)
     return 0
+
+
+def _progress_file(path: str) -> None:
+    """A progress file the program will write: its folder must exist, and it must not be a
+    folder (it was ignored in silence, and the run went on without it)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"--progress-file {path}: a folder, not a file")
+    if not p.parent.is_dir():
+        raise UserError(f"--progress-file {path}: folder {p.parent} does not exist (the program could not write it)")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -358,7 +369,10 @@ def _list(args: argparse.Namespace) -> int:
 
     items: Any
     if args.action == "policies":
-        items = {n: (c.__doc__ or "").strip().splitlines()[0] for n, c in {**POLICIES, **VARIANTS}.items()}
+        known = {**POLICIES, **VARIANTS}
+        if args.name and args.name not in known:
+            raise UserError(f"unknown policy '{args.name}' (choose {', '.join(known)})")
+        items = {n: (c.__doc__ or "").strip().splitlines()[0] for n, c in known.items() if n == args.name or not args.name}
     elif args.action == "machines":
         items = load_machine(args.name) if args.name else [load_machine(n) for n in bundled_machines()]
     else:

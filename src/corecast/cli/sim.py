@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import messages
+from .. import messages, outputs
 from ..errors import UserError
 from ._args import route_actions
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
 from ..report.tables import mrc_rows, sim_rows, table_text
+from ..parsing import arg, count, fraction, fmt_size, seed, size_bytes, time_s
 from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser, add_format, add_verbosity, output_format, program
 
@@ -40,6 +41,7 @@ trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
 """
 
 ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online")
+MAX_GEN_RECORDS = 1 << 30     # records `sim gen` writes: a 16GiB trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a line-straddling miss sends the missing line (line, default) or "
                              "the whole access (access, as cachegrind) to the next level")
     parser.add_argument("--no-tlb", action="store_true", help="leave the TLBs out")
-    parser.add_argument("--seed", type=int, default=1, help="seed of random replacement")
+    parser.add_argument("--seed", type=arg(seed), default=1, help="seed of random replacement")
 
     route_actions(parser, _sub_parsers(parser.prog))
 
@@ -106,17 +108,19 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                   description="Write a synthetic trace with known behaviour.")
     gen.add_argument("kind", choices=["stream", "random", "pingpong", "transactions", "chains"])
     gen.add_argument("-o", "--output", required=True, metavar="TRACE")
-    gen.add_argument("-n", type=int, default=100_000, help="accesses, rounds or transactions")
-    gen.add_argument("--stride", type=int, default=8, help="stream: bytes between accesses")
-    gen.add_argument("--working-set", default="1MiB", help="random: bytes touched")
-    gen.add_argument("--write-fraction", type=float, default=0.0, help="random: share of stores")
-    gen.add_argument("--threads", type=int, default=2, help="pingpong: threads")
+    gen.add_argument("-n", type=arg(count), default=100_000,
+                     help=f"accesses, rounds, transactions or instructions (the trace at most {MAX_GEN_RECORDS:,} records)")
+    gen.add_argument("--stride", type=arg(size_bytes), default=8, help="stream: bytes between accesses")
+    gen.add_argument("--working-set", type=arg(size_bytes), default="1MiB", help="random: bytes touched")
+    gen.add_argument("--write-fraction", type=arg(fraction, one=True), default=0.0, help="random: share of stores")
+    gen.add_argument("--threads", type=arg(count), default=2, help="pingpong: threads")
     gen.add_argument("--pattern", choices=["write", "read"], default="write",
                      help="pingpong: the other threads write or read the line")
     gen.add_argument("--false-sharing", action="store_true",
                      help="pingpong: each thread its own word of the line")
-    gen.add_argument("--width", type=int, default=1, help="chains: independent chains")
-    gen.add_argument("--seed", type=int, default=1)
+    gen.add_argument("--width", type=arg(count), default=1,
+                     help="chains: independent chains, 1 to 255 (a register each)")
+    gen.add_argument("--seed", type=arg(seed), default=1)
 
     mach = _Parser(prog=f"{prog} machines", formatter_class=fmt,
                    description="List the bundled machine descriptions, or show one.")
@@ -130,7 +134,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     mrc.add_argument("trace", metavar="TRACE")
     mrc.add_argument("--sizes", default="auto", metavar="LIST|auto",
                      help="cache sizes, e.g. 32KiB,1MiB,32MiB (default: powers of two up to the footprint)")
-    mrc.add_argument("--line", type=int, default=64, help="line size in bytes (default 64)")
+    mrc.add_argument("--line", type=arg(size_bytes), default=64, help="line size in bytes (default 64)")
     mrc.add_argument("--assoc", default="full", metavar="full|N",
                      help="also simulate N-way LRU caches at the sizes (default: full only)")
     mrc.add_argument("--sample", type=float, default=1.0, metavar="R",
@@ -153,8 +157,8 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                                  "resctrl is mounted; elsewhere it says why. See docs/sim.md.")
     online.add_argument("--ways", default="all", metavar="LIST|all",
                         help="way counts to run with, e.g. 1,2,4,8 or 2-6 (default all)")
-    online.add_argument("--interval", type=float, default=0.1, metavar="S",
-                        help="seconds between occupancy readings (default 0.1)")
+    online.add_argument("--interval", type=arg(time_s, noun="interval"), default=0.1, metavar="TIME",
+                        help="time between occupancy readings, e.g. 100ms (default 0.1 s)")
     online.add_argument("--resctrl", default="/sys/fs/resctrl", metavar="DIR",
                         help="where resctrl is mounted (default /sys/fs/resctrl)")
     online.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -209,6 +213,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.cores < 1:
         raise UserError(f"--cores {args.cores}: must be at least 1")
     machine = load_machine(args.machine)
+    if args.output:
+        outputs.check(args.output)          # before the work, not after it
     trace = load(args.trace)
     if args.chunk < 1:
         raise UserError(f"--chunk {args.chunk}: at least 1 instruction")
@@ -223,11 +229,7 @@ def _simulate(args: argparse.Namespace) -> int:
     with messages.Progress("simulating", total=len(trace), unit="records") as bar:
         res = simulate(trace, machine, args.cores, opts, chunk=1 << 18, progress=bar.update)
     if args.output:
-        try:
-            Path(args.output).write_text(res.to_json() + "\n")
-        except OSError as err:
-            raise UserError(f"{args.output}: cannot write: {err.strerror}") from None
-        messages.wrote(args.output, "the result as JSON")
+        outputs.write_text(args.output, res.to_json() + "\n", "the result as JSON")
     fmt = output_format(args)
     if fmt in ("csv", "records"):
         sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
@@ -250,14 +252,9 @@ def _capture(args: argparse.Namespace) -> int:
             dec.begin(total)
         dec.update(done)
 
-    with bar, dec:
+    with bar, dec:                    # the trace is named on standard error as it is closed
         info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
                        backend=args.backend, progress=bar.update, decoding=decoding)
-    messages.wrote(info.path, f"{info.records:,} records, {info.instructions:,} instructions, "
-                   f"{info.threads} thread{'s' if info.threads > 1 else ''}"
-                   + (f", {info.annotated_fraction:.1%} of instructions decoded" if info.annotated
-                      and info.annotated_fraction is not None else "")
-                   + f" ({info.seconds:.1f} s)")
     for name, addr in info.markers.items():
         if addr is not None:
             messages.note(f"marker {name} at {addr:#x}")
@@ -282,6 +279,8 @@ def _mrc(args: argparse.Namespace) -> int:
             raise UserError(f"--assoc {args.assoc}: give full or a number of ways") from None
     if args.plot:
         check_plot_path(args.plot)
+    if args.output:
+        outputs.check(args.output)
     tr = load(args.trace)
     messages.detail(f"read {args.trace}: {len(tr):,} records")
     with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
@@ -307,12 +306,8 @@ def _show(args: argparse.Namespace, doc: dict[str, Any], render: Any, figure: An
         render()
     if args.plot:
         save(figure(), args.plot)
-        messages.wrote(args.plot, "plot")
     if args.output:
-        first, *rest = dataset().save(args.output)
-        messages.wrote(first, "the points as a Dataset")
-        for path in rest:
-            messages.wrote(path, "its metadata")
+        dataset().save(args.output, "the points as a Dataset")
 
 
 def _mrc_online(args: argparse.Namespace) -> int:
@@ -321,10 +316,10 @@ def _mrc_online(args: argparse.Namespace) -> int:
     from ..report.terminal import console
 
     cmd = program(args.program, "no program given: corecast sim mrc-online [--ways LIST] -- PROGRAM [ARGS]")
-    if not args.interval > 0:
-        raise UserError(f"--interval {args.interval:g}: must be above 0 seconds")
     if args.plot:
         check_plot_path(args.plot)
+    if args.output:
+        outputs.check(args.output)
     l3 = occupancy.probe(Path(args.resctrl))
     if isinstance(l3, str):
         raise UserError(l3)
@@ -350,9 +345,9 @@ def _convert(args: argparse.Namespace) -> int:
     from ..sim.trace import convert, load, write_csv
 
     if args.to_csv:
+        outputs.check(args.output)
         tr = load(args.input)
         write_csv(tr.records, args.output)
-        messages.wrote(args.output, f"{len(tr.records):,} records as CSV")
         return 0
     markers = []
     for m in args.marker:
@@ -361,7 +356,6 @@ def _convert(args: argparse.Namespace) -> int:
         except ValueError:
             raise UserError(f"--marker {m}: give an instruction address in hex") from None
     path, info = convert(args.input, args.output, args.fmt, markers=markers)
-    messages.wrote(path, f"from {info['format']} text")
     if info.get("bad_lines"):
         messages.warning(f"{info['bad_lines']:,} lines of {args.input} were not trace lines (first at line "
                          f"{info['first_bad_line']})")
@@ -372,21 +366,18 @@ def _gen(args: argparse.Namespace) -> int:
     from ..sim import synth
     from ..sim.trace import TraceWriter
 
-    if args.n < 1:
-        raise UserError(f"-n {args.n}: must be at least 1")
-    if args.stride < 1:
-        raise UserError(f"--stride {args.stride}: at least 1 byte")
-    if not 0.0 <= args.write_fraction <= 1.0:
-        raise UserError(f"--write-fraction {args.write_fraction:g}: between 0 and 1")
-    if args.width < 1:
-        raise UserError(f"--width {args.width}: at least 1")
-    ws = parse_size(args.working_set, "--working-set", "working_set")
+    if args.width > synth.MAX_CHAINS:
+        raise UserError(f"--width {args.width}: at most {synth.MAX_CHAINS} chains (a register each)")
     meta: dict[str, Any] = {"source": f"synthetic {args.kind}"}
     parts: Iterable[Any]
     if args.kind == "stream":
-        parts, total = [synth.stream(args.n, stride=args.stride)], 2 * args.n
+        if synth.HEAP_BASE + (args.n - 1) * args.stride + 8 > 1 << 64:
+            raise UserError(f"-n {args.n} --stride {args.stride}: the stream would pass the top of the address space")
+        parts, total = synth.stream_chunks(args.n, stride=args.stride), 2 * args.n
     elif args.kind == "random":
-        parts = [synth.random_accesses(args.n, ws, write_fraction=args.write_fraction, seed=args.seed)]
+        if synth.HEAP_BASE + args.working_set > 1 << 64:
+            raise UserError(f"--working-set {args.working_set}: passes the top of the address space")
+        parts = synth.random_chunks(args.n, args.working_set, write_fraction=args.write_fraction, seed=args.seed)
         total = 2 * args.n
     elif args.kind == "pingpong":
         if not 2 <= args.threads <= 65536:
@@ -397,10 +388,13 @@ def _gen(args: argparse.Namespace) -> int:
         meta["stack"] = [synth.STACK_TOP - (1 << 20), synth.STACK_TOP]
         parts, total = synth.transactions_chunks(args.n, seed=args.seed), (2 * 200 + 1) * args.n
     else:
-        parts = [synth.chains(args.n, width=max(1, args.width))]
+        parts = synth.chains_chunks(args.n, width=args.width)
         total = 2 * args.n                    # a fetch and a uop an instruction
-    # streamed (pingpong and transactions are made a slice at a time): memory stays bounded,
-    # and the file is whole or absent (TraceWriter), Ctrl-C included
+    if total > MAX_GEN_RECORDS:
+        raise UserError(f"-n {args.n}: {total:,} records; a generated trace has at most {MAX_GEN_RECORDS:,} "
+                        f"({fmt_size(MAX_GEN_RECORDS * 16)})")
+    # streamed (every kind is made a slice at a time): memory stays bounded, and the file is
+    # whole or absent (TraceWriter), Ctrl-C included
     with TraceWriter(args.output, meta) as w, messages.Progress("generating", total=total, unit="records") as bar:
         try:
             for part in parts:
@@ -409,7 +403,6 @@ def _gen(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             w.abort()
             raise
-    messages.wrote(args.output, f"{w.count:,} records")
     return 0
 
 

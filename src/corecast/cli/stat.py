@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-from .. import messages
+from .. import messages, outputs
+from ..collect import procs
 from ..collect.events import resolve
 from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
 from ..errors import UserError
-from ..parsing import interval
+from ..parsing import arg, time_s
 from ..region import load as load_regions
 from . import program
 
@@ -40,15 +40,11 @@ See `corecast events`.
 """
 
 
-def interval_ms(text: str) -> float:
-    """perf's --interval-print: milliseconds."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number of milliseconds")
-    return v / 1000.0
+#: -T and perf's --interval-print (a bare number in milliseconds there): from MIN_INTERVAL to
+#: corecast.parsing's bound on a time (720h); --duration: above 0, the same bound.
+_INTERVAL = arg(time_s, noun="interval", low=MIN_INTERVAL)
+_INTERVAL_MS = arg(time_s, noun="interval", low=MIN_INTERVAL, unit="ms")
+_DURATION = arg(time_s, noun="duration")
 
 
 #: perf's short options and what corecast stat calls them (PMCTrack's letters are kept).
@@ -62,10 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-V", "--virtual", action="append", default=[], metavar="VIRT,...",
                    help="virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, "
                         "psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local")
-    p.add_argument("-T", "--interval", type=interval, default=1.0, metavar="TIME",
+    p.add_argument("-T", "--interval", type=_INTERVAL, default=1.0, metavar="TIME",
                    help=f"sampling interval: seconds, or 100ms, 0.5s (default 1 s, at least {MIN_INTERVAL} s)")
-    p.add_argument("--interval-print", type=interval_ms, dest="interval", metavar="MS",
-                   help="the sampling interval in milliseconds, as perf's --interval-print")
+    p.add_argument("--interval-print", type=_INTERVAL_MS, dest="interval", metavar="MS",
+                   help="the sampling interval in milliseconds, as perf's --interval-print (or with a unit)")
     p.add_argument("-S", "--per-cpu", "--all-cpus", action="store_true",
                    help="count per CPU, system-wide (perf's --all-cpus)")
     p.add_argument("-p", "--pid", type=int, help="attach to a running process and all its threads")
@@ -90,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "thread is picked up as it is created) and for the target's end; 'tick' only at the ticks "
                         "(a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); "
                         "'auto' (default): 'tick' at -T 0.02 or less, else 'records'")
-    p.add_argument("--duration", type=interval, metavar="TIME",
+    p.add_argument("--duration", type=_DURATION, metavar="TIME",
                    help="stop after this long (with -p or -S and no command)")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
@@ -111,8 +107,8 @@ def _perf_hints(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cmd = program(args.argv)
-    if args.interval < MIN_INTERVAL:
-        raise UserError(f"-T {args.interval}: the interval must be at least {MIN_INTERVAL} s")
+    if args.output:
+        outputs.check(args.output)          # before anything starts
     sets = [resolve(s) for s in args.events]
     for i, specs in enumerate(sets):
         for e in specs:
@@ -124,9 +120,8 @@ def run(args: argparse.Namespace) -> int:
     region_file = None
     if cmd:
         import os
-        import tempfile
-        fd, region_file = tempfile.mkstemp(prefix="corecast-regions-", suffix=".jsonl")
-        os.close(fd)
+        # removed below, or by corecast's sentinel if corecast dies (SIGKILL included)
+        region_file = str(procs.temp_file("corecast-regions-", ".jsonl"))
         target = Target.command(cmd, env=dict(os.environ, CORECAST_REGION_OUT=region_file))
     elif args.pid is not None:
         target = Target.attach(args.pid)
@@ -134,8 +129,6 @@ def run(args: argparse.Namespace) -> int:
         target = Target.system()
     else:
         raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
-    if args.duration is not None and args.duration <= 0:
-        raise UserError("--duration must be positive")
     fmt = "json" if args.format == "jsonl" else args.format
     if args.separator is not None:
         if args.format not in ("table", "csv"):
@@ -146,14 +139,15 @@ def run(args: argparse.Namespace) -> int:
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
                   totals_only=args.totals, metrics=metrics, max_duration=args.duration,
                   thread_tracking=args.thread_tracking, wake=args.wake)
+    sink = None
     if args.output:
-        try:
-            out = open(args.output, "w")
-        except OSError as err:
-            raise UserError(f"-o {args.output}: cannot write: {err.strerror}") from None
-    else:
-        out = sys.stderr
+        # written as it goes (live: a new file made with O_EXCL, renamed only over a regular
+        # file; a device or a pipe written in place), named on standard error at the end
+        sink = outputs.Output(args.output, what=f"{args.format} report", live=True)
+    out = sys.stderr
     try:
+        if sink is not None:
+            out = sink.open()
         writer = WRITERS[fmt](out, mon)
         if args.separator is not None:
             writer.separator = args.separator
@@ -175,19 +169,16 @@ def run(args: argparse.Namespace) -> int:
         writer.summary()
         if region_file is not None:
             writer.regions(load_regions(region_file))
-    except UserError as err:
-        if args.output:
-            out.flush()
-        raise err
+    except BaseException:
+        if sink is not None:
+            sink.abort()                    # live: what was written is kept
+        raise
+    else:
+        if sink is not None:
+            sink.commit()
     finally:
-        if args.output:
-            out.close()
         if region_file is not None:
-            import os
-            try:
-                os.unlink(region_file)
-            except OSError:
-                pass
+            procs.remove(region_file)
     status = target.exit_status
     if status is not None and status != 0 and cmd:
         if status < 0:
@@ -199,8 +190,6 @@ def run(args: argparse.Namespace) -> int:
             messages.note(f"'{cmd[0]}' was ended by {name}")
         else:
             messages.note(f"'{cmd[0]}' exited with status {status}")
-    if args.output:
-        messages.wrote(args.output, f"{args.format} report")
     if status is not None and cmd:
         # as perf: corecast's own status is the command's (128 + N when a signal N ended it)
         return 128 - status if status < 0 else status

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from ..errors import UserError
+from ..parsing import arg, count, fraction, frequency_hz, number, percentile, rate_per_s, size_bytes, time_s
 from ..report.tables import table_text, throughput_rows
 from . import add_format, output_format
 
@@ -42,30 +43,8 @@ divided among the cores that share it), or at --cache-size for all.
 
 
 # ============================================================================ option parsing
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_FREQ_UNITS = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
-
-
-def _time(text: str) -> float:
-    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(s|ms|us|µs|ns)?\s*", text)
-    try:
-        v = float(m.group(1)) * _TIME_UNITS[m.group(2) or "s"] if m else math.nan
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"not a time: {text!r} (e.g. 1ms, 500us, 0.002)")
-    return v
-
-
-def _frequency(text: str) -> float:
-    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kKmMgG]?[hH][zZ])?\s*", text)
-    try:
-        v = float(m.group(1)) * _FREQ_UNITS[(m.group(2) or "hz").lower()] if m else math.nan
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"not a frequency: {text!r} (e.g. 2.5GHz, 1.66e9)")
-    return v
+# times, sizes, frequencies and plain numbers are read by corecast.parsing (one vocabulary for
+# every command); what is this command's own is below
 
 
 def _cores(text: str) -> list[int]:
@@ -82,32 +61,17 @@ def _cores(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _percentile(text: str) -> float | None:
-    t = text.strip().lower()
-    if t == "mean":
-        return None
-    t = t[1:] if t.startswith("p") else t
-    try:
-        v = float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a percentile: {text!r} (mean, 99, p99.9, 0.95)") from None
-    if v >= 1.0:
-        v /= 100.0
-    if not (0.0 < v < 1.0):
-        raise argparse.ArgumentTypeError(f"a percentile must lie strictly between 0 and 100: {text!r}")
-    return v
-
-
 def _measured(text: str) -> dict[int, float]:
+    """`CORES:THROUGHPUT,...`, each throughput a rate (`128000`, `128000/s`, `128/ms`)."""
     out: dict[int, float] = {}
     for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*[:=]\s*([0-9.eE+]+)\s*", part)
+        m = re.fullmatch(r"\s*(\d+)\s*[:=]\s*(\S+)\s*", part)
         if not m or int(m.group(1)) < 1:
             raise argparse.ArgumentTypeError(f"not a measured list: {text!r} (e.g. 1:128000,2:174000)")
         try:
-            out[int(m.group(1))] = float(m.group(2))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number in {part!r}") from None
+            out[int(m.group(1))] = rate_per_s(m.group(2), None, allow_zero=True)
+        except UserError as err:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r}: {err}") from None
     return out
 
 
@@ -122,47 +86,6 @@ def _penalty(text: str) -> tuple[str, float]:
     return name.strip(), v
 
 
-def _size(text: str) -> int:
-    from ..sim.machine import parse_size        # the sim package: only when the option is given
-    try:
-        v = parse_size(text, "--cache-size")
-    except UserError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"--cache-size {text}: must be above 0")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (0.0 <= v < 1.0):
-        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1): {text!r}")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--sim", metavar="RESULT", help="a `corecast sim --json` result")
@@ -173,11 +96,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="machine description: a bundled name (e.g. penryn-l5420) or a TOML file; "
                         "gives the frequency and the penalties (default with --sim: the machine "
                         "the result was simulated on)")
-    p.add_argument("--baseline-cpi", type=_positive_float, metavar="CPI",
+    p.add_argument("--baseline-cpi", type=arg(number), metavar="CPI",
                    help="the issue CPI with perfect caches and prediction (overrides the input's)")
-    p.add_argument("--instructions", type=_positive_float, metavar="I",
+    p.add_argument("--instructions", type=arg(number), metavar="I",
                    help="instructions per transaction (default: from the input)")
-    p.add_argument("--lock-fraction", type=_fraction, metavar="F",
+    p.add_argument("--lock-fraction", type=arg(fraction), metavar="F",
                    help="critical-section share of cycles; the lock penalty on c cores is F x (c - 1) "
                         "(default: from the input, else 0)")
     p.add_argument("--lock-model", choices=("wait-share", "amdahl"), default="wait-share",
@@ -186,25 +109,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cores", type=_cores, default=None, metavar="LIST",
                    help="core counts, e.g. 1,2,4 or 1-8 (default: 1, 2, 4, ... up to the machine's "
                         "cores)")
-    p.add_argument("--frequency", type=_frequency, metavar="F",
+    p.add_argument("--frequency", type=arg(frequency_hz), metavar="F",
                    help="clock frequency, e.g. 2.5GHz (overrides the machine's)")
     p.add_argument("--penalty", type=_penalty, action="append", default=[], metavar="NAME=CYCLES",
                    help="override or add a penalty in cycles (repeatable)")
-    p.add_argument("--target", type=_time, default=1e-3, metavar="T",
+    p.add_argument("--target", type=arg(time_s), default=1e-3, metavar="T",
                    help="response-time target for the M/M/1 and M/M/c columns, e.g. 1ms, 200us "
                         "(default: 1ms)")
-    p.add_argument("--percentile", type=_percentile, default=None, metavar="P",
+    p.add_argument("--percentile", type=arg(percentile), default=None, metavar="P",
                    help="bound this percentile of the response time instead of the mean (e.g. 99)")
-    p.add_argument("--clients", type=_count, metavar="N",
+    p.add_argument("--clients", type=arg(count), metavar="N",
                    help="closed-loop load generator with N clients (connections), solved exactly")
-    p.add_argument("--think-time", type=_time, default=0.0, metavar="T",
+    p.add_argument("--think-time", type=arg(time_s, allow_zero=True), default=0.0, metavar="T",
                    help="each client's pause between a reply and its next request (default: 0)")
     p.add_argument("--measured", type=_measured, metavar="LIST",
                    help="measured throughput to compare with, e.g. 1:128000,2:174000")
     p.add_argument("--mrc", metavar="CURVE",
                    help="a miss-rate curve (`corecast sim mrc --count exposed --json`): the last-level "
                         "events then follow each core count's share of the last-level cache")
-    p.add_argument("--cache-size", type=_size, metavar="SIZE",
+    p.add_argument("--cache-size", type=arg(size_bytes), metavar="SIZE",
                    help="with --mrc: the last-level cache each core has, e.g. 4MiB, for every core count "
                         "(default: the cache divided among the cores that share it)")
     add_format(p, "core count", json_help="print JSON instead of tables")

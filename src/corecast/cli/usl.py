@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import messages
+from .. import outputs
 from ..report import plots
 from ..report import tables as T
 from . import add_format, output_format
@@ -49,6 +49,8 @@ def run(args) -> int:
 
     if args.plot:
         plots.check_plot_path(args.plot)
+    if args.report:
+        outputs.check(args.report)
     data = ds_mod.load(args.file)
     label = str(args.file)
     doc, analysis = D.usl_doc(data, label, metric=args.metric, level=args.level, predict_at=args.predict)
@@ -63,8 +65,6 @@ def run(args) -> int:
         fig = R.figure(analysis, title=f"USL: {label}", predict_at=args.predict)
         plots.save(fig, args.plot)
         plots.pyplot().close(fig)
-        messages.wrote(args.plot, "plot")
     if args.report:
         H.write(args.report, R.render_html(analysis, label, dataset=data, predict_at=args.predict))
-        messages.wrote(args.report, "HTML report")
     return 0

@@ -1,6 +1,12 @@
 """Setting a campaign up: `prepare` checks a new campaign's settings, creates its file and
 returns its runner; `resume` opens an interrupted one to run what it has not recorded yet,
-with its own settings. The runs themselves are `corecast.collect.runner`'s.
+with its own settings. The runs themselves are `corecast.collect.runner`'s; the settings of
+each source (--throughput, --plugin, --no-shim, --events, ...) are declared by the source
+(`corecast.collect.runsources`).
+
+The command a campaign runs is stored twice -- in its metadata (what `info` and the summary
+show) and in its settings (what --resume runs); a file where they disagree was altered and is
+refused, so what is shown is always what is run.
 """
 from __future__ import annotations
 
@@ -13,9 +19,9 @@ from typing import Any, Sequence
 from ..errors import UserError
 from ..store import Campaign, RunRecord
 from . import plugins as plug
-from . import shim as shimmod
-from .counters import counter_plan
+from . import runsources
 from .runner import CampaignConfig, Reporter, Runner, find_program, placeholders, plan
+from .source import Host
 from .topology import machine_info, order_cpus, parse_core_counts, read_topology
 
 
@@ -47,17 +53,14 @@ class Prepared:
 
 
 def validate(cfg: CampaignConfig) -> None:
-    """Refuse, before anything runs, what would fail every run: plugins, the throughput regex,
-    options out of range, the shim missing, the program not found."""
-    plug.load_plugins(cfg.plugins)
-    if cfg.throughput is not None:
-        plug.compile_number_regex(cfg.throughput, "--throughput")
+    """Refuse, before anything runs, what would fail every run: every source's settings
+    (plugins, the throughput regex, the shim missing, ...), options out of range, the program
+    not found."""
+    runsources.validate(cfg)
     if cfg.timeout is not None and not cfg.timeout > 0:
         raise UserError("--timeout must be a positive number of seconds")
     if cfg.threads_per_core < 1:
         raise UserError("--threads-per-core must be at least 1")
-    if cfg.shim:
-        shimmod.check_available()
     s = plan(cfg.cores, cfg.reps, cfg.warmup)[0]
     sub = placeholders(s.cores, cfg.threads_per_core, s.repetition)
     argv0 = plug.substitute(cfg.command[0], sub)
@@ -68,47 +71,54 @@ def validate(cfg: CampaignConfig) -> None:
         raise UserError(f"program '{argv0}' not found{where}")
 
 
+#: The keywords of `prepare` that are not a source's option.
+CORE_OPTIONS = ("cores", "reps", "warmup", "timeout", "order", "env", "threads_per_core")
+
+
 def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = None,
             cores: str | None = None, reps: int | None = None, warmup: int | None = None,
-            timeout: float | None = None, order: str | None = None, events: str | None = None,
-            throughput: str | None = None, plugin: Sequence[str] | None = None,
-            env: Sequence[str] | None = None, threads_per_core: int | None = None,
-            no_shim: bool | None = None, cwd: str | None = None) -> Prepared:
-    """Check everything, create the campaign file, and return the runner for it."""
+            timeout: float | None = None, order: str | None = None, env: Sequence[str] | None = None,
+            threads_per_core: int | None = None, cwd: str | None = None, **source_options: Any) -> Prepared:
+    """Check everything, create the campaign file, and return the runner for it.
+    `source_options`: the sources' options by their argparse names (throughput, plugin,
+    no_shim, events, ...; see runsources.options()); None or absent: the default."""
     reporter = reporter or Reporter()
     if not command:
         raise UserError("no command to measure")
+    declared = runsources.options()
+    unknown = set(source_options) - {o.dest for o in declared}
+    if unknown:
+        raise TypeError(f"prepare() got unknown options {sorted(unknown)}")
     topo = read_topology()
     cpu_order = order_cpus(topo, order or "socket")
     counts = parse_core_counts(cores or "pow2", len(cpu_order))
     cfg = CampaignConfig(command=list(command), cores=counts, reps=3 if reps is None else reps,
                          warmup=1 if warmup is None else warmup, timeout=timeout, order=order or "socket",
-                         cpu_order=cpu_order, env=parse_env(env), throughput=throughput,
-                         plugins=[str(Path(p).resolve()) for p in plugin or []], shim=not no_shim,
-                         events=events, threads_per_core=1 if threads_per_core is None else threads_per_core,
-                         cwd=str(Path(cwd or os.getcwd()).resolve()))
+                         cpu_order=cpu_order, env=parse_env(env),
+                         threads_per_core=1 if threads_per_core is None else threads_per_core,
+                         cwd=str(Path(cwd or os.getcwd()).resolve()),
+                         options={o.key: o.setting(source_options.get(o.dest)) for o in declared})
     plan(cfg.cores, cfg.reps, cfg.warmup)
     validate(cfg)
-    pending: list[tuple[str, str]] = []
-    counters = counter_plan(events, lambda key, text: pending.append((key, text)))
     machine = machine_info(topo)
+    host = Host(machine.nominal_freq_hz)
+    sources = runsources.create(cfg, host)          # a bad --events is refused before the file exists
     camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine.to_dict(),
                            topology=topo.to_dict())
     try:
-        runner = Runner(cfg, camp, reporter=reporter, counters=counters, nominal_hz=machine.nominal_freq_hz)
-        runner.attach_notices(counters, pending)
+        runner = Runner(cfg, camp, reporter=reporter, sources=sources, host=host)
     except BaseException:
         camp.close()
         raise
     return Prepared(runner, camp)
 
 
-#: What each stored setting must be (a damaged campaign file is refused, not run).
+#: What each stored setting must be (a damaged campaign file is refused, not run); the
+#: sources' settings add theirs (`Option.kind`, `Option.items`).
 _CONFIG_KINDS: dict[str, Any] = {
     "command": list, "cores": list, "reps": int, "warmup": int, "timeout": (int, float, type(None)),
-    "order": str, "cpu_order": list, "env": dict, "throughput": (str, type(None)), "plugins": list,
-    "shim": bool, "events": (str, type(None)), "threads_per_core": int, "cwd": str, "grace_s": (int, float)}
-_ITEMS: dict[str, Any] = {"command": str, "cores": int, "cpu_order": int, "plugins": str}
+    "order": str, "cpu_order": list, "env": dict, "threads_per_core": int, "cwd": str, "grace_s": (int, float)}
+_ITEMS: dict[str, Any] = {"command": str, "cores": int, "cpu_order": int}
 
 
 def _stored_config(d: Any, output: str) -> CampaignConfig:
@@ -116,15 +126,17 @@ def _stored_config(d: Any, output: str) -> CampaignConfig:
     def damaged(what: str) -> UserError:
         return UserError(f"{output}: damaged campaign file: its settings (metadata 'config') {what}; "
                          "start a new campaign")
-    for key, kind in _CONFIG_KINDS.items():
+    kinds = dict(_CONFIG_KINDS, **{o.key: o.kind for o in runsources.options()})
+    items = dict(_ITEMS, **{o.key: o.items for o in runsources.options() if o.items is not None})
+    for key, kind in kinds.items():
         if key not in d:
             if key in ("command", "cores"):
                 raise damaged(f"have no '{key}'")
             continue
         v = d[key]
         bad = not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool)
-        if not bad and key in _ITEMS:
-            bad = not all(isinstance(x, _ITEMS[key]) and not isinstance(x, bool) for x in v)
+        if not bad and key in items:
+            bad = not all(isinstance(x, items[key]) and not isinstance(x, bool) for x in v)
         if not bad and key == "env":
             bad = not all(isinstance(x, str) for kv in v.items() for x in kv)
         if bad:
@@ -132,6 +144,12 @@ def _stored_config(d: Any, output: str) -> CampaignConfig:
     if not all(c > 0 for c in d["cores"]) or d.get("reps", 1) < 0 or d.get("warmup", 0) < 0:
         raise damaged("have a count out of range")
     return CampaignConfig.from_dict(d)
+
+
+def _one_line(argv: Sequence[str], limit: int = 120) -> str:
+    """A command for a one-line message: line breaks escaped, at most `limit` characters."""
+    text = json.dumps(" ".join(argv))[1:-1]
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
@@ -143,6 +161,9 @@ def resume(output: str, command: Sequence[str] | None = None, *, reporter: Repor
         cfg = _stored_config(meta.get("config") or {}, output)
         if not cfg.command:
             raise UserError(f"{output}: the campaign records no command")
+        if "command" in meta and meta["command"] != cfg.command:
+            raise UserError(f"{output}: damaged campaign file: its metadata 'command' (`{_one_line(meta['command'])}`) "
+                            f"and its settings' command (`{_one_line(cfg.command)}`) disagree; start a new campaign")
         if command and list(command) != cfg.command:
             raise UserError(f"{output}: the campaign measures `{' '.join(cfg.command)}`, not `{' '.join(command)}` "
                             "(drop the command to resume, or start a new campaign)")
@@ -156,11 +177,8 @@ def resume(output: str, command: Sequence[str] | None = None, *, reporter: Repor
         if old.get("hostname") not in (None, machine.hostname) or old.get("cpu_model") not in (None, machine.cpu_model):
             reporter.notice(f"resuming on a different machine ({machine.hostname}, {machine.cpu_model}) than the "
                             f"campaign started on ({old.get('hostname')}, {old.get('cpu_model')})")
-        pending: list[tuple[str, str]] = []
-        counters = counter_plan(cfg.events, lambda key, text: pending.append((key, text)))
-        runner = Runner(cfg, camp, reporter=reporter, counters=counters,
-                        nominal_hz=old.get("nominal_freq_hz") or machine.nominal_freq_hz)
-        runner.attach_notices(counters, pending)
+        host = Host(old.get("nominal_freq_hz") or machine.nominal_freq_hz)
+        runner = Runner(cfg, camp, reporter=reporter, sources=runsources.create(cfg, host), host=host)
     except BaseException:
         camp.close()
         raise

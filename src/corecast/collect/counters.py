@@ -1,18 +1,20 @@
 """The counters a campaign opens on every run, through corecast's perf layer: software events
 always, scheduler and futex tracepoints when tracefs has them, the CPU family's backend-stall
 events when the PMU allows, and the user's --events; each becomes a column of the campaign.
-They implement the runner's `CounterPlan` and `CounterSession`.
+A `PerfCounterPlan` opens them on each run (a `PerfSession`); `CounterSource` is the plan as
+one of a run's sources (`corecast.collect.source`).
 
 The perf layer (corecast.collect.perf) is imported when counters are planned, so that a
-machine where it cannot load still measures, without counters (`counter_plan`).
+machine where it cannot load still measures, without counters (`counter_plan`); the event
+catalogues and ColumnInfo (numpy, through corecast.dataset) where they are used, for start-up
+time: `measure -h` declares this source's option without them.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..dataset import ColumnInfo
 from ..errors import UserError
-from .events import backend_stall_events, resolve
+from .source import Collected, Host, Option, Run, Source
 
 
 SOFTWARE_EVENTS = "task_clock,context_switches,cpu_migrations,page_faults"
@@ -30,6 +32,7 @@ class PerfCounterPlan:
         self.notice = notice
         self.specs: list[Any] = []
         self.columns: dict[str, tuple[str, str, str | None, str]] = {}   # event -> (column, kind, unit, origin)
+        from .events import backend_stall_events, resolve    # for start-up time (see above)
         for sp in resolve(SOFTWARE_EVENTS):
             col, kind, unit = SOFTWARE_COLUMNS[sp.name]
             self._add(sp, col, kind, unit, "perf software event")
@@ -74,7 +77,8 @@ class PerfSession:
         self.plan = plan
         self.cs = cs
 
-    def read(self) -> tuple[dict[str, float | None], list[ColumnInfo], dict[str, Any]]:
+    def read(self) -> tuple[dict[str, float | None], list[Any], dict[str, Any]]:
+        from ..dataset import ColumnInfo     # for start-up time (see above)
         vals: dict[str, float | None] = {}
         cols: list[ColumnInfo] = []
         det: dict[str, Any] = {}
@@ -117,3 +121,47 @@ def counter_plan(events: str | None, notice: Callable[[str, str], None]) -> Perf
             raise UserError(f"--events: perf counters are not available here ({err})") from None
         return None
     return PerfCounterPlan(events, notice)
+
+
+class CounterSource(Source):
+    """The perf counters of every run: opened on the program before it executes (inherited by
+    every thread and child, enabled at exec), read after it ended."""
+
+    name = "counters"
+    options = (Option("events", "--events", None, (str, type(None)), metavar="SPEC",
+                      help="extra perf events to count (software events, tracepoints and backend stalls "
+                           "are added when available)"),)
+
+    def __init__(self, plan: Any):
+        self.plan = plan
+        self.session: Any = None
+
+    @classmethod
+    def create(cls, cfg: Any, host: Host) -> "CounterSource | None":
+        plan = counter_plan(cfg.option("events"), host.notice_once)
+        if plan is None:
+            return None
+        plan.announce()
+        return cls(plan)
+
+    def start(self, run: Run) -> None:
+        self._close()
+        self.session = self.plan.open(run.pid)
+
+    def stop(self, run: Run) -> None:
+        if not run.ran:            # read in collect, after the run's status (its notices follow it)
+            self._close()
+
+    def collect(self, run: Run) -> Collected | None:
+        if self.session is None:
+            return None
+        try:
+            values, columns, details = self.session.read()
+        finally:
+            self._close()
+        return Collected(dict(values), list(columns), {"counters": details} if details else {})
+
+    def _close(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()

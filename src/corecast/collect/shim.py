@@ -20,16 +20,23 @@ predictor extrapolates, in cycles summed over all threads of all processes of th
 
 "Cycles" are the shim clock's ticks: on x86-64 the TSC, i.e. reference cycles at the nominal
 frequency. On other clocks ticks are converted to cycles at the nominal frequency when known.
+
+`ShimSource` is the shim as one of a `measure` run's sources (`corecast.collect.source`): it
+preloads the shim into the program (through corecast-launch, never into the supervisor) and
+turns the run's reports into its stall categories and counts (ColumnInfo is imported where
+its columns are made, for start-up time: see corecast.collect.source).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..errors import UserError
 from ..native import native_path
+from ..store import OK
+from .source import Collected, Host, Option, Run, Source
 
 ENV_REPORT = "CORECAST_SHIM_REPORT"
 LIBRARY = "libcorecast_shim.so"
@@ -219,3 +226,71 @@ def check_available() -> Path:
         return library_path()
     except UserError as err:
         raise UserError(f"{err} (or run without the shim: --no-shim)") from None
+
+
+# ============================================================================ as a run's source
+SHIM_SOURCE = "measured: corecast sync shim (LD_PRELOAD), contended path only"
+_COUNTS = (("lock_acquisitions", "blocking lock calls"), ("lock_contended", "blocking lock calls that had to wait"),
+           ("trylock_failures", "failed trylock calls"), ("threads_seen", "threads the shim saw"))
+
+
+class ShimSource(Source):
+    """The sync shim's stall categories, run-queue delay and counts (on unless --no-shim)."""
+
+    name = "shim"
+    options = (Option("shim", "--no-shim", True, bool, action="store_true", convert=lambda given: not given,
+                      help="do not preload the sync shim (no lock/barrier/condition wait categories)"),)
+
+    def __init__(self, host: Host):
+        self.host = host
+
+    @classmethod
+    def validate(cls, cfg: Any) -> None:
+        if cfg.option("shim"):
+            check_available()
+
+    @classmethod
+    def create(cls, cfg: Any, host: Host) -> "ShimSource | None":
+        if not cfg.option("shim"):
+            return None
+        check_available()
+        return cls(host)
+
+    def prepare(self, run: Run) -> None:
+        env = shim_env(run.folder, run.env)
+        # corecast-launch puts the preload into the program's environment at exec, so the
+        # shim never runs inside the supervisor (its threads would be counted as the run's)
+        run.env["CORECAST_LAUNCH_PRELOAD"] = env.pop("LD_PRELOAD")
+        run.env.update(env)
+
+    def collect(self, run: Run) -> Collected:
+        from ..dataset import ColumnInfo     # for start-up time (corecast.collect.source says why)
+        got = Collected()
+        summary = read_reports(run.folder)
+        if not summary.processes:
+            got.notes.append("the sync shim wrote no report (static binary, setuid program, or killed by SIGKILL)")
+            for name in list(CATEGORIES) + ["runqueue_delay_cycles"]:
+                got.values[name] = None
+            if run.record.status == OK:
+                self.host.notice_once("shim-none", f"the sync shim wrote no report for '{run.argv[0]}' (a static or "
+                                      "setuid program cannot be preloaded): no lock/barrier/condition wait categories")
+        else:
+            got.values.update(stall_categories(summary, self.host.nominal_hz))
+            got.values.update(counters(summary))
+            got.provenance["shim"] = {
+                "processes": len(summary.processes), "threads": summary.threads,
+                "clock": summary.clock, "ticks_per_s": summary.ticks_per_s,
+                "primitives": {k: asdict(v) for k, v in sorted(summary.prims.items())},
+                "incomplete": summary.incomplete,
+            }
+        for name in CATEGORIES:
+            got.columns.append(ColumnInfo(name=name, kind="stall", unit="cycles", source=SHIM_SOURCE,
+                                          status="ok", description=CATEGORY_HELP[name]))
+        got.columns.append(ColumnInfo(name="runqueue_delay_cycles", kind="stall", unit="cycles",
+                                      source="measured: schedstat run-queue delay of every thread, read by the "
+                                             "sync shim when each thread exits",
+                                      status="ok", description=CATEGORY_HELP["runqueue_delay_cycles"]))
+        for name, desc in _COUNTS:
+            got.columns.append(ColumnInfo(name=name, kind="counter", unit="count", source=SHIM_SOURCE,
+                                          status="ok", description=desc))
+        return got

@@ -8,7 +8,9 @@ An unavailable meter has no column; its reason is in the metadata (notes.meters.
 
 A `.csv` file is written row by row (flushed: a crash loses at most the row being written), its
 metadata in FILE.meta.json beside it from the start; a `.json` file is rewritten whole every
-few seconds and at the end.
+few seconds and at the end. Both go through corecast.outputs (a new file made with O_EXCL and
+renamed only over a regular file; a device or a pipe written in place, without a sidecar); the
+files are named on standard error when the recording ends.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, outputs
 from ..dataset import ColumnInfo, Dataset, Machine, load, sidecar_path
 from ..errors import UserError
 from .board import Snapshot
@@ -32,7 +34,9 @@ class Recorder:
     def __init__(self, path: str | Path, snap: Snapshot, machine: Machine, command: str, cpus: int):
         self.path = Path(path)
         suffix = self.path.suffix.lower()
-        if suffix not in (".csv", ".json"):
+        # a device or a pipe: CSV unless named .json, and a JSON document once, at the end
+        self.in_place = outputs.check(path) in ("in place", "descriptor")
+        if suffix not in (".csv", ".json") and not self.in_place:
             raise UserError(f"--record {path}: give a .csv or .json file")
         self.json = suffix == ".json"
         self.cpus = cpus
@@ -71,18 +75,22 @@ class Recorder:
         self.template = Dataset(cores=[], metrics={n: [] for n in names}, columns={n: infos[n] for n in names},
                                 machine=machine, command=command, corecast_version=__version__, notes=notes)
         self.rows: list[list[float | None]] = []
-        self._fh = None
+        self._out: outputs.Output | None = None
+        self._fh: Any = None
         self._last_json = 0.0
-        try:
-            if self.json:
+        if self.json:
+            if not self.in_place:
                 self._write_json()
-            else:
-                side = sidecar_path(self.path)
-                side.write_text(json.dumps(self.template.metadata(), indent=1, sort_keys=True) + "\n")
-                self._fh = open(self.path, "w", buffering=1)
+        else:
+            self._out = outputs.Output(self.path, what="the meter series", live=True)
+            self._fh = self._out.open()
+            try:
+                self._write_sidecar(announce=False)
                 self._fh.write(",".join(["cores"] + names) + "\n")
-        except OSError as err:
-            raise UserError(f"--record {path}: cannot write: {err.strerror or err}") from None
+                self._fh.flush()
+            except BaseException:
+                self._out.abort()
+                raise
 
     def add(self, elapsed_s: float, snap: Snapshot) -> None:
         meters = {m.index: r for m, r in snap.meters}
@@ -100,26 +108,34 @@ class Recorder:
                 row.append(float(adv[i].allowed))
         if self._fh is not None:
             self._fh.write(",".join([str(self.cpus)] + ["" if v is None else repr(float(v)) for v in row]) + "\n")
+            self._fh.flush()
         else:
             self.rows.append(row)
-            if time.monotonic() - self._last_json >= JSON_EVERY_S:
+            if time.monotonic() - self._last_json >= JSON_EVERY_S and not self.in_place:
                 self._write_json()
 
-    def _write_json(self) -> None:
+    def _write_json(self, final: bool = False) -> None:
         names = ["elapsed_s"] + [c[0] for c in self.columns]
         arr = np.array([[np.nan if v is None else v for v in r] for r in self.rows], dtype=float).reshape(-1, len(names))
         ds = Dataset(cores=[self.cpus] * len(self.rows), metrics={n: arr[:, j] for j, n in enumerate(names)},
                      columns=dict(self.template.columns), machine=self.template.machine,
                      command=self.template.command, corecast_version=__version__, notes=self.template.notes)
-        ds.to_json(self.path)
+        outputs.write_text(self.path, ds.to_json(), f"the meter series, {len(self.rows)} rows", announce=final)
         self._last_json = time.monotonic()
 
+    def _write_sidecar(self, announce: bool) -> None:
+        if self._out is not None and self._out.regular:
+            outputs.write_text(sidecar_path(self.path), json.dumps(self.template.metadata(), indent=1, sort_keys=True)
+                               + "\n", "its metadata", announce=announce)
+
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
+        if self._out is not None:
             self._fh = None
+            self._out.commit()
+            self._write_sidecar(announce=True)
+            self._out = None
         elif self.json:
-            self._write_json()
+            self._write_json(final=True)
 
 
 # ============================================================================================

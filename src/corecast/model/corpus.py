@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..dataset import Dataset, read_csv
-from ..errors import UserError
+from ..errors import UserError, read_input
 from ..target import ORDERS, MachineSpec, parse_spec
 
 
@@ -57,10 +57,15 @@ def load_corpus(folder: str | Path) -> list[Series]:
         meta: dict[str, Any] = {}
         spec = src / "source.toml"
         if spec.exists():
+            # read as any file a user gives: a folder or a FIFO by that name is one line
             try:
-                meta = tomllib.loads(spec.read_text(encoding="utf-8"))
+                meta = tomllib.loads(read_input(spec, "source description", limit=1 << 20)[0].decode("utf-8"))
+            except UnicodeDecodeError:
+                raise UserError(f"{spec}: not a text file (TOML expected)") from None
             except tomllib.TOMLDecodeError as err:
                 raise UserError(f"{spec}: not valid TOML ({err})") from None
+            except RecursionError:
+                raise UserError(f"{spec}: not valid TOML (nested too deep)") from None
         machine = parse_spec(str(meta["machine"])) if meta.get("machine") else None
         for csv in sorted(src.glob("*.csv")):
             ds = read_csv(csv)

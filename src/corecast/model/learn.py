@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from . import auto, twopoint
+from . import auto, methods, twopoint
 from .base import Fitted
 from .corpus import Series, train_max
 from .priors import FALLBACK_SMT_YIELD, Priors
@@ -60,7 +60,9 @@ from .topo import Layout, OnTarget, fit_for_target
 SWITCH_RATIOS = (math.inf,)
 COHERENCY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 CROSS_COSTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-MEMBERS = ("usl", "amdahl", "power", "pmnf", "timex")
+#: The members auto's default may be: every method that runs on any data, by rank (the simplest
+#: first: choose_bagged gives a tie to the earlier).
+MEMBERS = methods.RANKED
 #: The blend a default may take: the USL with Amdahl's law, i.e. its coherency term shrunk toward
 #: none -- β fitted on a short range is the least certain thing about it. (Free partners were
 #: tried: which one won changed with the source left out, and held-out errors were no better.)

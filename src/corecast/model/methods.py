@@ -46,6 +46,11 @@ class Method:
     role: str                       # "method" or "member"
     needs_stalls: bool = False      # applicable only to data with stall categories
     combines: bool = False          # combines the registered methods: takes all their options
+    #: Where a method that runs on any data (no stall categories) stands when one of them is
+    #: chosen -- auto's default member (model.learn), the baselines a corpus is scored against
+    #: (model.scorecard): lowest first, and the lower wins a tie (the simplest first). None for a
+    #: method that needs stall categories, and only for one.
+    rank: int | None = None
 
     @property
     def options(self) -> frozenset[str]:
@@ -60,6 +65,10 @@ def _registry(*entries: Method) -> dict[str, Method]:
         if m.role not in ("method", "member") or m.combines:
             raise ValueError(f"method '{m.name}': not a single method (role '{m.role}')")
         declared(m.fit)             # a **kwargs fit function is refused at import, not at the first fit
+        if (m.rank is None) != m.needs_stalls:
+            raise ValueError(f"method '{m.name}': a rank if and only if it runs without stall categories")
+        if m.rank is not None and m.rank in {o.rank for o in out.values()}:
+            raise ValueError(f"method '{m.name}': rank {m.rank} taken")
         out[m.name] = m
     return out
 
@@ -68,17 +77,19 @@ def _registry(*entries: Method) -> dict[str, Method]:
 REGISTRY: Mapping[str, Method] = _registry(
     # stall categories extrapolated one by one, turned into time by a scaling factor
     Method("estima", estima.fit_dataset, "method", needs_stalls=True),
-    Method("timex", timex.fit_dataset, "method"),     # the time series extrapolated directly
-    Method("usl", laws.fit_usl, "method"),            # the Universal Scalability Law
-    Method("amdahl", laws.fit_amdahl, "member"),      # Amdahl's law: the USL with β = 0
-    Method("power", laws.fit_power, "member"),        # the local power law of the throughput
-    Method("pmnf", laws.fit_pmnf, "member"),          # Extra-P's one-term normal form of the throughput
+    Method("timex", timex.fit_dataset, "method", rank=4),     # the time series extrapolated directly
+    Method("usl", laws.fit_usl, "method", rank=0),            # the Universal Scalability Law
+    Method("amdahl", laws.fit_amdahl, "member", rank=1),      # Amdahl's law: the USL with β = 0
+    Method("power", laws.fit_power, "member", rank=2),        # the local power law of the throughput
+    Method("pmnf", laws.fit_pmnf, "member", rank=3),          # Extra-P's one-term normal form of the throughput
 )
 
 #: The single methods offered as --method.
 BASE = tuple(n for n, m in REGISTRY.items() if m.role == "method")
 #: The scaling laws `auto` combines with the methods above; not offered as --method.
 MEMBERS = tuple(n for n, m in REGISTRY.items() if m.role == "member")
+#: The methods that run on any data, by rank (see Method.rank).
+RANKED = tuple(sorted((n for n, m in REGISTRY.items() if m.rank is not None), key=lambda n: REGISTRY[n].rank))
 #: Every option some method declares.
 OPTIONS: frozenset[str] = frozenset().union(*(declared(m.fit) for m in REGISTRY.values()))
 

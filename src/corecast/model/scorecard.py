@@ -22,15 +22,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import UserError
-from . import extrap, learn, predictors
+from . import extrap, learn, methods, predictors
 from .corpus import Series, train_max
 from .priors import Priors
 from .priors import load as load_priors
 from .series import convert
 from .topo import fit_for_target
 
-#: Methods scored besides auto by default.
-BASELINES = ("usl", "timex")
+#: Methods scored besides auto by default: those offered as --method that run on any data, by rank.
+BASELINES = tuple(n for n in methods.RANKED if methods.REGISTRY[n].role == "method")
 
 
 @dataclass

@@ -11,9 +11,13 @@ workloads fast, and a single fit is a batch of one. It reaches the same least-sq
 as R's `usl` package (nls with the port algorithm).
 
 Standard errors come from the Jacobian at the optimum (σ² (JᵀJ)⁻¹ with σ² = RSS/(n − 3)), as
-nls reports them; intervals use Student's t with n − 3 degrees of freedom.
+nls reports them; intervals use Student's t with n − 3 degrees of freedom. The fit and every
+statistic (RSS, σ, the covariance, R², the F test, bands) are computed on the throughput divided
+by its largest value and scaled back, so data near 1e308 or 1e-308 neither overflow (an
+efficiency X/(γN) of 0.5 printed as 0) nor underflow (a zero RSS read as "β is not needed", a γ
+interval whose low end was the solver's bound 1e-300, above γ).
 
-Size: about 650 lines, one subject: Gunther's methodology is the law, its bounded fit and the
+Size: about 700 lines, one subject: Gunther's methodology is the law, its bounded fit and the
 checks of the data against the fitted law (`analyze`), and the checks read the fit's
 statistics throughout. The USL as a predicting method (`--method usl`) is `laws.USLMethod`.
 """
@@ -226,6 +230,17 @@ class USLFit:
     amdahl: bool = False
     method: str = "usl"
     warnings: list[str] = field(default_factory=list)
+    # The unit the statistics are computed in: X / scale (see the module doc); rss and cov above
+    # are in X's own unit, and may be inf or 0 where that unit is near the floats' limits.
+    scale: float = 1.0
+    rss_unit: float = math.nan
+    cov_unit: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.cov_unit is None:
+            self.cov_unit = self.cov
+        if math.isnan(self.rss_unit):
+            self.rss_unit = self.rss
 
     @property
     def n(self) -> int:
@@ -240,9 +255,14 @@ class USLFit:
         return self.n - self.n_params
 
     @property
+    def sigma_unit(self) -> float:
+        """Residual standard error in the fit's unit (X / scale)."""
+        return math.sqrt(self.rss_unit / self.dof) if self.dof > 0 else math.nan
+
+    @property
     def sigma(self) -> float:
         """Residual standard error."""
-        return math.sqrt(self.rss / self.dof) if self.dof > 0 else math.nan
+        return self.sigma_unit * self.scale
 
     @property
     def params(self) -> np.ndarray:
@@ -250,13 +270,15 @@ class USLFit:
 
     @property
     def se(self) -> np.ndarray:
+        assert self.cov_unit is not None
         with np.errstate(invalid="ignore"):
-            return np.sqrt(np.diag(self.cov))
+            return np.sqrt(np.diag(self.cov_unit)) * np.array([1.0, 1.0, self.scale])
 
     @property
     def r2(self) -> float:
-        tss = float(((self.X - self.X.mean()) ** 2).sum())
-        return 1.0 - self.rss / tss if tss > 0 else math.nan
+        xu = self.X / self.scale
+        tss = float(((xu - xu.mean()) ** 2).sum())
+        return 1.0 - self.rss_unit / tss if tss > 0 else math.nan
 
     def fitted(self, n: np.ndarray | None = None) -> np.ndarray:
         return usl(self.N if n is None else n, self.alpha, self.beta, self.gamma)
@@ -273,7 +295,7 @@ class USLFit:
     def confint(self, level: float = 0.95) -> np.ndarray:
         """(3, 2) Wald intervals for α, β, γ, clipped to the parameter bounds."""
         t = self.t_quantile(level)
-        lo = np.maximum(self.params - t * self.se, LOWER)
+        lo = np.maximum(self.params - t * self.se, 0.0)      # γ's solver bound 1e-300 is no bound of γ
         hi = np.minimum(self.params + t * self.se, UPPER)
         return np.column_stack([lo, hi])
 
@@ -304,17 +326,19 @@ class USLFit:
 
     def n_max_se(self) -> float:
         """Delta-method standard error of N_max."""
-        if self.beta <= 0 or self.alpha >= 1 or not np.all(np.isfinite(self.cov[:2, :2])):
+        assert self.cov_unit is not None
+        cov = self.cov_unit[:2, :2]                 # α and β have no unit
+        if self.beta <= 0 or self.alpha >= 1 or not np.all(np.isfinite(cov)):
             return math.nan
         nm = self.n_max
         grad = np.array([-1.0 / (2.0 * self.beta * nm), -nm / (2.0 * self.beta)])
-        return float(math.sqrt(max(grad @ self.cov[:2, :2] @ grad, 0.0)))
+        return float(math.sqrt(max(grad @ cov @ grad, 0.0)))
 
     def efficiency(self, n: np.ndarray | None = None, x: np.ndarray | None = None) -> np.ndarray:
         """X / (γ N): 1 is perfectly linear scaling."""
         n = self.N if n is None else np.asarray(n, dtype=float)
         x = self.X if x is None else np.asarray(x, dtype=float)
-        return x / (self.gamma * n)
+        return x / self.gamma / n                   # γ N may overflow where X does not
 
     def capacity(self, n: np.ndarray | None = None, x: np.ndarray | None = None) -> np.ndarray:
         """Relative capacity C(N) = X(N) / γ: the speed-up over one unit without overhead."""
@@ -323,7 +347,8 @@ class USLFit:
 
     # ---- bands
     def _grad(self, n: np.ndarray) -> np.ndarray:
-        p = np.array([[self.alpha, self.beta, self.gamma]])
+        """The model's gradient in the fit's unit (γ / scale)."""
+        p = np.array([[self.alpha, self.beta, self.gamma / self.scale]])
         _, J = _model_and_jac(p, np.atleast_2d(n))
         return J[0]
 
@@ -337,12 +362,13 @@ class USLFit:
         n = np.asarray(n, dtype=float)
         y = self.fitted(n)
         G = self._grad(n)
-        cov = np.where(np.isfinite(self.cov), self.cov, 0.0)
+        assert self.cov_unit is not None
+        cov = np.where(np.isfinite(self.cov_unit), self.cov_unit, 0.0)
         var = np.einsum("pi,ij,pj->p", G, cov, G)
         if kind == "prediction":
-            var = var + (self.sigma ** 2 if self.dof > 0 else math.nan)
+            var = var + (self.sigma_unit ** 2 if self.dof > 0 else math.nan)
         t = self.t_quantile(level)
-        half = t * np.sqrt(np.maximum(var, 0.0))
+        half = t * np.sqrt(np.maximum(var, 0.0)) * self.scale
         return y, np.maximum(y - half, 0.0), y + half
 
     def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
@@ -368,13 +394,19 @@ def fit(N: Sequence[float] | np.ndarray, X: Sequence[float] | np.ndarray, amdahl
         raise ValueError("at least 2 points are needed")
     p, rss = fit_batch(N[None, :], X[None, :], amdahl=amdahl)
     a, b, g = (float(v) for v in p[0])
-    _, J = _model_and_jac(p, N[None, :])
+    # the statistics in the unit fit_batch fitted in (X / its largest value): no overflow or
+    # underflow of the RSS, the Jacobian or the covariance at the floats' ends
+    top = float(np.max(np.abs(X)))
+    scale = top if top > 0 and math.isfinite(top) else 1.0
+    pu = np.array([[a, b, g / scale]])
+    rss_u = float(np.sum((X / scale - usl(N, a, b, g / scale)) ** 2))
+    _, J = _model_and_jac(pu, N[None, :])
     J = J[0]
     k = 2 if amdahl else 3
     dof = len(N) - k
     cov = np.full((3, 3), np.nan)
     if dof > 0:
-        s2 = float(rss[0]) / dof
+        s2 = rss_u / dof
         cols = [0, 2] if amdahl else [0, 1, 2]
         JtJ = J[:, cols].T @ J[:, cols]
         try:
@@ -387,8 +419,12 @@ def fit(N: Sequence[float] | np.ndarray, X: Sequence[float] | np.ndarray, amdahl
                 cov[ci, cj] = sub[i, j]
         if amdahl:
             cov[1, :] = cov[:, 1] = 0.0
-    return USLFit(alpha=a, beta=0.0 if amdahl else b, gamma=g, N=N, X=X, rss=float(rss[0]), cov=cov,
-                  amdahl=amdahl, method="amdahl" if amdahl else "usl")
+    units = np.array([1.0, 1.0, scale])
+    with np.errstate(over="ignore", invalid="ignore"):
+        cov_x = cov * units[:, None] * units[None, :]
+    return USLFit(alpha=a, beta=0.0 if amdahl else b, gamma=g, N=N, X=X, rss=float(rss[0]), cov=cov_x,
+                  amdahl=amdahl, method="amdahl" if amdahl else "usl", scale=scale, rss_unit=rss_u,
+                  cov_unit=cov)
 
 
 def through_two(n1: float, x1: float, n2: float, x2: float, share: float) -> tuple[float, float, float, float] | None:
@@ -501,7 +537,7 @@ class Analysis:
             y, lo, hi = f.band(n, self.level, "prediction")
             out["predictions"] = [
                 {"cores": _intish(c), "throughput": float(v), "low": num(float(l)), "high": num(float(h)),
-                 "efficiency": float(v / (f.gamma * c))}
+                 "efficiency": float(v / f.gamma / c)}
                 for c, v, l, h in zip(n, y, lo, hi)]
         return out
 
@@ -520,26 +556,26 @@ def overheads(f: USLFit, n: float) -> dict[str, float]:
     return {"contention": cont / d, "coherency": coh / d}
 
 
-def _aicc(rss: float, n: int, k: int) -> float:
-    # Gaussian likelihood with σ estimated: k parameters plus σ.
+def _aicc(rss_unit: float, n: int, k: int, scale: float = 1.0) -> float:
+    # Gaussian likelihood with σ estimated: k parameters plus σ; RSS = rss_unit · scale².
     kk = k + 1
-    if rss <= 0 or n - kk - 1 <= 0:
+    if rss_unit <= 0 or n - kk - 1 <= 0:
         return math.nan
-    return n * math.log(rss / n) + 2 * kk + 2 * kk * (kk + 1) / (n - kk - 1)
+    return n * (math.log(rss_unit / n) + 2 * math.log(scale)) + 2 * kk + 2 * kk * (kk + 1) / (n - kk - 1)
 
 
 def nested_test(full: USLFit) -> NestedTest:
-    am = fit(full.N, full.X, amdahl=True)
+    am = fit(full.N, full.X, amdahl=True)           # the same data: the same unit (scale)
     n = full.n
     dof = n - 3
-    if dof > 0 and full.rss > 0:
-        f_stat = max(am.rss - full.rss, 0.0) / (full.rss / dof)
+    if dof > 0 and full.rss_unit > 0:
+        f_stat = max(am.rss_unit - full.rss_unit, 0.0) / (full.rss_unit / dof)
         p = float(stats.f.sf(f_stat, 1, dof))
     elif dof > 0:
-        f_stat, p = (math.inf, 0.0) if am.rss > 0 else (0.0, 1.0)
+        f_stat, p = (math.inf, 0.0) if am.rss_unit > 0 else (0.0, 1.0)
     else:
         f_stat, p = math.nan, math.nan
-    a_u, a_a = _aicc(full.rss, n, 3), _aicc(am.rss, n, 2)
+    a_u, a_a = _aicc(full.rss_unit, n, 3, full.scale), _aicc(am.rss_unit, n, 2, am.scale)
     if math.isfinite(p):
         needed = p < 0.05
         summary = (f"β is needed: the USL fits significantly better than Amdahl's law "
@@ -595,7 +631,7 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
         fv = float(f.fitted(np.array([c]))[0])
         points.append(PointCheck(cores=float(c), throughput=med, low=float(v.min()), high=float(v.max()),
                                  count=len(v), fitted=fv, residual=med - fv,
-                                 efficiency=float(med / (f.gamma * c)), capacity=float(med / f.gamma),
+                                 efficiency=float(med / f.gamma / c), capacity=float(med / f.gamma),
                                  **overheads(f, float(c))))
 
     if len(distinct) < 6:
@@ -640,8 +676,8 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
                         f"N = {a.cores:g} ({a.throughput:.4g}) and N = {c.cores:g} ({c.throughput:.4g}) "
                         "where the fitted curve is monotone; re-measure it")
     # Large internally studentised residuals (raw rows).
-    if f.dof >= 2 and f.rss > 0:
-        _, J = _model_and_jac(f.params[None, :], N[None, :])
+    if f.dof >= 2 and f.rss_unit > 0:
+        _, J = _model_and_jac(np.array([[f.alpha, f.beta, f.gamma / f.scale]]), N[None, :])
         J = J[0]
         try:
             # the hat matrix's diagonal only, row by row: J P J^T would be n x n (3.2 GB at 20,000 rows)
@@ -649,7 +685,7 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
             h = np.clip(np.einsum("ij,jk,ik->i", J, P, J), 0.0, 0.9999)
         except np.linalg.LinAlgError:
             h = np.zeros(len(N))
-        stud = f.residuals / (f.sigma * np.sqrt(1.0 - h))
+        stud = (X / f.scale - f.fitted() / f.scale) / (f.sigma_unit * np.sqrt(1.0 - h))
         for c in distinct:
             sel = N == c
             worst = float(np.max(np.abs(stud[sel])))

@@ -167,7 +167,7 @@ def render_loaded(run: "Run", con: Console) -> None:
 
 def render_profile(profile: MemoryProfile, path: str, con: Console) -> None:
     levels = ", ".join(f"{c.level} {fmt(c.latency_ns)} ns up to {fmt_bytes(c.size_bytes)}" for c in profile.caches)
-    con.print(f"memory profile written to {path}: {levels or 'no cache levels'}; DRAM "
+    con.print(f"memory profile: {levels or 'no cache levels'}; DRAM "
               f"{fmt(profile.dram_latency_ns)} ns; per-core limit "
               f"{fmt(profile.per_core_concurrency_limit) if profile.per_core_limit_reached else 'not reached'}; "
               f"peak {gbs(profile.peak_bandwidth_bytes_s_per_socket)} per socket")
@@ -184,7 +184,7 @@ def render_calibration(doc: Mapping[str, Any], path: str, con: Console) -> None:
     con.print(f"machine: {m.get('model') or 'unknown model'}; {m['sockets']} socket(s) x {m['cores_per_socket']} "
               f"cores x {m['threads_per_core']} thread(s)")
     render_profile_summary(doc.get("memory"), con)
-    con.print(f"wrote {path} in {doc['elapsed_s']:.1f} s")
+    con.print(f"calibrated in {doc['elapsed_s']:.1f} s")
     print_notices(con, doc.get("warnings", []))
 
 

@@ -41,8 +41,10 @@ def fit_options(data: Dataset, *, kernels: str | None = None, checkpoints: int |
             raise UserError(f"--kernels: {err.args[0]}") from None
     else:
         ks = None
-    if checkpoints is not None and checkpoints < 0:
-        raise UserError("--checkpoints must be >= 0")
+    if checkpoints is not None and checkpoints < 1:
+        # 0 left nothing to validate on, and the in-sample error was reported as "validated at"
+        raise UserError(f"--checkpoints {checkpoints}: at least 1 (leave it out for the default, which "
+                        "grows with the number of points)")
     if clock is not None:
         if not (math.isfinite(clock) and 0.01 <= clock <= 100):
             raise UserError(f"--clock {clock:g}: give the clock frequency in GHz (e.g. 2.5)")

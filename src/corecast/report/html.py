@@ -17,8 +17,7 @@ import io
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .. import __version__
-from ..errors import UserError
+from .. import __version__, outputs
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:70rem;
@@ -87,11 +86,6 @@ def figure(fig: Any, caption: str | None = None) -> str:
     return f"<figure>{svg}{cap}</figure>"
 
 
-def write(path: str | Path, text: str) -> None:
-    p = Path(path)
-    try:
-        if p.parent and not p.parent.exists():
-            p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise UserError(f"{path}: cannot write the report: {err.strerror or err}") from None
+def write(path: str | Path, text: str, what: str = "HTML report") -> None:
+    """Write a page through corecast.outputs (no folder is created; the file is named)."""
+    outputs.write_text(path, text, what)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .. import outputs
 from ..errors import UserError
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -19,22 +20,21 @@ def pyplot() -> Any:
 
 
 def check_plot_path(path: str | Path) -> str:
-    """The format for `path` from its extension; a UserError for any other extension.
+    """The format for `path` from its extension; a UserError for any other extension, or for a
+    name that cannot be written (see corecast.outputs: no such folder, a folder, a link).
 
     Called before the work is done, so a typo does not cost a long computation.
     """
     ext = Path(path).suffix.lower()
+    kind = outputs.check(path)
     if ext not in FORMATS:
+        if kind in ("in place", "descriptor"):
+            return "png"                    # a device, a pipe, /dev/stdout: no extension to go by
         raise UserError(f"{path}: cannot tell the plot format from the extension (use .png, .svg or .pdf)")
-    parent = Path(path).parent
-    if str(parent) and not parent.exists():
-        raise UserError(f"{path}: directory {parent} does not exist")
     return FORMATS[ext]
 
 
-def save(fig: Any, path: str | Path) -> None:
+def save(fig: Any, path: str | Path, what: str = "plot") -> None:
+    """Write the figure through corecast.outputs (which names the file on standard error)."""
     fmt = check_plot_path(path)
-    try:
-        fig.savefig(path, format=fmt, dpi=130, bbox_inches="tight")
-    except OSError as err:
-        raise UserError(f"{path}: cannot write the plot: {err.strerror or err}") from None
+    outputs.save_figure(fig, path, fmt, what, dpi=130, bbox_inches="tight")

@@ -8,16 +8,17 @@ from typing import Any, Sequence
 import numpy as np
 from rich.console import Console
 
+from ..sched.policies import POLICIES, VARIANTS
 from .plots import pyplot
 from .terminal import fmt, make_table, print_notices
 
-POLICY_LABEL = {"hsp": "HSP", "rr": "RR", "adwrr": "A-DWRR", "eqp": "EQP", "acfs": "ACFS",
-                "energy": "energy", "cfs": "CFS", "acfs-big": "ACFS (big ref.)"}
 COLOURS = ["#1f5f99", "#8c6d1f", "#7a9a3a", "#b3261e", "#5b3f8c", "#2a8c8c", "#777777", "#c77c1e"]
 
 
 def label(p: str) -> str:
-    return POLICY_LABEL.get(p, p)
+    """How tables and plots name policy `p`: its class's label (sched.policies' registry), else its name."""
+    cls = POLICIES.get(p) or VARIANTS.get(p)
+    return (cls.label or p) if cls is not None else p
 
 
 # ------------------------------------------------------------------------ sim

@@ -57,6 +57,15 @@ def prediction_rows(a: Analysis, at: Sequence[float]) -> list[list[Any]]:
     return [[c, v, l, h, v / (a.fit.gamma * c)] for c, v, l, h in zip(n, y, lo, hi)]
 
 
+def _rss_pair(am: Any, f: Any) -> str:
+    """The two residual sums of squares, or their ratio where X's unit puts them past the floats
+    (an RSS of 1e600 is inf, one of 1e-600 is 0; the fit's own unit keeps them)."""
+    if all(math.isfinite(x.rss) and (x.rss > 0) == (x.rss_unit > 0) for x in (am, f)):
+        return f"RSS {fmt(am.rss)} vs USL {fmt(f.rss)}"
+    ratio = am.rss_unit / f.rss_unit if f.rss_unit > 0 else math.inf
+    return f"RSS {fmt(ratio)} times the USL's"
+
+
 def render_terminal(a: Analysis, con: Console, label: str, predict_at: Sequence[float] | None = None) -> None:
     f = a.fit
     con.print(f"[bold]USL fit[/bold] of {label}: throughput from {a.source}, {f.n} points at "
@@ -70,7 +79,7 @@ def render_terminal(a: Analysis, con: Console, label: str, predict_at: Sequence[
     con.print(f"[bold]Verdict:[/bold] {a.verdict}")
     am = a.nested.amdahl
     con.print(f"[bold]Amdahl's law[/bold] (β = 0): α = {fmt(am.alpha)}, γ = {fmt(am.gamma)}, ceiling "
-              f"γ/α = {fmt(am.x_roof)}, RSS {fmt(am.rss)} vs USL {fmt(f.rss)}. {a.nested.summary}.")
+              f"γ/α = {fmt(am.x_roof)}, {_rss_pair(am, f)}. {a.nested.summary}.")
     con.print()
     styles = ["bold red" if p.flags else None for p in a.points]
     con.print(make_table("Points", POINT_HEADERS, point_rows(a), styles=styles))

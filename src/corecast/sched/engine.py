@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from ..parsing import fmt_time
 from .machine import Machine, rates
 from .policy import Policy, View
 from .sfsource import IPCSampler
@@ -31,6 +32,8 @@ from .workload import Workload, segments
 SF_SOURCES = ("true", "ipc-sampling", "model")
 MAX_THREADS_PER_CORE = 256
 REESTIMATE_S = 0.1
+MAX_QUANTA = 10_000_000         # quanta a simulation may span, from a lower bound of its time
+RUN_QUANTA = 10 * MAX_QUANTA    # quanta simulated before giving up (a starved thread)
 
 
 @dataclass
@@ -404,9 +407,9 @@ class _Sim:
                 self._advance(dt, rate, app_rate)
             if stop:
                 break
-            if self.t > self.o.max_time:
-                raise UserError(f"{self.wl.name}: still running after {self.o.max_time:g} simulated seconds "
-                                f"under {self.policy.name}: is a thread starved?")
+            if self.t > min(self.o.max_time, RUN_QUANTA * q):
+                raise UserError(f"{self.wl.name}: still running after {self.t:g} simulated seconds "
+                                f"({self.t / q:,.0f} quanta) under {self.policy.name}: is a thread starved?")
             done = np.zeros(0, dtype=np.int64)
             apps_done = np.zeros(0, dtype=np.int64)
             if fin_t <= dt + eps * max(1.0, self.t):
@@ -467,11 +470,42 @@ def _model_estimates(app, machine: Machine, model) -> np.ndarray:
     return out
 
 
+def least_time(workload: Workload, machine: Machine) -> float:
+    """A lower bound of the simulated time of `workload` on `machine` under any policy: every
+    application completes its runs (`runs` with restarts, else one), each run at least its work
+    at its phases' fastest rate spread over min(threads, cores) cores, and all of them together
+    at least their work over every core."""
+    cores = machine.cores
+    dsf = machine.default_sf()
+    alone, total = 0.0, 0.0
+    for a in workload.apps:
+        sf = np.array([p.sf if p.sf is not None else dsf for p in a.phases])
+        core_s = float((np.array([p.work_s for p in a.phases]) / rates(machine, sf).max(axis=1)).sum())
+        alone = max(alone, core_s / min(a.threads, cores))
+        total += core_s / cores
+    rules = workload.rules
+    return (rules.runs if rules.restart else 1) * max(alone, total)
+
+
+def check_quanta(workload: Workload, machine: Machine, options: Options) -> None:
+    """Refuse a simulation of more than MAX_QUANTA quanta (from `least_time`) before it starts:
+    `work_s = 1e6` or a 1 us quantum would otherwise run for days."""
+    q = options.quantum
+    t = least_time(workload, machine)
+    if options.until is not None:
+        t = min(t, options.until)
+    if t / q > MAX_QUANTA:
+        raise UserError(f"{workload.name} on {machine.name}: at least {t:,.0f} simulated seconds, {t / q:,.0f} "
+                        f"quanta of {fmt_time(q)}; at most {MAX_QUANTA:,} quanta (fewer runs, less work or a "
+                        "longer --quantum)")
+
+
 def simulate(workload: Workload, machine: Machine, policy: Policy, options: Options | None = None) -> SimResult:
     """Run `workload` on `machine` under `policy` (see the module documentation)."""
     o = options or Options()
     if not (o.quantum > 0 and math.isfinite(o.quantum)):
         raise UserError(f"--quantum {o.quantum}: must be a positive time")
+    check_quanta(workload, machine, o)
     if not (o.migration_cost >= 0 and math.isfinite(o.migration_cost)):
         raise UserError(f"--migration-cost {o.migration_cost}: must be 0 or more")
     source = o.sf_source or policy.default_sf_source

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Options, SimResult, simulate
+from .engine import Options, SimResult, check_quanta, simulate
 from .machine import Machine
 from .policies import Alone, FairShare, make_policy
 from .policy import Policy
@@ -104,6 +104,7 @@ class References:
         ref = Options(quantum=options.quantum, migration_cost=options.migration_cost,
                       sf_source="true", seed=options.seed, max_time=options.max_time)
         self._ref = ref
+        check_quanta(workload, machine.all_of(-1), ref)     # the longest reference: refused before any run
         self._alone: np.ndarray | None = None
         self._small: np.ndarray | None = None
 

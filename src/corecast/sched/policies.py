@@ -58,6 +58,7 @@ class HSP(Policy):
     """HSP: big cores to the applications with the highest application-wide speedup."""
 
     name = "hsp"
+    label = "HSP"
     period = None          # the ranking changes only when threads start or stop
     trusted = True
 
@@ -100,6 +101,7 @@ class RR(Policy):
     """RR: big cores fair-shared among applications, passed on every period (periodic migrations)."""
 
     name = "rr"
+    label = "RR"
     period = None
     period_s = 0.1
     trusted = True
@@ -170,6 +172,7 @@ class ADWRR(_Ranked):
     """A-DWRR: equal CPU time scaled by core speed per thread (weighted); least served on the fastest cores."""
 
     name = "adwrr"
+    label = "A-DWRR"
     kind = 1
 
     def setup(self, v: View) -> None:
@@ -196,6 +199,7 @@ class EQP(_Ranked):
     """EQP: equal progress per thread; the highest estimated slowdowns run on the big cores (IPC-sampled SF)."""
 
     name = "eqp"
+    label = "EQP"
     kind = 2
     default_sf_source = "ipc-sampling"
 
@@ -213,6 +217,7 @@ class ACFS(_Ranked):
     """ACFS: equal slowdown per application (weighted by priority) from per-thread progress counters."""
 
     name = "acfs"
+    label = "ACFS"
     kind = 3
     #: what a thread's slowdown is measured against: "alone" (its application alone on the AMP
     #: with its TLP: the slowdown the metrics report) or "big" (a big core of its own)
@@ -299,6 +304,7 @@ class CFS(Policy):
     """cfs: asymmetry-agnostic, per-core run queues (wake to an idle core, idle cores pull from the busiest)."""
 
     name = "cfs"
+    label = "CFS"
     period = None
     trusted = True
 
@@ -385,6 +391,7 @@ class ACFSBig(ACFS):
     """acfs-big: ACFS with slowdowns measured against a big core rather than the application alone."""
 
     name = "acfs-big"
+    label = "ACFS (big ref.)"
 
     def __init__(self) -> None:
         super().__init__("big")
@@ -393,6 +400,18 @@ class ACFSBig(ACFS):
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (HSP, RR, ADWRR, EQP, ACFS, Energy, CFS)}
 VARIANTS: dict[str, type[Policy]] = {ACFSBig.name: ACFSBig}
 REFERENCES: dict[str, type[Policy]] = {p.name: p for p in (Alone, FairShare)}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Add a policy class to the registry under its `name` (usable as a class decorator): `sched
+    sim` compares it with the others by default, `sched policies` lists it, `--policy NAME`
+    and experiment files take it. Its name must be new."""
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise TypeError(f"{cls!r} is not a subclass of corecast.sched.Policy")
+    if cls.name in POLICIES or cls.name in VARIANTS or cls.name in REFERENCES or cls.name == Policy.name:
+        raise ValueError(f"policy '{cls.name}' registered twice (give the class a name of its own)")
+    POLICIES[cls.name] = cls
+    return cls
 
 
 def policy_names() -> list[str]:

@@ -88,6 +88,8 @@ class Policy(ABC):
     """Base class of scheduling policies (see the module documentation)."""
 
     name = "policy"
+    #: how tables and plots name it (default: its name)
+    label = ""
     #: quanta between periodic decisions; None: decide only at events (threads start or stop)
     period: int | None = 1
     #: or a period in seconds (rounded to whole quanta, at least one), which then wins

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import outputs
 from ..errors import UserError, opened
 from ..parsing import finite
 from .sfsource import phase_changes
@@ -370,10 +371,12 @@ def fit(w: Windows, max_features: int = 4, per_phase: bool = False, threshold: f
 
 # ------------------------------------------------------------------------ model files
 def save(model: SFModel, path: str | Path) -> None:
+    """Write the model through corecast.outputs (which names the file on standard error)."""
     try:
-        Path(path).write_text(json.dumps(model.to_dict(), indent=2, allow_nan=False) + "\n")
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: cannot write the model: {getattr(err, 'strerror', None) or err}") from None
+        text = json.dumps(model.to_dict(), indent=2, allow_nan=False) + "\n"
+    except ValueError as err:
+        raise UserError(f"{path}: cannot write the model: {err}") from None
+    outputs.write_text(path, text, "the SF model")
 
 
 def load_model(path: str | Path) -> SFModel:

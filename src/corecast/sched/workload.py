@@ -39,7 +39,10 @@ from ..errors import UserError
 from . import _toml as T
 
 MAX_THREADS = 4096          # threads in a workload, all applications together
+MAX_APPS = 1024             # applications in a workload (copies included)
 MAX_SEGMENTS = 100_000      # serial and parallel parts of one application
+MAX_WORK_S = 1e6            # work of one phase, in seconds of one big core (11.6 days)
+MAX_RUNS = 1000             # runs of the slowest application ([rules] runs, --runs)
 SUMMARIES = ("geomean", "mean", "first")
 SHARING = ("static", "dynamic")
 
@@ -166,7 +169,7 @@ _APP_KEYS = {"name", "threads", "priority", "sharing", "category", "copies", "ph
 
 
 def _phase(d: Mapping[str, Any], threads: int, where: str) -> Phase:
-    work = T.number(d, "work_s", where, low=0.0, strict_low=True, required=True)
+    work = T.number(d, "work_s", where, low=0.0, strict_low=True, high=MAX_WORK_S, required=True)
     sf = T.number(d, "sf", where, low=0.0, strict_low=True, high=1e3)
     tlp = T.whole(d, "tlp", where, low=1)
     if tlp is not None and tlp > threads:
@@ -196,7 +199,7 @@ def parse_workload(data: Mapping[str, Any], where: str = "<workload>") -> Worklo
     summary = T.text(rd, "summary", f"{where}: [rules]", "geomean")
     if summary not in SUMMARIES:
         raise UserError(f"{where}: [rules] summary '{summary}': choose {', '.join(SUMMARIES)}")
-    rules = Rules(int(T.whole(rd, "runs", f"{where}: [rules]", default=3, low=1, high=1000)), restart, summary)
+    rules = Rules(int(T.whole(rd, "runs", f"{where}: [rules]", default=3, low=1, high=MAX_RUNS)), restart, summary)
     raw = data.get("app")
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{where}: no [[app]] tables: a workload needs at least one application")
@@ -213,7 +216,7 @@ def parse_workload(data: Mapping[str, Any], where: str = "<workload>") -> Worklo
         sharing = T.text(a, "sharing", w, "static")
         if sharing not in SHARING:
             raise UserError(f"{w}: sharing '{sharing}': choose {', '.join(SHARING)}")
-        copies = int(T.whole(a, "copies", w, default=1, low=1, high=MAX_THREADS))
+        copies = int(T.whole(a, "copies", w, default=1, low=1, high=MAX_APPS))
         phases_raw = a.get("phase")
         inline = _PHASE_KEYS & set(a)
         if phases_raw is not None and inline:
@@ -230,6 +233,8 @@ def parse_workload(data: Mapping[str, Any], where: str = "<workload>") -> Worklo
         if nseg > MAX_SEGMENTS:
             raise UserError(f"{w}: {nseg} serial and parallel parts; at most {MAX_SEGMENTS}")
         cat = T.text(a, "category", w)
+        if len(apps) + copies > MAX_APPS:
+            raise UserError(f"{w}: {len(apps) + copies} applications so far; a workload has at most {MAX_APPS}")
         for c in range(copies):
             apps.append(App(name if copies == 1 else f"{name}#{c + 1}", threads, prio, sharing, cat, phases))
     total = sum(a.threads for a in apps)

@@ -88,6 +88,7 @@ class Dashboard:
         r.add_static("/static/", STATIC, show_index=False)
         r.add_get("/api/state", self.api(self.state))
         r.add_get("/api/catalogue", self.api(self.catalogue))
+        r.add_get("/api/registry", self.api(self.names))
         r.add_get("/api/campaign", self.api(self.campaign))
         r.add_get("/api/dataset", self.api(self.dataset))
         r.add_get("/api/predict", self.api(self.predict))
@@ -148,6 +149,11 @@ class Dashboard:
                 "meters": {"available": ok, "reason": why, "default": M.default_name(), "boards": boards,
                            "period_s": M.DEFAULT_PERIOD_S},
                 "machines": _bundled_machines()}
+
+    async def names(self, request: web.Request) -> dict[str, Any]:
+        """The names the page offers, from corecast's registries: the prediction methods
+        (--method), the scheduling policies, the meters."""
+        return _registry_names()
 
     async def catalogue(self, request: web.Request) -> dict[str, Any]:
         if self._catalogue is None:
@@ -456,6 +462,13 @@ def _virtual_counters() -> list[dict[str, Any]]:
     except ImportError:
         return []
     return [{"name": n, "unit": v[0], "scope": v[1], "description": v[2]} for n, v in VIRTUAL_COUNTERS.items()]
+
+
+def _registry_names() -> dict[str, list[str]]:
+    from ..meters.catalog import METERS
+    from ..model.predictors import METHODS
+    from ..sched.policies import POLICIES, VARIANTS
+    return {"methods": list(METHODS), "policies": [*POLICIES, *VARIANTS], "meters": list(METERS)}
 
 
 def _bundled_machines() -> list[str]:

@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +35,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import outputs
 from ..errors import UserError
 from ..native import native_path
 from . import native as N
 from . import x86
 from .synth import pack_uop
-from .trace import HEADER_RESERVE, LackeyParser, TraceWriter, read_trace
+from .trace import LackeyParser, TraceWriter, read_trace, write_trace
 
 
 @dataclass
@@ -150,6 +152,16 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
     vg = valgrind_path()
     _resolve_program(cmd)
     out = Path(out)
+    scratch = _scratch(out)
+    try:
+        return _capture_lackey(vg, cmd, out, scratch, markers, annotate, chunk_bytes, progress, env, decoding)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, markers: Sequence[str],
+                    annotate: bool, chunk_bytes: int, progress: Callable[[int], None] | None,
+                    env: dict[str, str] | None, decoding: Callable[[int, int], None] | None) -> CaptureInfo:
     t0 = time.monotonic()
     hex_markers = [int(m, 16) for m in markers if re.fullmatch(r"0x[0-9a-fA-F]+", m)]
     use_objdump = annotate and x86.objdump_available()
@@ -160,8 +172,8 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
     # Symbols can only be resolved after the run (load addresses); hex markers can go in now
     # when there is no annotation pass to place them.
     parser = LackeyParser(markers=hex_markers if not use_objdump else ())
-    raw_path = out.with_name(out.name + ".raw") if use_objdump else out
-    writer = TraceWriter(raw_path, {"source": "lackey", "command": list(cmd)})
+    raw_path = scratch / "raw.cctrace" if use_objdump else out
+    writer = TraceWriter(raw_path, {"source": "lackey", "command": list(cmd)}, announce=not use_objdump)
     rfd, wfd = os.pipe()
     args = [vg, "--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "-v", "-v",
             f"--log-fd={wfd}", *cmd]
@@ -170,7 +182,7 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
     except OSError as err:
         os.close(rfd)
         os.close(wfd)
-        writer.close()
+        writer.abort()
         raise UserError(f"cannot run valgrind: {err.strerror}") from None
     os.close(wfd)
     total = 0
@@ -189,13 +201,17 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
     except KeyboardInterrupt:
         proc.kill()
         proc.wait()
-        writer.close({"interrupted": True})
+        _keep_interrupted(writer, raw_path, out)
+        raise
+    except BaseException:               # a write error (a full disk): valgrind goes too
+        proc.kill()
+        proc.wait()
+        writer.abort()
         raise
     status = proc.wait()
     st = parser.stats()
     if st.trace_lines == 0:
-        writer.close()
-        _unlink(raw_path)
+        writer.abort()
         tail = "; ".join(line for line in st.messages[-5:] if "==" in line)[:300]
         raise UserError(f"valgrind produced no trace for {' '.join(cmd)} (exit status "
                         f"{status}){': ' + tail if tail else ''}")
@@ -212,19 +228,11 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
         if addr is None:
             warnings.append(f"marker {name!r} was not found in any object the program loaded")
     meta["markers"] = {k: (hex(v) if v is not None else None) for k, v in marker_addrs.items()}
-    writer.close(meta)
     info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[0]),
                        threads=max(1, st.threads), exit_status=status, annotated=False,
                        annotated_fraction=None, markers=marker_addrs,
                        objects=[o.path for o in objects], warnings=warnings)
-    if use_objdump:
-        try:
-            _annotate_file(raw_path, out, objects,
-                           [a for a in marker_addrs.values() if a is not None], info, decoding)
-        finally:
-            _unlink(raw_path)
-    info.seconds = time.monotonic() - t0
-    return info
+    return _finish(writer, meta, info, raw_path, out, objects, marker_addrs, use_objdump, decoding, t0)
 
 
 def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
@@ -237,9 +245,19 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
     if qemu is None:
         raise UserError("qemu-x86_64 is not installed (apt-get install qemu-user)")
     _resolve_program(cmd)
+    out = Path(out)
+    scratch = _scratch(out)
+    try:
+        return _capture_qemu(qemu, cmd, out, scratch, markers, annotate, progress, env, decoding)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _capture_qemu(qemu: str, cmd: Sequence[str], out: Path, scratch: Path, markers: Sequence[str],
+                  annotate: bool, progress: Callable[[int], None] | None, env: dict[str, str] | None,
+                  decoding: Callable[[int, int], None] | None) -> CaptureInfo:
     prog = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0])
     plugin = native_path("libcorecast_qemu.so")
-    out = Path(out)
     t0 = time.monotonic()
     hex_markers = np.array([int(m, 16) for m in markers if re.fullmatch(r"0x[0-9a-fA-F]+", m)],
                            dtype=np.uint64)
@@ -248,10 +266,10 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
     if annotate and not use_objdump:
         warnings.append("objdump not found (apt-get install binutils): the trace has no branch "
                         "or uop records, so branch MPKI and baseline CPI will be unavailable")
-    raw_path = out.with_name(out.name + ".raw") if use_objdump else out
-    maps_path = out.with_name(out.name + ".maps")
-    count_path = out.with_name(out.name + ".count")
-    writer = TraceWriter(raw_path, {"source": "qemu", "command": list(cmd)})
+    raw_path = scratch / "raw.cctrace" if use_objdump else out
+    maps_path = scratch / "maps"                # the private folder: nothing there can be planted
+    count_path = scratch / "count"
+    writer = TraceWriter(raw_path, {"source": "qemu", "command": list(cmd)}, announce=not use_objdump)
     # The plugin appends its records straight to the trace file being written: no pipe, no
     # Python in the path of the data. It keeps the instructions written so far in count_path
     # (8 bytes it maps), which progress reads.
@@ -278,9 +296,12 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
         proc.kill()
         proc.wait()
         writer.adopt_appended()
-        writer.close({"interrupted": True})
-        _unlink(maps_path)
-        _unlink(count_path)
+        _keep_interrupted(writer, raw_path, out)
+        raise
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        writer.abort()
         raise
     _unlink(count_path)
     writer.adopt_appended()
@@ -307,19 +328,50 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
         if addr is None:
             warnings.append(f"marker {name!r} was not found in any object the program loaded")
     meta["markers"] = {k: (hex(v) if v is not None else None) for k, v in marker_addrs.items()}
-    writer.close(meta)
     info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[0]),
                        threads=max(1, len(tids)), exit_status=status, annotated=False,
                        annotated_fraction=None, markers=marker_addrs,
                        objects=[o.path for o in objects], warnings=warnings)
+    return _finish(writer, meta, info, raw_path, out, objects, marker_addrs, use_objdump, decoding, t0)
+
+
+def _scratch(out: Path) -> Path:
+    """A private folder (mode 700, a fresh name) for what a capture makes on the way (the
+    undecoded trace, the plugin's maps and count): beside the trace when that is a file (one
+    file system), else in the temporary folder. The trace itself is checked first
+    (corecast.outputs: its folder exists, it is no folder and no planted link)."""
+    kind = outputs.check(out)
+    return Path(tempfile.mkdtemp(prefix=".corecast-capture-", dir=out.parent if kind in ("new", "regular") else None))
+
+
+def _summary(info: CaptureInfo) -> str:
+    """What the file holds, said when it is named on standard error."""
+    return (f"{info.records:,} records, {info.instructions:,} instructions, "
+            f"{info.threads} thread{'s' if info.threads > 1 else ''}"
+            + (f", {info.annotated_fraction:.1%} of instructions decoded"
+               if info.annotated and info.annotated_fraction is not None else "")
+            + f" ({info.seconds:.1f} s)")
+
+
+def _finish(writer: TraceWriter, meta: dict[str, Any], info: CaptureInfo, raw_path: Path, out: Path,
+            objects: list[x86.LoadedObject], marker_addrs: dict[str, int | None], use_objdump: bool,
+            decoding: Callable[[int, int], None] | None, t0: float) -> CaptureInfo:
+    """Close the raw trace: it is the trace, or (with objdump) the input of the decoding pass."""
+    info.seconds = time.monotonic() - t0
+    writer.close(meta, what=_summary(info))
     if use_objdump:
-        try:
-            _annotate_file(raw_path, out, objects,
-                           [a for a in marker_addrs.values() if a is not None], info, decoding)
-        finally:
-            _unlink(raw_path)
+        _annotate_file(raw_path, out, objects, [a for a in marker_addrs.values() if a is not None], info,
+                       decoding, t0)
     info.seconds = time.monotonic() - t0
     return info
+
+
+def _keep_interrupted(writer: TraceWriter, raw_path: Path, out: Path) -> None:
+    """Ctrl-C: what was traced is kept under the trace's name, undecoded."""
+    writer.close({"interrupted": True}, what=f"{writer.count:,} records, interrupted")
+    if raw_path != out:
+        tr = read_trace(raw_path)
+        write_trace(out, tr, what=f"{len(tr):,} records, interrupted (not decoded)")
 
 
 def _instructions_so_far(path: Path) -> int:
@@ -333,9 +385,8 @@ def _instructions_so_far(path: Path) -> int:
 def _with_markers(writer: TraceWriter, markers: np.ndarray) -> TraceWriter:
     """A writer of the same trace with a marker record before every fetch of a marker address
     (the plugin does not know them); the unmarked part is given up."""
-    data = np.memmap(writer._tmp, dtype=N.RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(writer.count,))
-    out = TraceWriter(writer.path.with_name(f"{writer.path.name}.marked"), dict(writer.meta))
-    out.path = writer.path                      # renamed into the trace's own name at close
+    data = writer.mapped()
+    out = TraceWriter(writer.path, dict(writer.meta))       # a second temporary file for the same name
     try:
         for i in range(0, writer.count, 1 << 22):
             recs = np.asarray(data[i:i + (1 << 22)])
@@ -419,7 +470,7 @@ def _unlink(p: Path) -> None:
 
 def _annotate_file(raw: Path, out: Path, objects: list[x86.LoadedObject],
                    marker_pcs: list[int], info: CaptureInfo,
-                   decoding: Callable[[int, int], None] | None = None) -> None:
+                   decoding: Callable[[int, int], None] | None = None, t0: float | None = None) -> None:
     tr = read_trace(raw)
     if decoding:
         decoding(0, len(tr.records))
@@ -433,20 +484,26 @@ def _annotate_file(raw: Path, out: Path, objects: list[x86.LoadedObject],
     annot = x86.Annotator(ann)
     meta = dict(tr.meta)
     w = TraceWriter(out, meta)
-    chunks = list(range(0, len(tr.records), 1 << 20))
-    for i, start in enumerate(chunks):
-        part = np.ascontiguousarray(tr.records[start:start + (1 << 20)])
-        w.write(annot.run(part, final=(i == len(chunks) - 1)))
-        if decoding:
-            decoding(start + len(part), len(tr.records))
+    try:
+        chunks = list(range(0, len(tr.records), 1 << 20))
+        for i, start in enumerate(chunks):
+            part = np.ascontiguousarray(tr.records[start:start + (1 << 20)])
+            w.write(annot.run(part, final=(i == len(chunks) - 1)))
+            if decoding:
+                decoding(start + len(part), len(tr.records))
+    except BaseException:
+        w.abort()
+        raise
     found, missing = annot.counts()
     frac = found / (found + missing) if found + missing else None
     meta.update({"annotated": True, "annotated_objects": ann.objects,
                  "annotated_fraction": frac})
-    w.close(meta)
     info.annotated = True
     info.annotated_fraction = frac
     info.records = w.count
+    if t0 is not None:
+        info.seconds = time.monotonic() - t0
+    w.close(meta, what=_summary(info))
     del tr
     if frac is not None and frac < 0.9:
         info.warnings.append(f"only {frac:.0%} of the executed instructions could be decoded "

@@ -21,7 +21,7 @@ from ..errors import UserError
 from . import native as N
 from .machine import MachineDescription, load_machine
 from .result import SimResult
-from .trace import Trace, load as load_trace
+from .trace import Trace, load as load_trace, wrapping_access
 
 
 @dataclass
@@ -117,14 +117,18 @@ class Simulator:
             raise UserError(f"{self.machine.name}: the simulator refused the machine: "
                             f"{err.value.decode()}")
         self._finished = False
+        self._fed = 0
 
     def feed(self, records: np.ndarray) -> None:
-        """Simulate a batch of records (continuing from the previous batch)."""
+        """Simulate a batch of records (continuing from the previous batch). An access whose last
+        byte passes 2^64 - 1 is a UserError naming its record: the kernel clamps it at the top of
+        the address space (a wrap to address 0 would never end its walks) and says so."""
         if self._finished:
             raise RuntimeError("simulator already finished")
         recs = N.as_records(records)
-        if len(recs):
-            self._L.cc_sim_run(self._h, recs.ctypes.data, len(recs))
+        if len(recs) and self._L.cc_sim_run(self._h, recs.ctypes.data, len(recs)):
+            raise UserError(wrapping_access(recs, self._fed) or "an access passes the top of the address space")
+        self._fed += len(recs)
 
     def stats(self) -> N.Stats:
         st = N.Stats()
@@ -381,7 +385,10 @@ def simulate(trace: Trace | np.ndarray | str | Path, machine: MachineDescription
     try:
         done = 0
         for part in trace.chunks(chunk):
-            sim.feed(np.ascontiguousarray(part))
+            try:
+                sim.feed(np.ascontiguousarray(part))
+            except UserError as err:
+                raise UserError(f"{trace.path or 'trace'}: {err}") from None
             done += len(part)
             if progress is not None:
                 progress(done)

@@ -47,13 +47,13 @@ file; every mistake ends in a `UserError` naming the file and the key.
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError, read_input
+from ..parsing import size_bytes
 
 MACHINES_DIR = Path(__file__).resolve().parent / "machines"
 
@@ -73,8 +73,6 @@ UNIT_CLASSES = ("alu", "load", "store", "branch", "fp")
 
 MISPREDICT_FORMULA = "2 x fetch_depth + scheduler_size / drain_ipc"
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 @dataclass
@@ -515,24 +513,11 @@ class _Reader:
         return v
 
     def size(self, key: str, default: Any = _MISSING) -> int:
+        """A size in bytes: a whole number, or a string in corecast.parsing's units ("32KiB")."""
         v = self._get(key, default)
-        if isinstance(v, bool):
+        if not isinstance(v, (int, str)) or isinstance(v, bool):
             raise self._err(key, f"{v!r} is not a size")
-        if isinstance(v, int):
-            n = v
-        elif isinstance(v, str):
-            m = _SIZE_RE.match(v)
-            if not m:
-                raise self._err(key, f"{v!r} is not a size (e.g. 32768, \"32KiB\", \"6MiB\")")
-            n = float(m.group(1)) * _SIZE_MULT[m.group(2).lower()]
-            if n != int(n):
-                raise self._err(key, f"{v!r} is not a whole number of bytes")
-            n = int(n)
-        else:
-            raise self._err(key, f"{v!r} is not a size")
-        if n <= 0:
-            raise self._err(key, f"{v!r} must be positive")
-        return n
+        return size_bytes(v, f"{self.where}: {self.prefix}{key}")
 
     def choice(self, key: str, options: tuple[str, ...], default: Any = _MISSING) -> str:
         v = self._get(key, default)

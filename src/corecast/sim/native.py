@@ -18,7 +18,8 @@ MAX_CORES = 64
 NUNITS = 5
 NCLASS = 4
 
-#: numpy dtype of one trace record (16 bytes, little-endian), as `cc_rec` in ccsim.h.
+#: numpy dtype of one trace record (16 bytes, little-endian), as `cc_rec` in native/include/cctrace.h
+#: (its constants below too: tests/test_trace_header.py compiles the header and compares).
 RECORD_DTYPE = np.dtype([("addr", "<u8"), ("aux", "<u4"), ("tid", "<u2"), ("kind", "u1"),
                          ("size", "u1")])
 

@@ -33,32 +33,62 @@ def _interleave_fetch(data: np.ndarray, loop: int = 4, pc: int = CODE_BASE,
     return out
 
 
+#: Accesses (or instructions) per slice of the sliced generators: a multiple of 4, so that the
+#: fetch loop's addresses (4 instructions) continue across slices.
+SLICE = 1 << 20
+
+
+def _whole(parts: Iterator[np.ndarray]) -> np.ndarray:
+    out = list(parts)
+    return np.concatenate(out) if len(out) != 1 else out[0]
+
+
 def stream(n: int, stride: int = 8, size: int = 8, base: int = HEAP_BASE, kind: str = "load",
            tid: int = 0, fetch: bool = True) -> np.ndarray:
     """`n` accesses walking forward `stride` bytes at a time."""
-    d = np.zeros(n, dtype=RECORD_DTYPE)
-    d["addr"] = np.uint64(base) + np.arange(n, dtype=np.uint64) * np.uint64(stride)
-    d["kind"] = {"load": N.KIND_LOAD, "store": N.KIND_STORE, "modify": N.KIND_MODIFY}[kind]
-    d["size"] = size
-    d["tid"] = tid
-    return _interleave_fetch(d) if fetch else d
+    return _whole(stream_chunks(n, stride, size, base, kind, tid, fetch))
+
+
+def stream_chunks(n: int, stride: int = 8, size: int = 8, base: int = HEAP_BASE, kind: str = "load",
+                  tid: int = 0, fetch: bool = True, chunk: int = SLICE) -> Iterator[np.ndarray]:
+    """`stream` in slices of `chunk` accesses, made as they are consumed (the same records)."""
+    code = {"load": N.KIND_LOAD, "store": N.KIND_STORE, "modify": N.KIND_MODIFY}[kind]
+    for lo in range(0, max(n, 1), chunk):
+        k = min(chunk, n - lo)
+        d = np.zeros(k, dtype=RECORD_DTYPE)
+        d["addr"] = np.uint64(base) + np.arange(lo, lo + k, dtype=np.uint64) * np.uint64(stride)
+        d["kind"] = code
+        d["size"] = size
+        d["tid"] = tid
+        yield _interleave_fetch(d) if fetch else d
 
 
 def random_accesses(n: int, working_set: int, size: int = 8, base: int = HEAP_BASE,
                     write_fraction: float = 0.0, seed: int = 1, tid: int = 0,
                     fetch: bool = True) -> np.ndarray:
     """`n` accesses at uniformly random `size`-aligned addresses in `working_set` bytes."""
+    return _whole(random_chunks(n, working_set, size, base, write_fraction, seed, tid, fetch))
+
+
+def random_chunks(n: int, working_set: int, size: int = 8, base: int = HEAP_BASE,
+                  write_fraction: float = 0.0, seed: int = 1, tid: int = 0, fetch: bool = True,
+                  chunk: int = SLICE) -> Iterator[np.ndarray]:
+    """`random_accesses` in slices of `chunk` accesses, made as they are consumed: each slice
+    draws its addresses, then its stores, from one generator (up to `chunk` accesses the records
+    are those of one draw of n)."""
     rng = np.random.default_rng(seed)
-    d = np.zeros(n, dtype=RECORD_DTYPE)
     slots = max(1, working_set // size)
-    d["addr"] = np.uint64(base) + rng.integers(0, slots, n, dtype=np.uint64) * np.uint64(size)
-    kinds = np.full(n, N.KIND_LOAD, dtype=np.uint8)
-    if write_fraction > 0:
-        kinds[rng.random(n) < write_fraction] = N.KIND_STORE
-    d["kind"] = kinds
-    d["size"] = size
-    d["tid"] = tid
-    return _interleave_fetch(d) if fetch else d
+    for lo in range(0, max(n, 1), chunk):
+        k = min(chunk, n - lo)
+        d = np.zeros(k, dtype=RECORD_DTYPE)
+        d["addr"] = np.uint64(base) + rng.integers(0, slots, k, dtype=np.uint64) * np.uint64(size)
+        kinds = np.full(k, N.KIND_LOAD, dtype=np.uint8)
+        if write_fraction > 0:
+            kinds[rng.random(k) < write_fraction] = N.KIND_STORE
+        d["kind"] = kinds
+        d["size"] = size
+        d["tid"] = tid
+        yield _interleave_fetch(d) if fetch else d
 
 
 def pingpong(rounds: int, threads: int = 2, pattern: str = "write", addr: int = HEAP_BASE,
@@ -197,11 +227,34 @@ def program(instructions: Iterable[Sequence[tuple[Sequence[int], Sequence[int], 
     return d
 
 
+#: Dependency chains a trace can hold: one register each, 0-254 (255 means none).
+MAX_CHAINS = N.REG_NONE
+
+
 def chains(n: int, width: int = 1, unit: int = N.UNIT_ALU) -> np.ndarray:
     """`n` single-uop instructions forming `width` independent dependency chains, interleaved:
     instruction i reads and writes register i mod width. One chain runs at 1 instruction per
     cycle; `width` chains at up to `width` per cycle."""
-    return program([[([i % width], [i % width], unit)] for i in range(n)])
+    return _whole(chains_chunks(n, width, unit))
+
+
+def chains_chunks(n: int, width: int = 1, unit: int = N.UNIT_ALU, pc: int = CODE_BASE,
+                  chunk: int = SLICE) -> Iterator[np.ndarray]:
+    """`chains` in slices of `chunk` instructions, made as they are consumed (the records of
+    `program` with those instructions)."""
+    if not 1 <= width <= MAX_CHAINS:
+        raise ValueError(f"{width} chains: 1 to {MAX_CHAINS} (a register each)")
+    words = np.array([pack_uop([r], [r], unit) for r in range(width)], dtype=np.uint64)
+    for lo in range(0, max(n, 1), chunk):
+        k = min(chunk, n - lo)
+        i = np.arange(lo, lo + k, dtype=np.uint64)
+        d = np.zeros(2 * k, dtype=RECORD_DTYPE)
+        d["addr"][0::2] = np.uint64(pc) + np.uint64(4) * i
+        d["kind"][0::2] = N.KIND_FETCH
+        d["size"][0::2] = 4
+        d["addr"][1::2] = words[i % np.uint64(width)]
+        d["kind"][1::2] = N.KIND_UOP
+        yield d
 
 
 def independent(n: int, unit: int = N.UNIT_ALU) -> np.ndarray:

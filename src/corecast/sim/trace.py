@@ -42,6 +42,7 @@ from typing import IO, Any, Iterator, Sequence
 
 import numpy as np
 
+from .. import outputs
 from ..errors import UserError, need_regular_file
 from . import native as N
 from .native import RECORD_DTYPE
@@ -96,6 +97,20 @@ class Trace:
                 "threads": int(len(tids))}
 
 
+def wrapping_access(records: np.ndarray, first: int = 0) -> str | None:
+    """The first fetch, load, store or modify of `records` whose last byte passes 2^64 - 1 (it
+    would wrap to address 0), said in a line ("record N: a load of 8 bytes at 0x... passes the
+    top of the address space"), or None. No program makes one: the simulator refuses it rather
+    than count it clamped, as within one line."""
+    near = np.flatnonzero((records["addr"] > np.uint64((1 << 64) - 256)) & (records["kind"] <= N.KIND_MODIFY))
+    for j in near:
+        addr, size = int(records["addr"][j]), max(1, int(records["size"][j]))
+        if addr + size - 1 >= 1 << 64:
+            return (f"record {first + int(j)}: a {KIND_NAMES[int(records['kind'][j])]} of {size} bytes at "
+                    f"{addr:#x} passes the top of the address space (its last byte would wrap to address 0)")
+    return None
+
+
 def make_records(n: int) -> np.ndarray:
     return np.zeros(n, dtype=RECORD_DTYPE)
 
@@ -103,31 +118,27 @@ def make_records(n: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 # binary files
 
-def _part(path: Path) -> Path:
-    return path.with_name(f".{path.name}.part")
-
-
 class TraceWriter:
     """Write a trace file incrementally: `w.write(records)`, then `w.close(meta)`.
 
-    The records go to a hidden `.NAME.part` beside the file; `close` writes the header and
-    renames it into place, so a trace file is whole or absent (a full disk or a crash leaves
-    no half file under the name). `abort` (or leaving a `with` block by an exception) removes
-    the part."""
+    The file is written through corecast.outputs: the records go to a temporary file beside it
+    (made with O_EXCL|O_NOFOLLOW; for a device or a pipe, an unnamed one), and `close` writes the
+    header and renames it into place (or copies it to the device), so a trace file is whole or
+    absent (a full disk or a crash leaves no half file under the name) and names it on standard
+    error (`what`, or a count of the records). `abort` (or leaving a `with` block by an
+    exception) removes the temporary file."""
 
-    def __init__(self, path: str | Path, meta: dict[str, Any] | None = None):
+    def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, *, what: str | None = None,
+                 announce: bool = True):
         self.path = Path(path)
         self.meta = dict(meta or {})
+        self.what = what
         self.count = 0
         self.kinds = np.zeros(len(KIND_NAMES), dtype=np.int64)
         self.tids: set[int] = set()
-        self._tmp = _part(self.path)
-        try:
-            self._fh: IO[bytes] | None = open(self._tmp, "wb")
-            self._fh.write(b"\0" * HEADER_RESERVE)
-        except OSError as err:
-            self._fh = None
-            raise UserError(f"{self.path}: cannot write: {err.strerror}") from None
+        self._out = outputs.Output(path, binary=True, seekable=True, announce=announce)
+        self._fh: Any = self._out.open()
+        self._fh.write(b"\0" * HEADER_RESERVE)
 
     def write(self, records: np.ndarray) -> None:
         if self._fh is None:
@@ -137,26 +148,36 @@ class TraceWriter:
             return
         try:
             self._fh.write(records.tobytes())
-        except OSError as err:
-            self.abort()
-            raise UserError(f"{self.path}: cannot write: {err.strerror}; nothing was kept") from None
+        except UserError:
+            self._fh = None
+            raise
         self.count += len(records)
         self.kinds += np.bincount(records["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
         self.tids.update(np.unique(records["tid"]).tolist())
 
     def fileno(self) -> int:
-        """The descriptor of the part being written, for another process to append records to
+        """The descriptor of the file being written, for another process to append records to
         (then call `adopt_appended`)."""
         if self._fh is None:
             raise ValueError("writer closed")
         self._fh.flush()
-        return self._fh.fileno()
+        return int(self._fh.fileno())
 
     def appended_records(self) -> int:
-        """Records in the part so far, those another process appended included."""
+        """Records in the file so far, those another process appended included."""
         if self._fh is None:
             return self.count
         return max(0, os.fstat(self._fh.fileno()).st_size - HEADER_RESERVE) // RECORD_DTYPE.itemsize
+
+    def mapped(self, n: int | None = None) -> np.ndarray:
+        """The first `n` records written so far (default: all counted), memory-mapped."""
+        if self._fh is None:
+            raise ValueError("writer closed")
+        self._fh.flush()
+        n = self.count if n is None else n
+        if n == 0:
+            return make_records(0)
+        return np.memmap(self._fh, dtype=RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(n,))
 
     def adopt_appended(self) -> None:
         """Count what another process appended through `fileno()` as if written here (a partial
@@ -171,7 +192,7 @@ class TraceWriter:
             self._fh.seek(0, os.SEEK_END)
         n = whole // RECORD_DTYPE.itemsize
         if n > self.count:
-            data = np.memmap(self._tmp, dtype=RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(n,))
+            data = self.mapped(n)
             step = 1 << 22
             for i in range(self.count, n, step):
                 part = data[i:min(n, i + step)]
@@ -180,7 +201,7 @@ class TraceWriter:
             del data
             self.count = n
 
-    def close(self, meta: dict[str, Any] | None = None) -> Path:
+    def close(self, meta: dict[str, Any] | None = None, what: str | None = None) -> Path:
         if self._fh is None:
             return self.path
         if meta:
@@ -191,33 +212,27 @@ class TraceWriter:
         m["has_uops"] = bool(self.kinds[N.KIND_UOP])
         m["records"] = self.count
         header = _header(m, HEADER_RESERVE)
-        try:
-            if header is None:  # metadata too large for the reserved space: rewrite the file
-                self._fh.close()
-                self._fh = None
-                data = np.fromfile(self._tmp, dtype=RECORD_DTYPE, offset=HEADER_RESERVE)
-                write_trace(self.path, Trace(data, m))
-                self._tmp.unlink(missing_ok=True)
-                return self.path
-            self._fh.seek(0)
-            self._fh.write(header)
-            self._fh.close()
-            self._fh = None
-            os.replace(self._tmp, self.path)
-        except OSError as err:
-            self.abort()
-            raise UserError(f"{self.path}: cannot write: {err.strerror}; nothing was kept") from None
+        fh, self._fh = self._fh, None
+        if header is None:  # metadata too large for the reserved space: move the records up
+            fh.seek(HEADER_RESERVE)
+            data = fh.read()
+            header = _header(m, None)
+            assert header is not None
+            fh.seek(0)
+            fh.write(header)
+            fh.write(data)
+            fh.truncate()
+        else:
+            fh.seek(0)
+            fh.write(header)
+        self._out.what = what or self.what or f"{self.count:,} records"
+        self._out.commit()
         return self.path
 
     def abort(self) -> None:
         """Give the file up: nothing is left under its name or beside it."""
-        if self._fh is not None:
-            try:
-                self._fh.close()
-            except OSError:
-                pass
-            self._fh = None
-        self._tmp.unlink(missing_ok=True)
+        self._fh = None
+        self._out.abort()
 
     def __enter__(self) -> "TraceWriter":
         return self
@@ -246,8 +261,8 @@ def _header(meta: dict[str, Any], size: int | None) -> bytes | None:
     return head + b" " * (size - len(head))
 
 
-def write_trace(path: str | Path, trace: Trace) -> Path:
-    """Write a whole trace to `path`."""
+def write_trace(path: str | Path, trace: Trace, what: str | None = None) -> Path:
+    """Write a whole trace to `path` (through corecast.outputs, which names it)."""
     recs = N.as_records(trace.records)
     meta = _standard_meta(trace.meta)
     kinds = np.bincount(recs["kind"], minlength=len(KIND_NAMES))
@@ -257,17 +272,16 @@ def write_trace(path: str | Path, trace: Trace) -> Path:
     meta["records"] = int(len(recs))
     header = _header(meta, None)
     assert header is not None
-    path = Path(path)
-    tmp = _part(path)
+    out = outputs.Output(path, binary=True, what=what or f"{len(recs):,} records")
+    fh = out.open()
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(header)
-            fh.write(recs.tobytes())
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write: {err.strerror}; nothing was kept") from None
-    return path
+        fh.write(header)
+        fh.write(recs.tobytes())
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+    return Path(path)
 
 
 def is_trace_file(path: str | Path) -> bool:
@@ -407,7 +421,7 @@ class LackeyParser:
 
 def convert_lackey(src: str | Path | IO[bytes], out: str | Path, *,
                    markers: Sequence[int] = (), meta: dict[str, Any] | None = None,
-                   chunk_bytes: int = 16 << 20) -> tuple[Path, LackeyStats]:
+                   chunk_bytes: int = 16 << 20, what: str | None = None) -> tuple[Path, LackeyStats]:
     """Convert lackey text (a file path or binary stream) into a trace file."""
     parser = LackeyParser(markers)
     name = str(src) if isinstance(src, (str, Path)) else getattr(src, "name", "<stream>")
@@ -417,20 +431,24 @@ def convert_lackey(src: str | Path | IO[bytes], out: str | Path, *,
         fh = open(src, "rb") if own else src  # type: ignore[arg-type]
     except OSError as err:
         raise UserError(f"{src}: cannot read: {err.strerror}") from None
-    w = TraceWriter(out, meta)
     try:
-        while True:
-            data = fh.read(chunk_bytes)
-            if not data:
-                w.write(parser.feed(b"", final=True))
-                break
-            w.write(parser.feed(data))
+        w = TraceWriter(out, meta, what=what)
+        try:
+            while True:
+                data = fh.read(chunk_bytes)
+                if not data:
+                    w.write(parser.feed(b"", final=True))
+                    break
+                w.write(parser.feed(data))
+        except BaseException:
+            w.abort()
+            raise
     finally:
         if own:
             fh.close()
     st = parser.stats()
     if st.trace_lines == 0:
-        w.close()
+        w.abort()
         raise UserError(f"{name}: no lackey trace lines found ({st.lines} lines read; expected "
                         "lines like 'I  04016b0,3' from valgrind --tool=lackey --trace-mem=yes)")
     info = {"source": "lackey", "lackey_lines": st.lines, "bad_lines": st.bad_lines,
@@ -540,27 +558,26 @@ def read_csv(path: str | Path) -> np.ndarray:
     return recs
 
 
-def write_csv(records: np.ndarray, out: IO[str] | str | Path, limit: int | None = None) -> None:
-    """Write records as CSV (`tid,kind,addr,size,taken,target`; uops as packed hex)."""
-    own = isinstance(out, (str, Path))
-    fh: IO[str] = open(out, "w") if own else out  # type: ignore[arg-type,assignment]
-    try:
-        fh.write("tid,kind,addr,size,taken,target\n")
-        recs = records if limit is None else records[:limit]
-        for r in recs:
-            kind = int(r["kind"])
-            name = KIND_NAMES[kind] if kind < len(KIND_NAMES) else str(kind)
-            addr = int(r["addr"])
-            if kind == N.KIND_BRANCH:
-                d = int(np.int32(np.uint32(r["aux"])))
-                taken = 1 if int(r["size"]) & N.BR_TAKEN else 0
-                tgt = hex(addr + d) if int(r["aux"]) else ""
-                fh.write(f"{int(r['tid'])},{name},{hex(addr)},0,{taken},{tgt}\n")
-            else:
-                fh.write(f"{int(r['tid'])},{name},{hex(addr)},{int(r['size'])},,\n")
-    finally:
-        if own:
-            fh.close()
+def write_csv(records: np.ndarray, out: IO[str] | str | Path, limit: int | None = None, what: str = "") -> None:
+    """Write records as CSV (`tid,kind,addr,size,taken,target`; uops as packed hex); a path is
+    written through corecast.outputs."""
+    if isinstance(out, (str, Path)):
+        with outputs.writing(out, what=what or f"{len(records):,} records as CSV") as fh:
+            write_csv(records, fh, limit)
+        return
+    out.write("tid,kind,addr,size,taken,target\n")
+    recs = records if limit is None else records[:limit]
+    for r in recs:
+        kind = int(r["kind"])
+        name = KIND_NAMES[kind] if kind < len(KIND_NAMES) else str(kind)
+        addr = int(r["addr"])
+        if kind == N.KIND_BRANCH:
+            d = int(np.int32(np.uint32(r["aux"])))
+            taken = 1 if int(r["size"]) & N.BR_TAKEN else 0
+            tgt = hex(addr + d) if int(r["aux"]) else ""
+            out.write(f"{int(r['tid'])},{name},{hex(addr)},0,{taken},{tgt}\n")
+        else:
+            out.write(f"{int(r['tid'])},{name},{hex(addr)},{int(r['size'])},,\n")
 
 
 def convert(src: str | Path, out: str | Path, fmt: str = "auto", *,
@@ -568,11 +585,12 @@ def convert(src: str | Path, out: str | Path, fmt: str = "auto", *,
     """Convert a text trace (lackey, din, csv) into a corecast trace file."""
     src = Path(src)
     need_regular_file(src, "file", _IN_PLACE)
+    outputs.check(out)
     if fmt == "auto":
         fmt = _guess_format(src)
     if fmt == "lackey":
         path, st = convert_lackey(src, out, markers=markers,
-                                  meta={"converted_from": str(src)})
+                                  meta={"converted_from": str(src)}, what="from lackey text")
         info: dict[str, Any] = {"format": "lackey", "lines": st.lines,
                                 "trace_lines": st.trace_lines, "bad_lines": st.bad_lines,
                                 "first_bad_line": st.first_bad_line, "threads": st.threads}
@@ -585,7 +603,7 @@ def convert(src: str | Path, out: str | Path, fmt: str = "auto", *,
         raise UserError(f"unknown trace format '{fmt}' (lackey, din, csv)")
     if len(markers):
         raise UserError("--marker works with lackey text only; put marker rows in the CSV")
-    write_trace(out, Trace(recs, {"source": fmt, "converted_from": str(src)}))
+    write_trace(out, Trace(recs, {"source": fmt, "converted_from": str(src)}), what=f"from {fmt} text")
     return Path(out), {"format": fmt, "records": int(len(recs))}
 
 

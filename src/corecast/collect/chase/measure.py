@@ -2,11 +2,13 @@
 defaults, and the extra sweep a memory profile needs."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import UserError
+from ...parsing import size_bytes
 from . import run as R
 
 #: Seconds measured per point when none is given: the concurrency and loaded modes, the sizes.
@@ -34,13 +36,8 @@ class Request:
 
 def parse_sizes(text: str, line: int) -> list[int]:
     """`16KiB,1MiB,256MiB`, or a range `4KiB-256MiB` (x1.5 and x2 steps)."""
-    from ...parsing import byte_size
-
     def one(t: str) -> int:
-        try:
-            v = byte_size(t)
-        except Exception:
-            raise UserError(f"--sizes: '{t}' is not a size (examples: 16KiB, 1MiB, 256MiB)") from None
+        v = size_bytes(t, "--sizes")
         if v < 2 * line:
             raise UserError(f"--sizes: {t} holds fewer than two {line}-byte lines")
         return v
@@ -67,27 +64,47 @@ def measure(req: Request, progress: PhaseProgress | None = None) -> dict[str, R.
     run."""
     if req.profile and req.mode == "loaded":
         raise UserError("--profile goes with the concurrency sweep or --sweep-size, not --loaded")
+    _check_options(req)
     phase = progress or (lambda name: (lambda done, total, label: None))
     ses = R.Session(req.settings, order=req.order, oversubscribe=req.oversubscribe)
     own = req.duration_s
     runs: dict[str, R.Run] = {}
     if req.mode == "loaded":
         delays = R.parse_counts(req.delays, "--delays", low=0) if req.delays else list(R.DEFAULT_DELAYS)
-        s = ses.derive(phase("loaded latency"), duration_s=own or DURATION_S)
+        s = ses.derive(phase("loaded latency"), duration_s=DURATION_S if own is None else own)
         runs["loaded"] = R.loaded_latency(s, delays, req.loaders)
         return _kept(runs)
     if req.mode == "concurrency" or req.profile:
         threads = R.parse_counts(req.threads or "pow2", "--threads", len(ses.plan.cpus))
         chains = R.parse_counts(req.chains, "--chains") if req.chains else list(R.DEFAULT_CHAINS)
         s = ses.derive(phase("concurrency sweep"),
-                       duration_s=(own if req.mode == "concurrency" and own else DURATION_S))
+                       duration_s=(own if req.mode == "concurrency" and own is not None else DURATION_S))
         runs["concurrency"] = R.concurrency_sweep(s, threads, chains)
     if (req.mode == "sizes" or req.profile) and not _stopped(runs):
         sizes = parse_sizes(req.sizes, req.settings.line) if req.sizes else R.default_sizes(ses.caches(), req.settings.line)
-        d = own if req.mode == "sizes" and own else (req.sizes_duration_s or SIZES_DURATION_S)
+        d = own if req.mode == "sizes" and own is not None else (req.sizes_duration_s or SIZES_DURATION_S)
         s = ses.derive(phase("size sweep"), duration_s=d, size_bytes=max(sizes))
         runs["sizes"] = R.size_sweep(s, sizes)
     return _kept(runs)
+
+
+def _check_options(req: Request) -> None:
+    """An option of a mode not run is a mistake, not something to ignore: --sizes is for the size
+    sweep (--sweep-size, or the one --profile adds), --delays and --loaders for --loaded,
+    --threads and --chains for the concurrency sweep (or the one --profile adds)."""
+    own = req.duration_s
+    if own is not None and not (0 < own and math.isfinite(own)):
+        raise UserError(f"--duration {own:g}: a measured time above 0 (a point of 0 s measures nothing)")
+    sweeps = {req.mode} | ({"concurrency", "sizes"} if req.profile else set())
+    for given, opt, mode, how in ((req.sizes, "--sizes", "sizes", "--sweep-size or --profile"),
+                                  (req.delays, "--delays", "loaded", "--loaded"),
+                                  (req.loaders, "--loaders", "loaded", "--loaded"),
+                                  (req.threads, "--threads", "concurrency", "the concurrency sweep (no --sweep-size "
+                                   "or --loaded) or --profile"),
+                                  (req.chains, "--chains", "concurrency", "the concurrency sweep (no --sweep-size "
+                                   "or --loaded) or --profile")):
+        if given is not None and mode not in sweeps:
+            raise UserError(f"{opt} is for {how}; this run would not use it")
 
 
 def _stopped(runs: dict[str, R.Run]) -> bool:

@@ -88,7 +88,7 @@ class Settings:
 
 def parse_pattern(text: str) -> tuple[str, int]:
     """`random`, `forward` or `stride:N` (N bytes, with units: stride:256, stride:4KiB)."""
-    from ...parsing import byte_size
+    from ...parsing import size_bytes
 
     t = text.strip().lower()
     if t in ("random", "forward"):
@@ -96,8 +96,8 @@ def parse_pattern(text: str) -> tuple[str, int]:
     m = re.fullmatch(r"stride:(.+)", t)
     if m:
         try:
-            return "stride", byte_size(m.group(1))
-        except Exception:
+            return "stride", size_bytes(m.group(1))
+        except UserError:
             pass
     raise UserError(f"--pattern {text}: choose random, forward or stride:N (N bytes, e.g. stride:256)")
 

@@ -6,7 +6,8 @@
 - `metrics`: derived metrics
 - `rows`: the rows produced and their totals
 - `ticks`: the tick loop in C (several ticks per call)
-- `monitor`: the Monitor that runs it all
+- `monitor`: the Monitor that runs it all, with its parts `threads` (following the threads),
+  `ebs` (event-based sampling rows) and `signals` (a signal ends the run cleanly)
 - `writers`: table, CSV and JSON-lines output
 """
 from __future__ import annotations

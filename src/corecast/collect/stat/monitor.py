@@ -18,18 +18,20 @@ own count of it from creation to exit, less what its earlier rows reported -- so
 has its rows, however short its life, and they add up to the process's inherited totals. A
 backend without task records falls back to finding threads in /proc.
 
-Size: about 980 lines, one subject: the tick loop, thread tracking, round-robin sets, EBS and
-the end of a run share one state machine, whose transitions read best in one place.
+The monitor is one state machine in four modules: this one (the tick loop, the rows of a tick,
+round-robin sets, the start and the end of a run), `threads` (following the threads: task
+records, the exit rows they give, the /proc fallback), `ebs` (the rows of event-based
+sampling) and `signals` (a signal ends the run as the target's exit does). The last three are
+mixins of `Monitor`: they work on the state `Monitor.__init__` sets up.
+
+Size: about 660 lines, one subject: the tick loop, the batches of ticks taken in C and the
+rows of a tick share the state machine's transitions, which read best in one place.
 """
 from __future__ import annotations
 
 import math
-import os
-
-import signal
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from typing import Any, Callable, Iterator, Sequence
 
@@ -37,11 +39,14 @@ from ...errors import UserError
 
 from . import ticks as native_ticks
 from ..events.spec import EventSpec
-from ..perf import CounterValue, TrackerUnavailable, combine_cpus, denied_message, remainder, scale
+from ..perf import CounterValue, denied_message
 from .backend import Backend, Handle, PerfBackend
+from .ebs import EbsRows
 from .metrics import Metric, check_metric_names
-from .rows import Row, Totals, _deltas, _fmt_num, _reading
+from .rows import Row, Totals, _deltas, _reading
+from .signals import SignalHandling
 from .target import STOP_GRACE_S, Target
+from .threads import THREAD_TRACKING, ThreadTracking, _ThreadState
 from .virtual import VirtValue, VirtualSampler
 
 
@@ -53,29 +58,7 @@ TICK_WAKE_MAX = 0.02    # wake="auto": at intervals up to this, look for records
 # ============================================================================================
 # the monitor
 
-@dataclass
-class _ThreadState:
-    tid: int
-    comm: str
-    handles: list[Handle | None]         # one per set
-    prev: list[list[Any] | None]         # per set: the last readings (see _reading)
-    sampler: Any = None
-    prev_sample: list[int] | None = None
-    prev_sample_times: tuple[int, int] = (0, 0)
-    last_sample_time: float = 0.0
-    pid: int = -1                        # its process (a child process of the target has its own)
-    root: bool = True                    # counted by counters opened on it, not inherited ones
-    opened: bool = True                  # its own counters are open (False: it was gone first)
-    exited: bool = False                 # the kernel reported its exit
-    reads: dict[tuple[int, int], list[tuple[int, int, int, int | None]]] = field(default_factory=dict)
-    nreads: int = 0
-    fresh: bool = False                  # picked up at the tick being made: its first row is the next tick's
-
-
-THREAD_TRACKING = ("kernel", "poll")
-
-
-class Monitor:
+class Monitor(ThreadTracking, EbsRows, SignalHandling):
     def __init__(self, sets: Sequence[Sequence[EventSpec]], target: Target, interval: float = 1.0,
                  virtual: Sequence[str] = (), per_cpu: bool = False, totals_only: bool = False,
                  metrics: Sequence[Metric] = (), backend: Backend | None = None,
@@ -219,195 +202,6 @@ class Monitor:
             if tid not in self.threads:
                 self._add_thread(tid)
 
-    # ---------------------------------------------------------------------------------------
-    # the kernel's task records
-
-    def _start_tracker(self, enable_on_exec: bool) -> None:
-        """Follow the target's threads through task records; on failure say why, once, and
-        fall back to /proc."""
-        if self.thread_tracking != "kernel":
-            return
-        opener = getattr(self.backend, "open_tracker", None)
-        if opener is None:
-            self._fallback("this counter backend gives no task records")
-            return
-        try:
-            self.tracker = opener(self.sets, sorted(self.threads), self.backend.online_cpus(),
-                                  enable_on_exec, self.live)
-        except TrackerUnavailable as err:
-            self._fallback(str(err))
-            return
-        self.threads_followed = "kernel"
-        if self.target.kind == "pid":
-            # threads a not-yet-followed thread created while we attached are roots of their own
-            for _ in range(5):
-                self._drain_tracker()
-                new = [t for t in self.backend.threads(self.target.pid) if t not in self.threads]
-                if not new:
-                    break
-                self.backend.wait(0.002, self.target)
-                self._drain_tracker()        # a creation record lags /proc by a moment
-                for t in new:
-                    if t not in self.threads and self._add_thread(t) is not None:
-                        try:
-                            if not self.tracker.add_root(t, False, self.live):
-                                self._close_thread(t)
-                        except TrackerUnavailable as err:
-                            self._stop_tracker(str(err))
-                            return
-
-    def _fallback(self, reason: str) -> None:
-        self.threads_followed = "poll"
-        ms = f"{self.discover_period * 1000:.0f} ms"
-        self.notes.append(f"exact per-thread counts unavailable ({reason}): threads are found in /proc every "
-                          f"{ms} or each tick, so a thread that lives shorter may have no row and each thread "
-                          f"misses what it counted before it was found; -A counts the whole process exactly")
-
-    def _count_creations(self, launched: bool) -> None:
-        """Threads found in /proc miss those that live less than a look: count what the kernel
-        creates below a launched command, so that the end can say how many may have no row."""
-        opener = getattr(self.backend, "open_creations", None)
-        if not launched:
-            self._creations_why = ("threads an attached process created before it was attached, or between "
-                                   "looks, are not counted anywhere")
-        elif opener is None:
-            self._creations_why = "this counter backend does not count task creations"
-        else:
-            try:
-                self._creations = opener(self.target.pid, True)
-            except UserError as err:
-                self._creations_why = f"the kernel's count of task creations is unavailable: {err}"
-
-    def _missed_threads(self) -> None:
-        """With threads found in /proc: say how many the kernel created that got no row of their
-        own (or that it cannot be known)."""
-        look = f"{self.discover_period * 1000:.0f} ms"
-        created = None
-        if self._creations is not None:
-            vals = self._creations.read()
-            self._creations.close()
-            self._creations = None
-            if vals and vals[0].status == "ok" and vals[0].value is not None:
-                created = int(vals[0].value)
-            else:
-                why = vals[0].message if vals else "-"
-                self._creations_why = f"the kernel's count of task creations failed ({why})"
-        if created is None:
-            self.notes.append(f"--threads poll finds threads in /proc (every {look} or each tick): a thread that "
-                              f"lived shorter may have no row, and how many did cannot be known "
-                              f"({self._creations_why})")
-            return
-        seen = self.threads_seen - 1           # the root was not created below itself
-        missed = max(0, created - seen)
-        if missed:
-            self.notes.append(f"--threads poll saw {seen:,} of the {created:,} tasks created (threads and child "
-                              f"processes, by the kernel's sched:sched_process_fork count): {missed:,} lived "
-                              f"shorter than a look ({look} or a tick), or were child processes, and have no "
-                              f"row; -A or --threads kernel counts them all")
-
-    def _stop_tracker(self, reason: str) -> None:
-        if self.tracker is not None:
-            self.tracker.close()
-            self.tracker = None
-        for ts in self.threads.values():
-            ts.root = True
-        self._plan_gen += 1
-        self._fallback(reason)
-
-    def _ghost(self, tid: int, pid: int) -> _ThreadState:
-        """A thread known only from an exit or count record (its creation record was lost)."""
-        ts = _ThreadState(tid, self.backend.thread_name(pid, tid), [None] * len(self.sets),
-                          [None] * len(self.sets), pid=pid, root=False, opened=False)
-        self.threads[tid] = ts
-        self._plan_gen += 1
-        return ts
-
-    def _drain_tracker(self, at_tick: bool = False) -> bool:
-        """Take the records written since the last drain: pick up new threads (opening their
-        own counters for the interval rows), note exits and the exiting threads' counts.
-        `at_tick`: the drain before a tick's rows -- a thread picked up there has counted
-        nothing yet, so its first row is the next tick's (what it did before its counters
-        were opened is in its exit row, from the kernel's count)."""
-        res = self.tracker.drain()
-        self.lost_task_records += res.lost_records
-        for rec in res.forks:
-            if rec.tid not in self.threads:
-                ts = self._add_thread(rec.tid, pid=rec.pid, root=False)
-                if ts is not None and at_tick:
-                    ts.fresh = True
-        for rec in res.exits:
-            ts = self.threads.get(rec.tid) or self._ghost(rec.tid, rec.pid)
-            ts.exited = True
-            self._plan_gen += 1
-        for r in res.reads:
-            ts = self.threads.get(r.tid) or self._ghost(r.tid, r.pid)
-            ts.reads.setdefault((r.set_index, r.index), []).append(
-                (r.raw, r.enabled_ns, r.running_ns, r.lost))
-            ts.nreads += 1
-        return bool(res.forks or res.exits or res.reads or res.lost_records)
-
-    def _complete(self, ts: _ThreadState) -> bool:
-        return ts.exited and ts.nreads >= self.tracker.expected_reads
-
-    def _exit_values(self, ts: _ThreadState, s: int, specs: Sequence[EventSpec],
-                     reported: dict[str, CounterValue], own: Callable[[], dict[str, CounterValue]] | None
-                     ) -> tuple[list[CounterValue], bool]:
-        """The exit row of a thread for set `s`: per event, the kernel's count of the thread's
-        whole life less what its rows already reported; when that record is missing, the
-        delta of the thread's own counter (`own`, when it has one)."""
-        ncpu = len(self.tracker.cpus)
-        vals: list[CounterValue] = []
-        extra = False
-        own_vals: dict[str, CounterValue] | None = None
-        idx = {e.name: i for i, e in enumerate(self.sets[s])}
-        for spec in specs:
-            i = idx[spec.name]
-            parts = ts.reads.get((s, i))
-            prev = reported.get(spec.name)
-            if self.tracker.counting(s, i) and parts is not None and len(parts) >= ncpu:
-                v = remainder(spec, combine_cpus(spec, parts), prev)
-                extra = extra or bool(v.raw)
-            elif own is not None:
-                if own_vals is None:
-                    own_vals = own()
-                v = own_vals[spec.name]
-                if self.tracker.counting(s, i) and ts.exited:
-                    self._record_gaps += 1
-                    v.message = ((v.message + "; ") if v.message else "") + \
-                        "the kernel's exit record was lost: from the thread's own counter"
-            elif not self.tracker.counting(s, i):
-                st, msg = self.tracker.failed[s][i]
-                v = CounterValue(spec.name, None, None, 0, 0, st, msg, spec=spec)
-            else:
-                self._record_gaps += 1
-                v = CounterValue(spec.name, None, None, 0, 0, "ok",
-                                 "not counted: the kernel's exit record was lost", spec=spec)
-            vals.append(v)
-        return vals, extra
-
-    def _tracked_exit_rows(self, ts: _ThreadState, now: float, interval_ns: int) -> list[Row]:
-        """Exit rows of a thread that is not a root: one for the live set, and one for another
-        set only when that set counted something its rows did not report (a round-robin set
-        that was live while the thread ran before it was picked up)."""
-        out = []
-        for s, specs in enumerate(self.sets):
-            h = ts.handles[s] if s < len(ts.handles) else None
-            prev = ts.prev[s] if s < len(ts.prev) else None
-            reported = {spec.name: CounterValue(spec.name, None, p[0], p[1], p[2], "ok", "", p[3], spec)
-                        for spec, p in zip(specs, prev or ()) if p.__class__ is tuple}
-            own = None
-            if s == self.live and h is not None:
-                def own(h=h, prev=prev, specs=specs):
-                    return {v.name: v for v in _deltas(specs, [_reading(c) for c in h.read()], prev)}
-            vals, extra = self._exit_values(ts, s, specs, reported, own)
-            if s != self.live and not extra:
-                continue
-            virt = {}
-            if s == self.live and self.vsampler is not None:
-                virt = self.vsampler.sample_thread(ts.tid, True, ts.pid)
-            out.append(Row(0, now - self.t0, ts.pid, ts.tid, None, ts.comm, "exit", s, vals, virt, {},
-                           interval_ns))
-        return out
 
     # ---------------------------------------------------------------------------------------
     def _readings(self, h: Handle) -> list:
@@ -508,100 +302,6 @@ class Monitor:
         for i, r in enumerate(rows):
             out.append(self._finish_row(r, sysvirt, i == 0))
         return out
-
-    def _ebs_order(self) -> list[EventSpec]:
-        s = self.sets[0]
-        return [e for e in s if e.sample_period] + [e for e in s if not e.sample_period]
-
-    def _ebs_rows(self, now: float, final: bool) -> list[Row]:
-        out: list[Row] = []
-        tracked = self.tracker is not None
-        if tracked:
-            self._drain_tracker()
-            live_tids: set[int] = set()
-        else:
-            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
-        sysvirt = self.vsampler.sample_system() if self.vsampler is not None else {}
-        first = True
-        for tid, ts in sorted(self.threads.items()):
-            if ts.sampler is not None:
-                out.extend(self._ebs_samples(ts, now))
-            if not tracked:
-                gone = final or tid not in live_tids
-                own_counts = True
-            elif ts.root or (final and not ts.exited):
-                gone = final or ts.exited
-                own_counts = True
-            else:
-                gone = final or self._complete(ts)
-                own_counts = False
-            if not gone:
-                continue
-            if own_counts:
-                if ts.sampler is None:
-                    self._close_thread(tid)
-                    continue
-                vals = self._ebs_own_exit(ts)
-            else:
-                reported: dict[str, CounterValue] = {}
-                if ts.sampler is not None and ts.prev_sample is not None:
-                    pen, prun = ts.prev_sample_times
-                    opened = [c for c in ts.sampler.counters if c.fd is not None]
-                    for c, raw in zip(opened, ts.prev_sample):
-                        reported[c.spec.name] = CounterValue(c.spec.name, None, raw, pen, prun, "ok", spec=c.spec)
-                own = (lambda ts=ts: {v.name: v for v in self._ebs_own_exit(ts)}) if ts.sampler is not None else None
-                vals, _ = self._exit_values(ts, 0, self._ebs_order(), reported, own)
-            virt = self.vsampler.sample_thread(tid, True, ts.pid) if self.vsampler is not None else {}
-            pid = ts.pid if ts.pid > 0 else self.target.pid
-            row = Row(0, now - self.t0, pid, tid, None, ts.comm, "exit", 0, vals, virt, {}, 0)
-            out.append(self._finish_row(row, sysvirt, first))
-            first = False
-            self._close_thread(tid)
-        return out
-
-    def _ebs_samples(self, ts: _ThreadState, now: float) -> list[Row]:
-        out = []
-        res = ts.sampler.drain()
-        self.totals.lost_samples += res.lost_records
-        self.totals.throttled += res.throttled
-        specs = ts.sampler.specs
-        for s in res.samples:
-            vals = []
-            prev = ts.prev_sample or [0] * len(s.values)
-            pen, prun = ts.prev_sample_times
-            den, drun = s.enabled_ns - pen, s.running_ns - prun
-            opened = [c for c in ts.sampler.counters if c.fd is not None] if hasattr(
-                ts.sampler, "counters") else None
-            order = [c.spec for c in opened] if opened is not None else specs
-            byname = {}
-            for spec, cur, p in zip(order, s.values, prev):
-                raw = cur - p
-                byname[spec.name] = CounterValue(spec.name, scale(raw, den, drun), raw, den, drun, "ok", "",
-                                                 None, spec)
-            for spec in specs:
-                vals.append(byname.get(spec.name) or CounterValue(spec.name, None, None, 0, 0, "invalid",
-                                                                  "not in the sampled group", spec=spec))
-            ts.prev_sample = s.values
-            ts.prev_sample_times = (s.enabled_ns, s.running_ns)
-            row = Row(0, now - self.t0, s.pid, s.tid, s.cpu, ts.comm, "ebs", 0, vals, {}, {}, 0)
-            out.append(self._finish_row(row, {}, False))
-        return out
-
-    def _ebs_own_exit(self, ts: _ThreadState) -> list[CounterValue]:
-        """What a thread's sampler counted since its last sample."""
-        cur = ts.sampler.read()
-        prev = ts.prev_sample
-        pen, prun = ts.prev_sample_times
-        vals = []
-        for i, c in enumerate(cur):
-            if c.status != "ok" or c.raw is None:
-                vals.append(c)
-                continue
-            praw = prev[i] if prev and i < len(prev) else 0
-            raw = c.raw - praw
-            den, drun = c.enabled_ns - pen, c.running_ns - prun
-            vals.append(CounterValue(c.name, scale(raw, den, drun), raw, den, drun, "ok", "", c.lost, c.spec))
-        return vals
 
     def _close_thread(self, tid: int) -> None:
         ts = self.threads.pop(tid, None)
@@ -934,82 +634,6 @@ class Monitor:
                 self.target.child.stop(grace=STOP_GRACE_S)     # SIGKILL if SIGTERM is ignored
             self.target.finish()
 
-    # ---------------------------------------------------------------------------------------
-    # signals: end the run cleanly, with every row and the totals
-
-    def _catch_signals(self) -> None:
-        try:
-            r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-            old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        except (ValueError, OSError):         # not the main thread
-            os.close(r)
-            os.close(w)
-            return
-        self._sigfd = r
-        self._sig_saved = (r, w, old_fd, old)
-        # a launched command's end ends the sleep between ticks (see wake_on_records)
-        hook = getattr(self.backend, "catch_sigchld", None)
-        self._sigchld = bool(hook is not None and self.target.kind == "command" and not self.wake_on_records
-                             and hook(True))
-
-    def _release_signals(self) -> None:
-        if self._sig_saved is None:
-            return
-        r, w, old_fd, old = self._sig_saved
-        self._sig_saved = None
-        self._sigfd = None
-        if self._sigchld:
-            self.backend.catch_sigchld(False)  # type: ignore[attr-defined]
-            self._sigchld = False
-        for s, h in old.items():
-            signal.signal(s, h)
-        signal.set_wakeup_fd(old_fd)
-        os.close(r)
-        os.close(w)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._stop is not None:
-            raise KeyboardInterrupt
-        self._stop = signum
-        name = signal.Signals(signum).name
-        child = self.target.child if self.target.kind == "command" else None
-        if signum != signal.SIGINT and child is not None and child.started:
-            child.kill(signum)
-            self.notes.append(f"stopped by {name} (passed on to the command)")
-        else:
-            self.notes.append("interrupted" if signum == signal.SIGINT else f"stopped by {name}")
-
-    def _drain_sigfd(self) -> None:
-        if self._sigfd is None:
-            return
-        try:
-            while os.read(self._sigfd, 512):
-                pass
-        except OSError:
-            pass
-
-    def _settle_tracker(self) -> None:
-        """The process's inherited totals, and whether the per-thread rows add up to them."""
-        tr = self.tracker
-        self.inherited = [tr.read(s) for s in range(len(self.sets))]
-        if self.lost_task_records:
-            self.notes.append(f"the kernel's ring buffer overflowed: {self.lost_task_records} task records lost")
-        if self._record_gaps:
-            self.notes.append(f"{self._record_gaps} exit count(s) came from the threads' own counters (their "
-                              f"kernel records were lost): those miss what ran before the thread was picked up")
-        for s, vals in enumerate(self.inherited):
-            d = self.totals.per_set[s] if s < len(self.totals.per_set) else {}
-            for v in vals:
-                acc = d.get(v.name)
-                if v.status != "ok" or v.value is None or acc is None or not v.value:
-                    continue
-                if abs(acc[0] - v.value) > 0.01 * abs(v.value):
-                    self.notes.append(f"the per-thread rows of {v.name} add up to {acc[0] / v.value:.1%} of the "
-                                      f"process total ({_fmt_num(v.value, v.spec.unit if v.spec else 'count')})")
 
     def close(self) -> None:
         if self.threads_followed == "poll" and (self._creations is not None or self._creations_why):

@@ -1,4 +1,12 @@
-"""What `corecast stat` monitors: a command it launches, a running process, or the system."""
+"""What `corecast stat` monitors: a command it launches, a running process, or the system.
+
+A command is started through corecast-launch (`corecast.collect.procs.Supervised`), stopped
+before it executes so that counting starts exactly at its exec. It stays in corecast's process
+group (the terminal's Ctrl-C reaches it as it reaches corecast); everything it leaves running
+when it exits is killed, and its whole tree -- what escaped with setsid included -- when corecast
+dies, SIGKILL included. `Target.pidfd` watches the supervisor, whose exit follows the command's
+and means its report is complete.
+"""
 from __future__ import annotations
 
 import os
@@ -6,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...errors import UserError
-from ..perf import Launched, launch
+from ..procs import Supervised
 
 
 # ============================================================================================
@@ -20,7 +28,7 @@ class Target:
     """What is monitored: a command corecast launches, a running process, or the system."""
 
     def __init__(self, kind: str, pid: int = -1, argv: Sequence[str] | None = None,
-                 child: Launched | None = None, env: dict[str, str] | None = None):
+                 child: Supervised | None = None, env: dict[str, str] | None = None):
         self.env = env
         self.kind = kind            # command | pid | system
         self.pid = pid
@@ -44,19 +52,23 @@ class Target:
         return cls("system")
 
     def prepare(self) -> None:
-        """Fork the command (stopped before exec)."""
+        """Start the command's supervisor (the command is stopped before exec)."""
         if self.kind == "command" and self.child is None:
-            self.child = launch(self.argv, env=self.env)
+            self.child = Supervised(self.argv, env=self.env, keep_group=True)
             self.pid = self.child.pid
-        if self.pid > 0:
+        watch = self.child.sup if self.child is not None else self.pid
+        if watch > 0:
             try:
-                self.pidfd = os.pidfd_open(self.pid)
+                self.pidfd = os.pidfd_open(watch)
             except (OSError, AttributeError):
                 self.pidfd = None
 
     def start(self) -> None:
         if self.child is not None and not self.child.started:
             self.child.start()
+            if self.child.exec_error is not None:
+                self.child.wait()
+                raise UserError(f"cannot run '{self.argv[0]}': {os.strerror(self.child.exec_error)}")
 
     def alive(self) -> bool:
         if self.kind == "system":
@@ -66,8 +78,13 @@ class Target:
         return Path(f"/proc/{self.pid}").is_dir() and _not_zombie(self.pid)
 
     def finish(self) -> None:
+        """The command's exit status. A command still running (the monitoring was ended by a
+        signal) gets STOP_GRACE_S to end on its own, then SIGTERM, then SIGKILL: it never
+        outlives corecast."""
         if self.child is not None:
             if self.child.started:
+                if self.child.poll(STOP_GRACE_S) is None:
+                    self.child.stop(grace=STOP_GRACE_S)
                 self.exit_status = self.child.wait()
             else:
                 self.child.abandon()

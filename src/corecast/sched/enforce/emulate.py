@@ -10,6 +10,10 @@
 
 Both need root (or the matching capabilities). Every output of the enforcing mode says which
 one slowed what: numbers from an emulated AMP are not a hybrid machine's.
+
+The cgroup `corecast-sched-PID` is named to corecast's sentinel (`corecast.collect.procs`)
+before it is made: if corecast dies, or an error cuts the set-up short, the sentinel kills what
+is left in it and removes it. `close()` removes it on every other path.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ...collect import procs
 from ...errors import UserError
 from .hybrid import format_cpus
 
@@ -79,12 +84,17 @@ class CgroupV1(_Cgroup):
         super().__init__(small, speed)
         self.home = _own_cgroup(mount)
         self.base = self.home / f"corecast-sched-{os.getpid()}"
+        procs.track_cgroup(self.base)
         try:
-            (self.base / "small").mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise UserError(f"{self.base}: cannot make the emulation's cgroup: {err.strerror or err}") from None
-        self._write(self.base / "small" / "cpu.cfs_period_us", str(PERIOD_US))
-        self._write(self.base / "small" / "cpu.cfs_quota_us", str(self.quota))
+            try:
+                (self.base / "small").mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise UserError(f"{self.base}: cannot make the emulation's cgroup: {err.strerror or err}") from None
+            self._write(self.base / "small" / "cpu.cfs_period_us", str(PERIOD_US))
+            self._write(self.base / "small" / "cpu.cfs_quota_us", str(self.quota))
+        except BaseException:
+            self.close()
+            raise
 
     def place(self, tid: int, small: bool) -> None:
         if self.where.get(tid, False) is small:
@@ -111,8 +121,11 @@ class CgroupV1(_Cgroup):
             pass
         try:
             self.base.rmdir()
-        except OSError:
+        except FileNotFoundError:
             pass
+        except OSError:
+            return                     # still busy: the sentinel keeps it and removes it later
+        procs.untrack(self.base)
 
 
 class CgroupV2(_Cgroup):
@@ -122,19 +135,24 @@ class CgroupV2(_Cgroup):
         super().__init__(small, speed)
         self.mount = mount
         self.base = mount / f"corecast-sched-{os.getpid()}"
+        procs.track_cgroup(self.base)
         try:
-            self.base.mkdir(exist_ok=True)
-        except OSError as err:
-            raise UserError(f"{self.base}: cannot make the emulation's cgroup: {err.strerror or err}") from None
-        self._write(mount / "cgroup.subtree_control", "+cpu")
-        for d in ("big", "small"):
             try:
-                (self.base / d).mkdir(exist_ok=True)
+                self.base.mkdir(exist_ok=True)
             except OSError as err:
-                raise UserError(f"{self.base / d}: {err.strerror or err}") from None
-            self._write(self.base / d / "cgroup.type", "threaded")
-        self._write(self.base / "cgroup.subtree_control", "+cpu")
-        self._write(self.base / "small" / "cpu.max", f"{self.quota} {PERIOD_US}")
+                raise UserError(f"{self.base}: cannot make the emulation's cgroup: {err.strerror or err}") from None
+            self._write(mount / "cgroup.subtree_control", "+cpu")
+            for d in ("big", "small"):
+                try:
+                    (self.base / d).mkdir(exist_ok=True)
+                except OSError as err:
+                    raise UserError(f"{self.base / d}: {err.strerror or err}") from None
+                self._write(self.base / d / "cgroup.type", "threaded")
+            self._write(self.base / "cgroup.subtree_control", "+cpu")
+            self._write(self.base / "small" / "cpu.max", f"{self.quota} {PERIOD_US}")
+        except BaseException:
+            self.close()
+            raise
 
     def adopt(self, pid: int) -> None:
         try:
@@ -167,8 +185,11 @@ class CgroupV2(_Cgroup):
                 except OSError:
                     pass
             self.base.rmdir()
-        except OSError:
+        except FileNotFoundError:
             pass
+        except OSError:
+            return                     # still busy: the sentinel keeps it and removes it later
+        procs.untrack(self.base)
 
 
 _STEALER = r"""

@@ -12,13 +12,20 @@ largest share on the big type get the big CPUs (one each), the others the small 
 
 Programs alone (`alone` reference policy) are run first, once per distinct command, for the
 slowdowns.
+
+Each program is started through corecast-launch (`corecast.collect.procs.Supervised`), in a
+process group of its own: when it ends, when the run stops (an error, Ctrl-C) and when corecast
+dies (SIGKILL included), its whole tree is killed -- nothing is left running pinned to the CPUs
+the policy chose -- and the emulation's cgroup is removed (by corecast's sentinel if corecast
+cannot do it itself).
 """
 from __future__ import annotations
 
+import errno
 import math
 import os
 import shlex
-import subprocess
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...collect.procs import Supervised
 from ...errors import UserError
 from ..machine import CoreType, Machine
 from ..policies import make_policy
@@ -238,9 +246,9 @@ class _Run:
                          app_weight=self.app_weight, app_runnable=np.zeros(A, dtype=np.int64),
                          app_start=np.zeros(A), placement=self.S, rng=np.random.default_rng(1))
 
-    def _discover(self, procs: list[subprocess.Popen]) -> None:
+    def _discover(self, procs: list[Supervised]) -> None:
         for a, p in enumerate(procs):
-            if p.poll() is not None:
+            if p.ended:
                 continue
             for key in _tasks(p.pid):
                 if key in self.slot:
@@ -332,24 +340,28 @@ class _Run:
             self.on[i] = k
 
     def run(self, on_quantum: Callable[[], None] | None = None) -> tuple[list[float], list[int | None]]:
-        procs: list[subprocess.Popen] = []
+        procs: list[Supervised] = []
+        waiters: list[threading.Thread] = []
         start = time.monotonic()
         ends: list[float] = [math.nan] * self.A
         status: list[int | None] = [None] * self.A
         try:
             for argv in self.cmds:
-                try:
-                    # the programs write to standard error: standard output is the report
-                    p = subprocess.Popen(argv, stdout=2, stderr=2)
-                except FileNotFoundError:
-                    raise UserError(f"cannot run '{shlex.join(argv)}': no such program") from None
-                except PermissionError:
-                    raise UserError(f"cannot run '{shlex.join(argv)}': permission denied") from None
-                self.st.emulation.adopt(p.pid)
+                # the programs write to standard error: standard output is the report
+                p = Supervised(argv, stdout=2, stderr=2)
                 procs.append(p)
+                self.st.emulation.adopt(p.pid)       # before it executes: all its threads follow
+                p.start()
+                if p.exec_error is not None:
+                    why = {errno.ENOENT: "no such program", errno.EACCES: "permission denied"}.get(
+                        p.exec_error, os.strerror(p.exec_error))
+                    raise UserError(f"cannot run '{shlex.join(argv)}': {why}")
             # a waiter per program takes its exit time as it happens, not at the next quantum
-            def waiter(a: int, p: subprocess.Popen) -> None:
-                p.wait()
+            def waiter(a: int, p: Supervised) -> None:
+                try:
+                    p.wait()
+                except UserError:
+                    pass
                 ends[a] = time.monotonic() - start
             waiters = [threading.Thread(target=waiter, args=(a, p), daemon=True) for a, p in enumerate(procs)]
             for w in waiters:
@@ -361,9 +373,9 @@ class _Run:
             while True:
                 now = time.monotonic()
                 for a, p in enumerate(procs):
-                    if status[a] is None and p.poll() is not None:
-                        waiters[a].join()
-                        status[a] = p.returncode
+                    if status[a] is None and not waiters[a].is_alive():
+                        # no report: its supervisor was killed, and the program with it (SIGKILL)
+                        status[a] = p.status if p.status is not None else -signal.SIGKILL
                 if all(s is not None for s in status):
                     break
                 self._discover(procs)
@@ -389,10 +401,13 @@ class _Run:
                 nxt += q
                 time.sleep(max(0.0, nxt - time.monotonic()))
         finally:
+            # the programs still running (an error, Ctrl-C) are killed with their whole tree
             for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+                p.kill(signal.SIGKILL)
+            for w in waiters:
+                w.join(timeout=10.0)
+            for p in procs:
+                p.close()
         return ends, status
 
 
@@ -431,6 +446,15 @@ def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | No
             alone: bool = True, progress_files: list[str | None] | None = None,
             progress: str = "auto", period: float | None = None) -> RunResult:
     """Run `commands` together under `policy` (and each alone first for the slowdowns)."""
+    try:
+        return _enforce(commands, policy, setup, sfs, alone, progress_files, progress, period)
+    finally:
+        setup.emulation.close()          # also after an error before the run (its cgroup)
+
+
+def _enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | None] | None,
+             alone: bool, progress_files: list[str | None] | None, progress: str,
+             period: float | None) -> RunResult:
     if not commands:
         raise UserError("no programs: give them after --, e.g. -- './a' './b'")
     argvs = []
@@ -466,7 +490,6 @@ def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | No
                      f"{setup.quantum * 1e3:g} ms)")
     finally:
         _restore(old)
-        setup.emulation.close()
         if counters is not None:
             counters.close()
     progs = []

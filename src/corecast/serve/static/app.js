@@ -95,6 +95,12 @@ async function refreshState() {
   showBoards();
   return state;
 }
+// the names of the methods, policies and meters, from corecast's registries (asked once)
+let registryNames = null;
+async function registry() {
+  if (!registryNames) registryNames = await api("/api/registry");
+  return registryNames;
+}
 function filesOf(...kinds) { return state.files.filter((f) => kinds.includes(f.kind)); }
 
 function fileSelect(files, selected, onchange) {
@@ -523,7 +529,8 @@ async function pagePredict(params) {
   const files = filesOf("campaign", "dataset");
   const fid = params.get("file") || (files[0] && files[0].id);
   const form = h("div", { class: "panel", id: "predict-form" }, h("h3", {}, "corecast predict"));
-  const method = h("select", { id: "predict-method" }, ["auto", "estima", "timex", "usl"].map((m) => h("option", { value: m, selected: m === (params.get("method") || "auto") }, m)));
+  const names = await registry();
+  const method = h("select", { id: "predict-method" }, names.methods.map((m) => h("option", { value: m, selected: m === (params.get("method") || names.methods[0]) }, m)));
   const cores = h("input", { type: "text", id: "predict-cores", value: params.get("cores") || "", placeholder: "e.g. 16,32,64 or 8-64:2x" });
   const level = h("input", { type: "text", id: "predict-level", value: params.get("level") || "0.8" });
   const freq = h("input", { type: "text", id: "predict-freq", value: params.get("freq_ratio") || "", placeholder: "1 (same clock)" });
