@@ -139,6 +139,9 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                      help="also simulate N-way LRU caches at the sizes (default: full only)")
     mrc.add_argument("--sample", type=float, default=1.0, metavar="R",
                      help="SHARDS sampling rate in (0, 1] (default 1: exact)")
+    mrc.add_argument("--sample-max", type=arg(count), default=None, metavar="N",
+                     help="fixed-size SHARDS: track at most N lines, the rate falling from --sample "
+                          "as the footprint asks (bounded memory; e.g. 8192)")
     mrc.add_argument("--accesses", choices=["all", "data", "instr"], default="all",
                      help="which accesses make the curve (default all: a unified cache)")
     mrc.add_argument("--count", choices=["all", "exposed"], default="all",
@@ -286,7 +289,7 @@ def _mrc(args: argparse.Namespace) -> int:
     with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
         res = mrc.analyse(_counted(tr.chunks(1 << 20), bar), sizes=sizes, line=args.line,
                           accesses=args.accesses, rate=args.sample, assoc=assoc, per_thread=args.per_thread,
-                          count=args.count)
+                          count=args.count, sample_max=args.sample_max)
     _show(args, res.to_dict(), lambda: R.render_terminal(res, console()),
           lambda: R.figure(res, f"miss-rate curve: {Path(args.trace).name}"),
           lambda: R.to_dataset(res, str(args.trace)), rows=mrc_rows)
