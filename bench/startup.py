@@ -85,6 +85,10 @@ def main() -> int:
                            ("installed: corecast stat -c task_clock -- true", "perf stat -e task-clock -- true")):
             if mine in med and med[peer] > 0:
                 print(f"ratio {mine!r} / {peer!r}: {med[mine] / med[peer]:.1f}x")
+        for mine in ("corecast stat -c task_clock -- true", "installed: corecast stat -c task_clock -- true"):
+            if mine in med:
+                r = med[mine] / med["perf stat -e task-clock -- true"]
+                print(f"target: {mine!r} at most 3x perf's -- {'met' if r <= 3 else 'not met'} ({r:.1f}x)")
     floor = med["python -c pass (floor)"]
     print(f"corecast stat -- true above the interpreter's floor: {1e3 * (med['corecast stat -- true'] - floor):.1f} ms")
     print(f"# load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
