@@ -17,12 +17,28 @@
  * /proc/self/task/TID/schedstat (run time, run-queue delay, timeslices) is recorded when the
  * thread exits, since an exited thread's schedstat is otherwise lost.
  *
+ * Idle cores: a thread blocked in a wait frees its CPU. That costs the run nothing while
+ * another of its threads can use the CPU (a coordinator waiting for its workers, an idle pool),
+ * and costs the wait while cores stand idle. On the slow path only -- never on an uncontended
+ * lock -- the shim keeps a process-wide count of the threads that are running (not blocked in
+ * a wrapped wait) and of those waiting in a stall wait (lock, condition, barrier, semaphore),
+ * and integrates over time each waiter's share of the idle CPUs, min(1, (cpus - running) /
+ * waiting), cpus being the process's affinity mask at load. A wait reads that integral when it
+ * starts and ends: the difference ("idle" in the report) is the part of the wait during which
+ * cores stood idle, split fairly among the waiters, so the waits' idle parts never add up to
+ * more than the idle core-time. Spinning waits (spin locks) count as waiting: the spinning core
+ * does no work. pthread_join, sleeps, poll/select/epoll and waits for child processes are
+ * wrapped only to take their thread out of the running count (they are not stall categories).
+ * Threads blocked elsewhere (read(), raw futexes) count as running, which can only hide idle
+ * time, and other processes of the run are not seen.
+ *
  * Report format (text, one record per line, fields separated by single spaces):
  *   corecast-shim 1
  *   pid P / ppid P / clock tsc|cntvct|ns / ticks T / ns N   (ticks and ns elapsed since load)
+ *   cpus C                                                  (CPUs in the affinity mask at load)
  *   end exit | end signal S
  *   thread TID exited 0|1 run_ns R delay_ns D slices S
- *   stat TID PRIMITIVE calls C contended K wait W max M     (W, M in clock ticks)
+ *   stat TID PRIMITIVE calls C contended K wait W max M idle I   (W, M, I in clock ticks)
  *   done
  */
 #define _GNU_SOURCE
@@ -35,9 +51,14 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +80,8 @@ enum prim {
     P_COND_WAIT, P_COND_TIMEDWAIT,
     P_BARRIER_WAIT,
     P_SEM_WAIT, P_SEM_TIMEDWAIT, P_SEM_TRYWAIT,
+    /* not stall categories: wrapped only to take the thread out of the running count */
+    P_JOIN, P_SLEEP, P_POLL, P_WAITCHILD,
     NPRIM
 };
 
@@ -70,6 +93,7 @@ static const char *const prim_name[NPRIM] = {
     "cond_wait", "cond_timedwait",
     "barrier_wait",
     "sem_wait", "sem_timedwait", "sem_trywait",
+    "join", "sleep", "poll", "waitchild",
 };
 
 struct pstat {
@@ -77,6 +101,7 @@ struct pstat {
     uint64_t contended;  /* fast path failed (for try-primitives: failed attempts) */
     uint64_t wait;       /* clock ticks spent waiting (try-primitives: spinning) */
     uint64_t max;        /* longest single wait */
+    uint64_t idle;       /* ticks of the waits during which cores stood idle (this waiter's share) */
 };
 
 struct cc_thread {
@@ -148,6 +173,23 @@ REAL(int, sem_trywait, sem_t *);
 REAL(int, sem_timedwait, sem_t *, const struct timespec *);
 REAL(int, sem_clockwait, sem_t *, clockid_t, const struct timespec *);
 REAL(int, pthread_create, pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+REAL(int, pthread_join, pthread_t, void **);
+REAL(int, pthread_timedjoin_np, pthread_t, void **, const struct timespec *);
+REAL(int, pthread_clockjoin_np, pthread_t, void **, clockid_t, const struct timespec *);
+REAL(int, nanosleep, const struct timespec *, struct timespec *);
+REAL(int, clock_nanosleep, clockid_t, int, const struct timespec *, struct timespec *);
+REAL(int, usleep, useconds_t);
+REAL(unsigned, sleep, unsigned);
+REAL(int, poll, struct pollfd *, nfds_t, int);
+REAL(int, ppoll, struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+REAL(int, select, int, fd_set *, fd_set *, fd_set *, struct timeval *);
+REAL(int, pselect, int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+REAL(int, epoll_wait, int, struct epoll_event *, int, int);
+REAL(int, epoll_pwait, int, struct epoll_event *, int, int, const sigset_t *);
+REAL(pid_t, waitpid, pid_t, int *, int);
+REAL(pid_t, wait, int *);
+REAL(pid_t, wait4, pid_t, int *, int, struct rusage *);
+REAL(int, waitid, idtype_t, id_t, siginfo_t *, int);
 static void (*real__exit)(int) __attribute__((noreturn));
 static void (*real__Exit)(int) __attribute__((noreturn));
 
@@ -194,6 +236,23 @@ static void cc_resolve(void) {
     R(sem_timedwait, NULL);
     R(sem_clockwait, NULL);
     R(pthread_create, NULL);
+    R(pthread_join, NULL);
+    R(pthread_timedjoin_np, NULL);
+    R(pthread_clockjoin_np, NULL);
+    R(nanosleep, NULL);
+    R(clock_nanosleep, NULL);
+    R(usleep, NULL);
+    R(sleep, NULL);
+    R(poll, NULL);
+    R(ppoll, NULL);
+    R(select, NULL);
+    R(pselect, NULL);
+    R(epoll_wait, NULL);
+    R(epoll_pwait, NULL);
+    R(waitpid, NULL);
+    R(wait, NULL);
+    R(wait4, NULL);
+    R(waitid, NULL);
     R(_exit, NULL);
     R(_Exit, NULL);
 #undef R
@@ -248,8 +307,14 @@ static void ensure_key(void) {
         ;
 }
 
-static void adopt(struct cc_thread *t) {
+static void idle_count(int dr, int dw);
+
+/* `counted`: the thread is in the running count already (pthread_create counts a new thread
+ * when it creates it: it is runnable from then on). */
+static void adopt(struct cc_thread *t, int counted) {
     t->tid = cc_gettid();
+    if (!counted)
+        idle_count(1, 0);
     atomic_store(&t->used, 1);
     tls_self = t;
     ensure_key();
@@ -265,7 +330,7 @@ static __attribute__((noinline)) struct cc_thread *register_self(void) {
         tls_self = &dummy_thread;
         return &dummy_thread;
     }
-    adopt(t);
+    adopt(t, 0);
     return t;
 }
 
@@ -276,19 +341,92 @@ static inline struct cc_thread *self(void) {
     return t;
 }
 
+/* ------------------------------------------------------------------ idle cores
+ * (see the top of the file). Only wrapped waits and thread starts and ends take this lock: the
+ * uncontended lock path never does. */
+static int g_ncpu = 1;            /* CPUs in the affinity mask at load */
+static int g_running;             /* threads not blocked in a wrapped wait */
+static int g_waiting;             /* threads blocked in a stall wait */
+static uint64_t g_idle_acc;       /* integral of min(1, (cpus - running) / waiting), in ticks */
+static uint64_t g_idle_last;      /* when it was last brought up to date */
+static atomic_flag g_idle_lock = ATOMIC_FLAG_INIT;
+static __thread int tls_marking __attribute__((tls_model("initial-exec")));
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Bring the integral up to now, then change the counts by dr (running) and dw (waiting).
+ * *acc gets the integral and *now the time read under the lock. Returns 0, changing nothing,
+ * when called from a signal handler that interrupted this thread inside the lock (taking it
+ * again would deadlock): the caller then skips the accounting of that wait. */
+static __attribute__((noinline)) int idle_mark(int dr, int dw, uint64_t *now, uint64_t *acc) {
+    if (tls_marking)
+        return 0;
+    tls_marking = 1;
+    unsigned spins = 0;
+    while (atomic_flag_test_and_set_explicit(&g_idle_lock, memory_order_acquire)) {
+        if (++spins > 64) {
+            sched_yield();          /* the holder may have been preempted */
+            spins = 0;
+        } else {
+            cpu_relax();
+        }
+    }
+    uint64_t t = cc_now();
+    if (t > g_idle_last) {
+        if (g_running < g_ncpu && g_waiting > 0) {
+            uint64_t dt = t - g_idle_last;
+            uint64_t free_cpus = (uint64_t)(g_ncpu - (g_running > 0 ? g_running : 0));
+            g_idle_acc += free_cpus >= (uint64_t)g_waiting ? dt : dt * free_cpus / (uint64_t)g_waiting;
+        }
+        g_idle_last = t;
+    }
+    g_running += dr;
+    g_waiting += dw;
+    *acc = g_idle_acc;
+    atomic_flag_clear_explicit(&g_idle_lock, memory_order_release);
+    tls_marking = 0;
+    *now = t;
+    return 1;
+}
+
+/* Marks that need neither the time nor the integral (thread start and end). */
+static void idle_count(int dr, int dw) {
+    uint64_t now, acc;
+    (void)idle_mark(dr, dw, &now, &acc);
+}
+
 /* ------------------------------------------------------------------ accounting */
-static inline void add_wait(struct cc_thread *t, int p, uint64_t d) {
+static inline void add_wait(struct cc_thread *t, int p, uint64_t d, uint64_t idle) {
     t->s[p].contended++;
     t->s[p].wait += d;
+    t->s[p].idle += idle;
     if (d > t->s[p].max)
         t->s[p].max = d;
 }
+
+/* A blocking wait of a stall category, timed from idle_mark to idle_mark. */
+#define WAIT_BEGIN \
+    uint64_t t0_ = 0, i0_ = 0; \
+    int marked_ = idle_mark(-1, 1, &t0_, &i0_); \
+    if (!marked_) t0_ = cc_now()
+#define WAIT_END(p) do { \
+    uint64_t t1_ = 0, i1_ = 0; \
+    if (!marked_ || !idle_mark(1, -1, &t1_, &i1_)) { t1_ = cc_now(); i1_ = i0_; } \
+    add_wait(t, p, t1_ > t0_ ? t1_ - t0_ : 0, i1_ - i0_); \
+} while (0)
 
 /* Charge an open spin episode up to `end`. */
 static void spin_charge(struct cc_thread *t, uint64_t end) {
     if (end > t->spin_start) {
         uint64_t d = end - t->spin_start;
         t->s[t->spin_prim].wait += d;
+        t->s[t->spin_prim].idle += d;     /* a spinning core does no work: all of it */
         if (d > t->s[t->spin_prim].max)
             t->s[t->spin_prim].max = d;
     }
@@ -327,9 +465,9 @@ static __attribute__((noinline)) void spin_fail(struct cc_thread *t, const void 
     int r_ = (trycall); \
     if (LIKELY(r_ == 0)) return 0; \
     if (r_ != EBUSY) return (blockcall); \
-    uint64_t t0_ = cc_now(); \
+    WAIT_BEGIN; \
     r_ = (blockcall); \
-    add_wait(t, p, cc_now() - t0_); \
+    WAIT_END(p); \
     return r_; \
 } while (0)
 
@@ -434,9 +572,9 @@ EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l) {
 
 /* ------------------------------------------------------------------ condition variables */
 #define TIMED(p, addr, call) do { \
-    uint64_t t0_ = cc_now(); \
+    WAIT_BEGIN; \
     int r_ = (call); \
-    add_wait(t, p, cc_now() - t0_); \
+    WAIT_END(p); \
     return r_; \
 } while (0)
 
@@ -465,6 +603,122 @@ EXPORT int pthread_barrier_wait(pthread_barrier_t *b) {
     TIMED(P_BARRIER_WAIT, b, real_pthread_barrier_wait(b));
 }
 
+/* ------------------------------------------------------------------ other blocking calls
+ * Not stall categories: a thread blocked in one of these is not running, so it leaves the
+ * running count while it is there (and its time is recorded under its own primitive). */
+#define OFFCPU(p, type, call) do { \
+    ENTER(p, NULL); \
+    uint64_t t0_ = 0, i0_ = 0, t1_ = 0, i1_ = 0; \
+    int marked_ = idle_mark(-1, 0, &t0_, &i0_); \
+    type r_ = (call); \
+    int e_ = errno; \
+    if (marked_ && idle_mark(1, 0, &t1_, &i1_) && t1_ > t0_) { \
+        t->s[p].wait += t1_ - t0_; \
+        if (t1_ - t0_ > t->s[p].max) t->s[p].max = t1_ - t0_; \
+    } \
+    errno = e_; \
+    return r_; \
+} while (0)
+
+#define NEED_ERRNO(name, fail) do { if (UNLIKELY(!real_##name)) { cc_resolve(); if (!real_##name) { errno = ENOSYS; return (fail); } } } while (0)
+
+EXPORT int pthread_join(pthread_t th, void **ret) {
+    NEED(pthread_join);
+    OFFCPU(P_JOIN, int, real_pthread_join(th, ret));
+}
+
+EXPORT int pthread_timedjoin_np(pthread_t th, void **ret, const struct timespec *abst) {
+    NEED(pthread_timedjoin_np);
+    OFFCPU(P_JOIN, int, real_pthread_timedjoin_np(th, ret, abst));
+}
+
+EXPORT int pthread_clockjoin_np(pthread_t th, void **ret, clockid_t c, const struct timespec *abst) {
+    NEED(pthread_clockjoin_np);
+    OFFCPU(P_JOIN, int, real_pthread_clockjoin_np(th, ret, c, abst));
+}
+
+EXPORT int nanosleep(const struct timespec *req, struct timespec *rem) {
+    NEED_ERRNO(nanosleep, -1);
+    OFFCPU(P_SLEEP, int, real_nanosleep(req, rem));
+}
+
+EXPORT int clock_nanosleep(clockid_t c, int flags, const struct timespec *req, struct timespec *rem) {
+    NEED(clock_nanosleep);      /* returns the error number, as the pthread functions do */
+    OFFCPU(P_SLEEP, int, real_clock_nanosleep(c, flags, req, rem));
+}
+
+EXPORT int usleep(useconds_t us) {
+    NEED_ERRNO(usleep, -1);
+    OFFCPU(P_SLEEP, int, real_usleep(us));
+}
+
+EXPORT unsigned sleep(unsigned s) {
+    NEED_ERRNO(sleep, s);
+    OFFCPU(P_SLEEP, unsigned, real_sleep(s));
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
+    NEED_ERRNO(poll, -1);
+    if (timeout == 0)
+        return real_poll(fds, n, timeout);      /* does not block */
+    OFFCPU(P_POLL, int, real_poll(fds, n, timeout));
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask) {
+    NEED_ERRNO(ppoll, -1);
+    OFFCPU(P_POLL, int, real_ppoll(fds, n, tmo, mask));
+}
+
+EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo) {
+    NEED_ERRNO(select, -1);
+    OFFCPU(P_POLL, int, real_select(n, r, w, e, tmo));
+}
+
+EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask) {
+    NEED_ERRNO(pselect, -1);
+    OFFCPU(P_POLL, int, real_pselect(n, r, w, e, tmo, mask));
+}
+
+EXPORT int epoll_wait(int fd, struct epoll_event *ev, int max, int timeout) {
+    NEED_ERRNO(epoll_wait, -1);
+    if (timeout == 0)
+        return real_epoll_wait(fd, ev, max, timeout);
+    OFFCPU(P_POLL, int, real_epoll_wait(fd, ev, max, timeout));
+}
+
+EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask) {
+    NEED_ERRNO(epoll_pwait, -1);
+    if (timeout == 0)
+        return real_epoll_pwait(fd, ev, max, timeout, mask);
+    OFFCPU(P_POLL, int, real_epoll_pwait(fd, ev, max, timeout, mask));
+}
+
+EXPORT pid_t waitpid(pid_t pid, int *status, int options) {
+    NEED_ERRNO(waitpid, -1);
+    if (options & WNOHANG)
+        return real_waitpid(pid, status, options);
+    OFFCPU(P_WAITCHILD, pid_t, real_waitpid(pid, status, options));
+}
+
+EXPORT pid_t wait(int *status) {
+    NEED_ERRNO(wait, -1);
+    OFFCPU(P_WAITCHILD, pid_t, real_wait(status));
+}
+
+EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru) {
+    NEED_ERRNO(wait4, -1);
+    if (options & WNOHANG)
+        return real_wait4(pid, status, options, ru);
+    OFFCPU(P_WAITCHILD, pid_t, real_wait4(pid, status, options, ru));
+}
+
+EXPORT int waitid(idtype_t idt, id_t id, siginfo_t *info, int options) {
+    NEED_ERRNO(waitid, -1);
+    if (options & WNOHANG)
+        return real_waitid(idt, id, info, options);
+    OFFCPU(P_WAITCHILD, int, real_waitid(idt, id, info, options));
+}
+
 /* ------------------------------------------------------------------ semaphores
  * These return -1 and set errno; the try must not leave EAGAIN behind on success. */
 #define SEMLIKE(p, s, blockcall) do { \
@@ -472,9 +726,11 @@ EXPORT int pthread_barrier_wait(pthread_barrier_t *b) {
     if (LIKELY(real_sem_trywait(s) == 0)) { errno = e_; return 0; } \
     if (errno != EAGAIN) return (blockcall); \
     errno = e_; \
-    uint64_t t0_ = cc_now(); \
+    WAIT_BEGIN; \
     int r_ = (blockcall); \
-    add_wait(t, p, cc_now() - t0_); \
+    e_ = errno; \
+    WAIT_END(p); \
+    errno = e_; \
     return r_; \
 } while (0)
 
@@ -521,11 +777,12 @@ static void thread_gone(void *p) {
         spin_charge(t, t->spin_last);
     read_schedstat(t->tid, t->sched);
     t->exited = 1;
+    idle_count(-1, 0);
 }
 
 static void *trampoline(void *p) {
     struct cc_thread *t = p;
-    adopt(t);
+    adopt(t, 1);
     return t->start_fn(t->start_arg);
 }
 
@@ -536,8 +793,11 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
         return real_pthread_create(th, attr, fn, arg);
     t->start_fn = fn;
     t->start_arg = arg;
+    idle_count(1, 0);                   /* runnable from now on */
     int r = real_pthread_create(th, attr, trampoline, t);
     /* on failure the slot stays unused (used == 0) and is left out of the report */
+    if (r != 0)
+        idle_count(-1, 0);
     return r;
 }
 
@@ -642,8 +902,10 @@ static void report_thread(struct out *o, struct cc_thread *t) {
         spin_extra = t->spin_last - t->spin_start;   /* open episode: up to the last failure */
     for (int p = 0; p < NPRIM; p++) {
         struct pstat s = t->s[p];
-        if (t->spin_addr && p == t->spin_prim)
+        if (t->spin_addr && p == t->spin_prim) {
             s.wait += spin_extra;
+            s.idle += spin_extra;
+        }
         if (!s.calls)
             continue;
         out_str(o, "stat ");
@@ -654,6 +916,7 @@ static void report_thread(struct out *o, struct cc_thread *t) {
         out_kv(o, "contended", s.contended);
         out_kv(o, "wait", s.wait);
         out_kv(o, "max", s.max);
+        out_kv(o, "idle", s.idle);
         out_str(o, "\n");
     }
 }
@@ -701,6 +964,7 @@ static void write_report(int sig) {
     out_str(&o, "clock "); out_str(&o, clock_name); out_str(&o, "\n");
     out_str(&o, "ticks "); out_u64(&o, ticks); out_str(&o, "\n");
     out_str(&o, "ns "); out_u64(&o, ns); out_str(&o, "\n");
+    out_str(&o, "cpus "); out_u64(&o, (uint64_t)g_ncpu); out_str(&o, "\n");
     if (sig) {
         out_str(&o, "end signal "); out_u64(&o, (uint64_t)sig); out_str(&o, "\n");
     } else {
@@ -763,13 +1027,28 @@ static void after_fork_child(void) {
     atomic_store(&g_written, 0);
     g_pid = getpid();
     tls_self = NULL;
+    tls_marking = 0;
+    atomic_flag_clear(&g_idle_lock);
+    g_running = g_waiting = 0;      /* only the forking thread goes on: register_self counts it */
+    g_idle_acc = 0;
+    g_idle_last = cc_now();
     g_t0_ticks = cc_now();
     g_t0_ns = mono_ns();
     register_self();
 }
 
+static int affinity_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
+}
+
 __attribute__((constructor)) static void cc_init(void) {
     g_pid = getpid();
+    g_ncpu = affinity_cpus();
+    g_idle_last = cc_now();
     g_t0_ticks = cc_now();
     g_t0_ns = mono_ns();
     cc_resolve();

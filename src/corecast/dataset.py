@@ -99,8 +99,15 @@ class ColumnInfo:
         return cls(name=name, **{k: v for k, v in d.items() if k in known})
 
 
+#: A column named `X_idle_cycles` is the part of the stall category `X_cycles` during which cores
+#: stood idle (the sync shim's split; corecast.model.losttime): a part of a category, not one.
+IDLE_PART_SUFFIX = "_idle_cycles"
+
+
 def default_column_info(name: str, source: str | None = None) -> ColumnInfo:
     kind, unit = KNOWN_COLUMNS.get(name, ("stall", None))
+    if name not in KNOWN_COLUMNS and name.endswith(IDLE_PART_SUFFIX):
+        kind, unit = "counter", "cycles"
     if kind == "stall" and name.endswith("_s"):
         unit = "s"
     elif kind == "stall" and ("cycles" in name):

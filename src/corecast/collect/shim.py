@@ -18,6 +18,18 @@ predictor extrapolates, in cycles summed over all threads of all processes of th
                           failed attempt on an object to acquiring it (or to the last failure)
     runqueue_delay_cycles schedstat run-queue delay of every thread (also exited ones)
 
+and beside the first three, the part of each wait during which cores stood idle (`idle_parts`):
+
+    lock_wait_idle_cycles, barrier_wait_idle_cycles, cond_wait_idle_cycles
+
+The shim integrates, on its slow path only, each waiter's share of the CPUs no thread of the
+process was running on (see native/shim/shim.c): a coordinator waiting for busy workers, or an
+idle pool while the other threads work, waits with no core idle (its wait overlaps the others'
+running and costs no time); a thread waiting for a lock while the other cores have nothing to
+do waits on the critical path. The model (`corecast.model.losttime`) charges a category to time
+by its idle part, up to the core-time the run lost. A trylock spin keeps its core busy without
+work, so all of it is idle; it has no separate column (its idle part is the whole).
+
 "Cycles" are the shim clock's ticks: on x86-64 the TSC, i.e. reference cycles at the nominal
 frequency. On other clocks ticks are converted to cycles at the nominal frequency when known.
 
@@ -31,12 +43,19 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import UserError
 from ..native import native_path
 from ..store import OK
 from .source import Collected, Host, Option, Run, Source
+
+if TYPE_CHECKING:
+    from ..dataset import ColumnInfo
+
+#: the suffix of a category's idle part (dataset.IDLE_PART_SUFFIX, kept here so that `measure -h`
+#: imports no dataset and no numpy; tests/test_shim_idle.py checks they agree)
+IDLE_PART_SUFFIX = "_idle_cycles"
 
 ENV_REPORT = "CORECAST_SHIM_REPORT"
 LIBRARY = "libcorecast_shim.so"
@@ -53,6 +72,17 @@ CATEGORIES = {
     "cond_wait_cycles": COND_PRIMS,
     "trylock_spin_cycles": TRY_PRIMS,
 }
+#: The idle part of a category: the column's name from the category's.
+IDLE_CATEGORIES = ("lock_wait_cycles", "barrier_wait_cycles", "cond_wait_cycles")
+
+
+def idle_column(category: str) -> str:
+    """`lock_wait_cycles` -> `lock_wait_idle_cycles` (corecast.model.losttime reads the same name)."""
+    return category[: -len("_cycles")] + IDLE_PART_SUFFIX
+
+
+IDLE_SOURCE = ("measured: corecast sync shim (LD_PRELOAD), slow path only: each waiter's share of the CPUs no "
+               "thread of its process was running on")
 CATEGORY_HELP = {
     "lock_wait_cycles": "cycles threads waited for contended mutexes, spin locks and rwlocks",
     "barrier_wait_cycles": "cycles threads waited in pthread barriers",
@@ -85,12 +115,16 @@ class PrimStat:
     contended: int = 0
     wait: int = 0       # clock ticks
     max: int = 0
+    idle: int = 0       # ticks of the waits during which cores stood idle (this waiter's share)
+    idle_known: bool = True     # False: a report of an older shim, which did not count it
 
     def add(self, other: "PrimStat") -> None:
         self.calls += other.calls
         self.contended += other.contended
         self.wait += other.wait
         self.max = max(self.max, other.max)
+        self.idle += other.idle
+        self.idle_known = self.idle_known and other.idle_known
 
 
 @dataclass
@@ -113,6 +147,7 @@ class ProcessReport:
     end: str                 # "exit" or "signal N"
     threads: list[ThreadInfo]
     path: str = ""
+    cpus: int | None = None  # CPUs in the process's affinity mask when the shim was loaded
 
 
 @dataclass
@@ -130,6 +165,14 @@ class ShimSummary:
 
     def wait_ticks(self, prims: Iterable[str]) -> int:
         return sum(self.prims[p].wait for p in prims if p in self.prims)
+
+    def idle_ticks(self, prims: Iterable[str]) -> int | None:
+        """Ticks of these primitives' waits during which cores stood idle; None when a report
+        did not count them (an older shim) while it had waits of them."""
+        got = [self.prims[p] for p in prims if p in self.prims]
+        if any(not st.idle_known and st.wait > 0 for st in got):
+            return None
+        return sum(st.idle for st in got)
 
 
 def parse_report(text: str, path: str = "shim report") -> ProcessReport:
@@ -153,7 +196,7 @@ def parse_report(text: str, path: str = "shim report") -> ProcessReport:
             tid, prim = int(parts[1]), parts[2]
             kv = dict(zip(parts[3::2], parts[4::2]))
             st = PrimStat(int(kv.get("calls", 0)), int(kv.get("contended", 0)), int(kv.get("wait", 0)),
-                          int(kv.get("max", 0)))
+                          int(kv.get("max", 0)), int(kv.get("idle", 0)), "idle" in kv)
             th = threads.setdefault(tid, ThreadInfo(tid, False, 0, 0, 0))
             th.stats[prim] = st
         else:
@@ -161,7 +204,8 @@ def parse_report(text: str, path: str = "shim report") -> ProcessReport:
     try:
         return ProcessReport(pid=int(head["pid"]), ppid=int(head.get("ppid", 0)), clock=head.get("clock", "tsc"),
                              ticks=int(head.get("ticks", 0)), ns=int(head.get("ns", 0)),
-                             end=head.get("end", "exit"), threads=list(threads.values()), path=path)
+                             end=head.get("end", "exit"), threads=list(threads.values()), path=path,
+                             cpus=int(head["cpus"]) if "cpus" in head else None)
     except (KeyError, ValueError) as err:
         raise ValueError(f"{path}: malformed header ({err})") from None
 
@@ -209,6 +253,28 @@ def stall_categories(summary: ShimSummary, nominal_hz: float | None = None) -> d
     out = {name: float(summary.wait_ticks(prims)) * factor for name, prims in CATEGORIES.items()}
     out["runqueue_delay_cycles"] = float(summary.delay_ns) * cycles_per_ns
     return out
+
+
+def idle_parts(summary: ShimSummary, nominal_hz: float | None = None) -> dict[str, float | None]:
+    """The idle part of the categories that have one (`IDLE_CATEGORIES`), in the same cycles as
+    `stall_categories`; None where the reports did not count it."""
+    factor = 1.0 if summary.clock == "tsc" or summary.ticks_per_s is None or not nominal_hz else \
+        nominal_hz / summary.ticks_per_s
+    out: dict[str, float | None] = {}
+    for name in IDLE_CATEGORIES:
+        v = summary.idle_ticks(CATEGORIES[name])
+        out[idle_column(name)] = None if v is None else float(v) * factor
+    return out
+
+
+def idle_column_infos() -> list[ColumnInfo]:
+    """The idle columns' descriptions: kind `counter`, so that no predictor takes them for stall
+    categories of their own (they are parts of one)."""
+    from ..dataset import ColumnInfo     # for start-up time (corecast.collect.source says why)
+    return [ColumnInfo(name=idle_column(c), kind="counter", unit="cycles", source=IDLE_SOURCE, status="ok",
+                       description=f"the part of {c} during which cores stood idle (the rest overlapped other "
+                                   "threads' running)")
+            for c in IDLE_CATEGORIES]
 
 
 def counters(summary: ShimSummary) -> dict[str, float]:
@@ -271,11 +337,13 @@ class ShimSource(Source):
             got.notes.append("the sync shim wrote no report (static binary, setuid program, or killed by SIGKILL)")
             for name in list(CATEGORIES) + ["runqueue_delay_cycles"]:
                 got.values[name] = None
+            got.values.update({c.name: None for c in idle_column_infos()})
             if run.record.status == OK:
                 self.host.notice_once("shim-none", f"the sync shim wrote no report for '{run.argv[0]}' (a static or "
                                       "setuid program cannot be preloaded): no lock/barrier/condition wait categories")
         else:
             got.values.update(stall_categories(summary, self.host.nominal_hz))
+            got.values.update(idle_parts(summary, self.host.nominal_hz))
             got.values.update(counters(summary))
             got.provenance["shim"] = {
                 "processes": len(summary.processes), "threads": summary.threads,
@@ -286,6 +354,7 @@ class ShimSource(Source):
         for name in CATEGORIES:
             got.columns.append(ColumnInfo(name=name, kind="stall", unit="cycles", source=SHIM_SOURCE,
                                           status="ok", description=CATEGORY_HELP[name]))
+        got.columns.extend(idle_column_infos())
         got.columns.append(ColumnInfo(name="runqueue_delay_cycles", kind="stall", unit="cycles",
                                       source="measured: schedstat run-queue delay of every thread, read by the "
                                              "sync shim when each thread exits",

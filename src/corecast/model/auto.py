@@ -38,8 +38,9 @@ measured count); spread(n): the weighted standard deviation of the members' log 
 n. Coverage is measured (`corecast evaluate`, `--corpus`, tests/test_auto_calibration.py).
 
 With two core counts there is nothing to validate: the two-point predictor
-(`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share, and the
-corpus' error growth for its band when the data are a plain throughput or time series.
+(`corecast.model.twopoint`) with the corpus' prior for the USL's coherency share -- its stall
+model only where the waits charged to time explain the lost core-time
+(`corecast.model.losttime`) -- and the corpus' error growth for its band.
 """
 from __future__ import annotations
 
@@ -48,13 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
-from . import methods, twopoint
+from . import losttime, methods, twopoint
 from .base import Fitted, Prediction
 from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate, noise_of, validate
+from .estima import analysis_rows
 from .priors import Priors
 from .priors import load as load_priors
 from .series import convert, input_metric, single_size, time_series
@@ -90,6 +91,7 @@ class AutoFit(Fitted):
     prior_weight: float = 0.0             # ... counted as this many validation errors
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
+    analysis: losttime.LossAnalysis | None = None   # the lost core-time and what the waits account for
 
     def combined_validation(self) -> list[tuple[float, float]]:
         """(log distance, log error) of the combined prediction at every rolling-origin pair,
@@ -200,7 +202,9 @@ class AutoFit(Fitted):
 
     def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Any]:
         est = self.fits.get("estima")
-        return est.bottlenecks(cores) if est is not None else []
+        if est is not None:
+            return est.bottlenecks(cores)
+        return analysis_rows(self.analysis) if self.analysis is not None else []
 
     def calibrated_member(self, name: str) -> CalibratedFit | None:
         """The member `name` with its band calibrated on its own validation errors: what
@@ -225,14 +229,18 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     ts = time_series(ds1)
     if len(ts.cores) == 2:
         # Nothing to validate or combine: the two-point predictor, with the corpus' coherency share.
+        # Its stall model only where the waits charged to time explain the lost core-time.
         tp = twopoint.fit_dataset(ds, size=size, coherency_share=pri.coherency_share,
                                   **methods.options_for(twopoint.fit_dataset, kw))
-        if tp.uses_stalls:
-            return tp
         return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two)
     if len(ts.cores) < 3:
         raise UserError(f"{ds.label}: prediction needs measurements at 2 or more distinct core counts "
                         f"(got {len(ts.cores)})")
+    # The interference-free times and the waits charged to time (corecast.model.losttime).
+    ds1, la = losttime.prepare(ds1, kw.get("categories"))
+    if la is not None:
+        warns.extend(la.notes)
+        ts = time_series(ds1)
     cand = methods.applicable(ds1, kw.get("categories")) + list(methods.MEMBERS)
     fits: dict[str, Fitted] = {}
     errors: dict[str, str] = {}
@@ -262,7 +270,8 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     finite = {k: v for k, v in scores.items() if math.isfinite(v)}
     estima_note = ""
     if "estima" in fits:
-        explains, why = stalls_explain(ds1, kw.get("categories"))
+        fits["estima"].analysis = la if la is not None else getattr(fits["estima"], "analysis", None)
+        explains, why = (la.explains, la.reason) if la is not None else stalls_explain(ds1, kw.get("categories"))
         if not explains:
             estima_note = f"the stall method is shown but not used: {why}"
             warns.append(estima_note)
@@ -291,7 +300,8 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
-                   prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns)
+                   prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns,
+                   analysis=la if la is not None and la.charges else None)
 
 
 def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:
@@ -357,7 +367,14 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
     with it across the measured counts (Pearson correlation at least STALL_CORRELATION_MIN) and,
     where the clock is known, accounts for at least STALL_SHARE_MIN of it at the largest count.
     Without the clock the share cannot be judged and only the correlation is checked. While the
-    loss is not material (STALL_LOSS_MATERIAL of the core-time) nothing contradicts the stalls."""
+    loss is not material (STALL_LOSS_MATERIAL of the core-time) nothing contradicts the stalls.
+
+    Where the time and the categories allow it, the lost-core-time analysis decides
+    (`corecast.model.losttime`: the stalls charged to time up to the core-time the run lost,
+    the same rule for two core counts as for many); this is the rule without it."""
+    la = losttime.analyze(ds, categories)
+    if la is not None:
+        return la.explains, la.reason
     names = list(categories) if categories else ds.stall_names
     ts = time_series(ds)
     if ts.metric != "time_s":
@@ -406,7 +423,10 @@ def stalls_explain(ds: Dataset, categories: Sequence[str] | None = None) -> tupl
 @dataclass
 class PriorBand(Fitted):
     """A prediction from two core counts with the band the corpus' error growth gives:
-    h(n) = z · g₀ · ln(n / largest measured count) (nothing to estimate noise from)."""
+    h(n) = z · max(s, g₀ · ln(n / largest measured count)), s the repetitions' noise (at least
+    `twopoint.NOISE_FLOOR`); for the stall model, united with its laws' bracket; widened
+    to reach the largest count's measurement where it would lie wholly beyond it without a cause
+    (`twopoint.guard_band`)."""
 
     fitted: Fitted
     top: float
@@ -421,14 +441,22 @@ class PriorBand(Fitted):
         cores = np.asarray(cores, dtype=float)
         p = self.fitted.predict(cores, level)
         t = convert(p, "time_s")
-        d = np.log(np.maximum(cores, self.top) / self.top)
-        h = float(stats.norm.ppf((1 + level) / 2)) * self.growth * d
+        noise = float(getattr(self.fitted, "noise", twopoint.NOISE_FLOOR))
+        h = twopoint.prior_half_width(cores, self.top, self.growth, level, noise)
         lo, hi = t.value * np.exp(-h), t.value * np.exp(h)
+        stalls = bool(getattr(self.fitted, "uses_stalls", False)) and t.low is not None and t.high is not None
+        if stalls:
+            lo, hi = np.minimum(lo, t.low), np.maximum(hi, t.high)
+        lo, hi, guard = twopoint.guard_band(self.fitted, cores, t.value, lo, hi)
         warns = [w for w in p.warnings if w != twopoint.BAND_NOTE]
         warns.append("two core counts: the band is the corpus' error growth for extrapolation this far "
-                     f"(g0 = {self.growth:.3f} per unit of log distance), not estimated from these points")
+                     f"(g0 = {self.growth:.3f} per unit of log distance) and the run-to-run noise ({100 * noise:.1f}%)"
+                     + (", united with the bracket of the stall laws" if stalls else "")
+                     + ", not estimated from these points")
+        warns.extend(guard)
         params = dict(p.params)
-        params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth}
+        params["band"] = {"calibrated": "corpus prior", "error_growth_per_log_distance": self.growth,
+                          "noise": noise, "with_stall_laws": stalls}
         q = Prediction(cores=cores, value=t.value, metric="time_s", low=lo, high=hi, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)

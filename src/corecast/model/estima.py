@@ -15,6 +15,12 @@ barrier-wait, aborted-transaction cycles, run-queue delay, ...), summed over its
 4. Bottlenecks: each category's stalls per core at the targets, ranked by how much they grow
    from the largest measured core count, with their share of all stalls.
 
+corecast charges each category to time first (`corecast.model.losttime`): with the CPU time
+known, a wait counts only up to the core-time the run lost (the part of it during which cores
+stood idle, where the sync shim measured it); a wait that overlapped other threads' running is
+not a stall. A category the analysis does not find on the critical path keeps its verdict
+("waiting while other threads work: not a bottleneck", ...), whatever its extrapolation.
+
 With throughput and no time column, time is 1/throughput (time per unit of work); the
 scaling factor absorbs the units.
 """
@@ -29,9 +35,10 @@ import numpy as np
 from ..dataset import Dataset
 from ..errors import UserError
 from .base import Fitted, Prediction
+from . import losttime
 from .kernels import DEFAULT_KERNELS, Kernel, KernelFit, LinearKernel
 from .select import Candidate, Selection, SelectionError, select
-from .series import TimeSeries, check_categories, prepare, to_prediction
+from .series import TimeSeries, check_categories, prepare, time_series, to_prediction
 
 #: Candidates for the scaling factor: the best realistic fit of every kernel whose checkpoint
 #: error is within this factor of the best compete on correlation.
@@ -63,9 +70,13 @@ class Bottleneck:
     share: dict[float, float]        # target cores -> share of all stalls per core
     time_s: dict[float, float]       # target cores -> time attributed to it, f(n)·stalls/core
     verdict: str
+    charged_share: float | None = None   # share of its wait charged to time (losttime; None: not judged)
+    critical: bool | None = None         # on the critical path and growing with the lost core-time
 
     def to_dict(self) -> dict[str, Any]:
         return {"category": self.category, "rank": self.rank, "model": self.model,
+                "charged_share": _num(self.charged_share) if self.charged_share is not None else None,
+                "critical": self.critical,
                 "growth": _num(self.growth), "share_measured": _num(self.share_measured),
                 "share_at_largest_target": _num(self.share_target),
                 "stalls_per_core_measured": _num(self.per_core_measured),
@@ -91,6 +102,7 @@ class _Solved:
 class EstimaFit(Fitted):
     series: TimeSeries
     categories: list[Category]
+    analysis: losttime.LossAnalysis | None = None
     kernels: Sequence[Kernel] | None = None
     checkpoints: int | None = None
     use: str = "prefix"
@@ -254,7 +266,11 @@ class EstimaFit(Fitted):
         return out
 
     def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Bottleneck]:
-        """Stall categories ranked by the growth of their stalls per core up to the targets."""
+        """Stall categories ranked by the growth of their stalls per core up to the targets, with
+        the lost-core-time analysis' verdict where it finds a category off the critical path."""
+        return apply_analysis(self._bottlenecks(cores), self.analysis)
+
+    def _bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Bottleneck]:
         cores = np.sort(np.asarray(cores, dtype=float))
         sv = self.solve(float(cores.max()))
         top = float(self.series.cores.max())
@@ -297,6 +313,55 @@ class EstimaFit(Fitted):
             b.rank = i
             out.append(b)
         return out
+
+
+def apply_analysis(rows: list[Bottleneck], la: losttime.LossAnalysis | None) -> list[Bottleneck]:
+    """A stall method's bottleneck rows with the lost-core-time analysis: for a category off the
+    critical path its verdict replaces the method's where the method would name it (or the wait
+    mostly overlapped other threads' running); the categories the method left out (no charged
+    wait) are added, and the critical ones come first."""
+    if la is None:
+        return rows
+    seen = set()
+    for b in rows:
+        ch = la.charges.get(b.category)
+        if ch is None:
+            continue
+        seen.add(b.category)
+        b.charged_share, b.critical = ch.charged_share, ch.critical
+        names_it = "stops scaling" in b.verdict or "bottleneck" in b.verdict
+        if not ch.critical and (names_it or ch.verdict.startswith(losttime.OVERLAP_VERDICT)):
+            b.verdict = ch.verdict      # a method's "scales" or "flat" stays: it names nothing
+    extra = [b for b in analysis_rows(la) if b.category not in seen]
+    out = [b for b in rows if b.critical is not False] + [b for b in rows if b.critical is False] + extra
+    for i, b in enumerate(out, 1):
+        b.rank = i
+    return out
+
+
+def analysis_rows(la: losttime.LossAnalysis) -> list[Bottleneck]:
+    """Bottleneck rows from the lost-core-time analysis alone (no extrapolation): each category's
+    charged wait per core at the largest measured count, its growth from the smallest, its share
+    of the charged waits, and the analysis' verdict."""
+    clock = la.clock_hz or 1.0
+    n1, nk = float(la.counts[0].cores), float(la.counts[-1].cores)
+    tot = sum(float(ch.charged_s[-1]) for ch in la.charges.values())
+    rows = []
+    for ch in la.charges.values():
+        k1, kk = float(ch.charged_s[0]) / n1, float(ch.charged_s[-1]) / nk
+        g = kk / k1 if k1 > 0 else (math.inf if kk > 0 else 1.0)
+        verdict = ch.verdict if not ch.critical else (
+            f"grows with the lost core-time: a scaling bottleneck ({ch.verdict}; not extrapolated, the stall "
+            f"model is not used: {la.reason or 'the data do not allow it'})")
+        rows.append(Bottleneck(category=ch.name, rank=0, model="not extrapolated", growth=g,
+                               share_measured=float(ch.charged_s[-1]) / tot if tot > 0 else 0.0,
+                               share_target=float(ch.charged_s[-1]) / tot if tot > 0 else 0.0,
+                               per_core_measured=kk * clock, per_core={}, share={}, time_s={}, verdict=verdict,
+                               charged_share=ch.charged_share, critical=ch.critical))
+    rows.sort(key=lambda b: (not b.critical, -b.share_measured))
+    for i, b in enumerate(rows, 1):
+        b.rank = i
+    return rows
 
 
 ANCHORED = "WorkStall@clock"
@@ -414,6 +479,11 @@ def stall_categories(ds: Dataset, names: Sequence[str] | None = None) -> tuple[l
     return cats, warnings
 
 
+def _with_warnings(new: TimeSeries, old: TimeSeries) -> TimeSeries:
+    new.warnings.extend(old.warnings)
+    return new
+
+
 def size_ratio_for(ds: Dataset, target_size: float) -> float:
     """Target / measured problem size: from the `size` column, else from the measured memory
     footprint (`rss_bytes`, target given in bytes)."""
@@ -434,7 +504,12 @@ def fit_dataset(ds: Dataset, kernels: Sequence[Kernel] | None = None, checkpoint
     """The stall method on a Dataset: fit, then `.predict(cores, level)`, `.bottlenecks(cores)`."""
     prep = prepare(ds, "estima", size, freq_ratio, size_ratio)
     ds1, ts = prep.data, prep.series
+    ds1, la = losttime.prepare(ds1, categories)
+    if la is not None and la.free_time is not None:
+        ts = _with_warnings(time_series(ds1), ts)       # the interference-free times
     cats, cw = stall_categories(ds1, categories)
+    if la is not None:
+        cw.extend(la.notes)
     if not cats:
         raise UserError(f"{ds.label}: estima needs stall categories (columns other than cores, repetition, "
                         "size, time_s, throughput and known counters); this file has none "
@@ -444,5 +519,6 @@ def fit_dataset(ds: Dataset, kernels: Sequence[Kernel] | None = None, checkpoint
         cw.append("the machine's clock frequency is unknown: what a stalled cycle costs in time is fitted "
                   "to the measured points instead of fixed at 1/clock, and can extrapolate far off; give "
                   "the clock (--clock GHZ)")
-    return EstimaFit(ts, cats, kernels=kernels, checkpoints=checkpoints, use=use, size_ratio=size_ratio,
-                     freq_ratio=freq_ratio, work_stall=work_stall, clock_hz=clock, warnings=cw)
+    return EstimaFit(ts, cats, analysis=la, kernels=kernels, checkpoints=checkpoints, use=use,
+                     size_ratio=size_ratio, freq_ratio=freq_ratio, work_stall=work_stall, clock_hz=clock,
+                     warnings=cw)

@@ -29,6 +29,18 @@ the two measured points and each category's total S_c extrapolated between two l
     non-zero at both:           c n^p  and the straight line through both (kept ≥ 0).
 Bottlenecks are ranked by the growth of each category's stalls per core, as the stall method
 does.
+
+Only waits that cost time are stalls here: each category is first charged to time up to the
+core-time the run lost (`corecast.model.losttime`; a coordinator's or an idle pool's waits that
+overlap other threads' running are not), and `auto` uses the stall model only when the charged
+stalls explain the loss against perfect scaling (`use_stalls`); otherwise the USL through both
+points, and the categories keep the lost-core-time analysis' verdicts.
+
+The band (`auto.PriorBand`, with `prior_half_width` and `guard_band` here) is never of zero
+width: the corpus' error growth for the distance of extrapolation, or the repetitions' noise (at
+least `NOISE_FLOOR`) where that is larger, and for the stall model the union with the law bracket.
+A band that lies wholly slower than the largest measured count, or wholly faster than linear
+scaling from it, is widened to reach it unless a named bottleneck says why.
 """
 from __future__ import annotations
 
@@ -37,19 +49,22 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from scipy import stats
 
 from ..dataset import Dataset
 from ..errors import UserError
 from .base import Fitted, Prediction
-from . import usl
-from .estima import Bottleneck
-from .series import Prepared, TimeSeries, prepare, to_prediction
+from . import losttime, usl
+from .estima import Bottleneck, analysis_rows, apply_analysis
+from .series import Prepared, TimeSeries, prepare, time_series, to_prediction
 
 BAND_NOTE = ("two core counts fix only two-parameter laws: the band spans the laws that pass through both "
              "points, it is not a statistical interval at the stated level; measure at 3 or more core "
              "counts for a validated prediction")
 RETRO_NOTE = ("two core counts cannot show coherency costs (throughput that peaks and then falls); "
               "the band does not exclude them")
+#: The least run-to-run noise (relative) a two-point band assumes (losttime's).
+NOISE_FLOOR = losttime.NOISE_FLOOR
 
 
 @dataclass
@@ -124,6 +139,9 @@ class TwoPointFit(Fitted):
     coherency_share: float | None = None   # the prior for the USL through both points
     method: str = "auto"
     warnings: list[str] = field(default_factory=list)
+    analysis: losttime.LossAnalysis | None = None   # the lost core-time and what the waits account for
+    stall_note: str = ""                   # why the stall categories are not used ("" when they are)
+    noise: float = NOISE_FLOOR             # relative run-to-run noise of the two points
 
     @property
     def uses_stalls(self) -> bool:
@@ -180,12 +198,15 @@ class TwoPointFit(Fitted):
         params: dict[str, Any] = {"core_counts": [float(c) for c in self.series.cores], "band": "law bracket",
                                   "chosen": ["two-point"],
                                   "reason": ("only two core counts measured: nothing to validate; "
-                                             + ("the stall categories' laws turned into time"
+                                             + ("the stall categories, charged to time up to the lost "
+                                                "core-time, explain the loss: their laws turned into time"
                                                 if self.uses_stalls else
-                                                "the USL through both points with the corpus prior for "
-                                                "its coherency share, bracketed by Amdahl's law and the "
-                                                "power law" if self._usl() is not None else
-                                                "Amdahl's law and the power law"))}
+                                                (f"stall categories not used: {self.stall_note}; " if self.stall_note
+                                                 else "") +
+                                                ("the USL through both points with the corpus prior for "
+                                                 "its coherency share, bracketed by Amdahl's law and the "
+                                                 "power law" if self._usl() is not None else
+                                                 "Amdahl's law and the power law")))}
         if self.uses_stalls:
             params.update(work_core_s=self.work, clock_hz=self.clock_hz)
         if self.freq_ratio != 1.0:
@@ -218,7 +239,10 @@ class TwoPointFit(Fitted):
 
     def bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Bottleneck]:
         if not self.uses_stalls:
-            return []
+            return analysis_rows(self.analysis) if self.analysis is not None else []
+        return apply_analysis(self._stall_bottlenecks(cores), self.analysis)
+
+    def _stall_bottlenecks(self, cores: Sequence[float] | np.ndarray) -> list[Bottleneck]:
         cores = np.asarray(cores, dtype=float)
         top = float(self.series.cores[-1])
         tgt = float(cores.max())
@@ -255,11 +279,21 @@ def _two_points(prep: Prepared, what: str) -> None:
 
 
 def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0, size_ratio: float = 1.0,
-                categories: Sequence[str] | None = None, coherency_share: float | None = None) -> TwoPointFit:
-    """The two-point predictor (see the module's docstring)."""
+                categories: Sequence[str] | None = None, coherency_share: float | None = None,
+                use_stalls: bool | None = None) -> TwoPointFit:
+    """The two-point predictor (see the module's docstring). `use_stalls`: None, the stall model
+    when the lost-core-time analysis finds that the charged stalls explain the loss (where it
+    cannot judge, whenever the categories can be turned into time); False, the time laws; True,
+    the stall model wherever the categories can be turned into time."""
     prep = prepare(ds, "the two-point predictor", size, freq_ratio, size_ratio, check=_two_points)
     ds1, ts = prep.data, prep.series
     warns = list(ts.warnings)        # the size selection's
+    ds1, la = losttime.prepare(ds1, categories)
+    if la is not None:
+        warns.extend(la.notes)
+        if la.free_time is not None:
+            ts = time_series(ds1)           # the interference-free times (warnings already taken)
+    noise = la.noise if la is not None else repetition_noise(ds1)
     names = list(categories) if categories else ds1.stall_names
     clock = ds1.machine.nominal_freq_hz
     stalls: list[StallLaw] = []
@@ -292,5 +326,64 @@ def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
         why = ("the machine's clock frequency is unknown (--clock GHZ)" if not clock else
                "the data give throughput, not the time of a fixed amount of work")
         warns.append(f"stall categories not turned into time: {why}; time laws used")
+    note = ""
+    if use_stalls is None:
+        use_stalls = la.explains if la is not None else True
+    if not use_stalls and work is not None:
+        note = (la.reason if la is not None and la.reason else
+                "the waits charged to time do not explain the core-time lost to imperfect scaling")
+        work = None
     return TwoPointFit(ts, stalls if work is not None else [], clock, work, freq_ratio, size_ratio,
-                       coherency_share=coherency_share, warnings=warns)
+                       coherency_share=coherency_share, warnings=warns, analysis=la, stall_note=note,
+                       noise=noise)
+
+
+def repetition_noise(ds: Dataset) -> float:
+    """Relative run-to-run noise of the time (or throughput) over the repetitions
+    (`losttime.repetition_noise`), at least NOISE_FLOOR."""
+    metric = "time_s" if "time_s" in ds.metrics and np.isfinite(ds.metrics["time_s"]).any() else "throughput"
+    if metric not in ds.metrics:
+        return NOISE_FLOOR
+    return losttime.repetition_noise(ds.metrics[metric], ds.cores)
+
+
+def prior_half_width(cores: np.ndarray, top: float, growth: float, level: float, noise: float) -> np.ndarray:
+    """The band's half-width in log space: z · max(noise, g₀ · ln(n / largest count)): the
+    corpus' error growth where it is the larger (as learned: `scripts/learn_priors.py` scored
+    that band), the run-to-run noise inside and near the measured range, so that it is never of
+    zero width."""
+    d = np.log(np.maximum(cores, top) / top)
+    return float(stats.norm.ppf((1 + level) / 2)) * np.maximum(noise, growth * d)
+
+
+def guard_band(fit: Any, cores: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Widen a two-point band that lies wholly on one side of the largest measured count -- every
+    value slower than its time, or every value faster than linear scaling from it -- to reach it,
+    unless a named bottleneck of the stall model says why (then the warning says so)."""
+    series = getattr(fit, "series", None)
+    if series is None:
+        return lo, hi, []
+    top, t_top = float(series.cores[-1]), float(series.time[-1])
+    if series.metric != "time_s":
+        return lo, hi, []
+    beyond = cores > top
+    slow = beyond & (lo > t_top)
+    fast = beyond & (hi < t_top * top / np.maximum(cores, top))
+    notes: list[str] = []
+    if np.any(slow):
+        named = [b.category for b in (fit.bottlenecks(cores[beyond]) if getattr(fit, "uses_stalls", False) else [])
+                 if "scaling bottleneck" in b.verdict]
+        if named:
+            notes.append(f"the band lies wholly above the {top:g}-core time from {cores[slow][0]:g} cores on: the "
+                         f"stall model's {', '.join(named)} grows faster than the cores (see the bottlenecks)")
+        else:
+            lo = np.where(slow, t_top, lo)
+            notes.append(f"the band was widened down to the {top:g}-core time from {cores[slow][0]:g} cores on: two "
+                         "core counts cannot show that adding cores must slow the program down")
+    if np.any(fast):
+        lin = t_top * top / cores
+        hi = np.where(fast, np.maximum(hi, lin), hi)
+        notes.append(f"the band was widened up to linear scaling from {top:g} cores: two core counts cannot show "
+                     "that the program must scale faster than linearly")
+    return lo, hi, notes

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..dataset import Dataset
+from ..dataset import IDLE_PART_SUFFIX, Dataset
 from ..errors import UserError
 
 #: ESTIMA's six kernels, chosen with `--kernels paper`.
@@ -124,7 +124,27 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
              for c in data.distinct_cores]
     return {"file": data.label, "rows": len(data), "machine": data.machine.to_dict(), "command": data.command,
             "corecast_version": data.corecast_version, "notes": data.notes, "columns": cols, "cores": cores,
-            "stall_categories": data.stall_names}
+            "stall_categories": data.stall_names, "waits": wait_split(data)}
+
+
+def wait_split(data: Dataset) -> list[dict[str, Any]]:
+    """Each stall category that has its idle part beside it (`X_idle_cycles`, the sync shim's
+    split): per core count the median wait, the part during which cores stood idle, and the rest,
+    which overlapped other threads' running."""
+    out = []
+    for name in data.stall_names:
+        idle = name[: -len("_cycles")] + IDLE_PART_SUFFIX if name.endswith("_cycles") else None
+        if idle is None or idle not in data.metrics or not np.isfinite(data.metrics[idle]).any():
+            continue
+        tot, part = data.aggregate(name), data.aggregate(idle)
+        rows = []
+        for c, v in zip(tot.cores, tot.value):
+            i = part.value[part.cores == c]
+            iv = float(i[0]) if len(i) else None
+            rows.append({"cores": int(c) if float(c).is_integer() else float(c), "wait_cycles": float(v),
+                         "idle_cycles": iv, "overlap_cycles": None if iv is None else max(float(v) - iv, 0.0)})
+        out.append({"category": name, "idle_column": idle, "per_count": rows})
+    return out
 
 
 def campaign_summary(data: Dataset, path: str) -> dict[str, Any]:

@@ -30,6 +30,15 @@ def render_terminal(s: dict[str, Any], data: Dataset, con: Console) -> None:
         [[c["name"], c["kind"], c["unit"] or "-", c["status"], c["values"], c["missing"], c["min"], c["max"]]
          for c in s["columns"]],
         justify=["left", "left", "left", "left", "right", "right", "right", "right"]))
+    if s.get("waits"):
+        con.print()
+        con.print(terminal.make_table(
+            "Waits: while cores stood idle, or overlapping other threads' running (sync shim)",
+            ["category", "cores", "wait cycles", "idle part", "overlapping", "idle share"],
+            [[w["category"], r["cores"], r["wait_cycles"], r["idle_cycles"], r["overlap_cycles"],
+              "-" if r["idle_cycles"] is None or not r["wait_cycles"] else f"{100 * r['idle_cycles'] / r['wait_cycles']:.0f}%"]
+             for w in s["waits"] for r in w["per_count"]],
+            justify=["left", "right", "right", "right", "right", "right"]))
     con.print()
     con.print("[bold]Sources[/bold]")
     for names, source in source_groups(s["columns"]):

@@ -60,11 +60,13 @@ def prediction_doc(label: str, method: str, fitted: Any, cores: Sequence[float],
             preds[-1]["effective_cores"] = tgt["effective_cores"][i]
     bn = getattr(fitted, "bottlenecks", None)
     bottlenecks = [b.to_dict() for b in bn(cores)] if bn else []
+    la = getattr(fitted, "analysis", None)
     doc: dict[str, Any] = {
         "file": label, "method": method, "metric": metric, "level": level,
         "model": p.model, "predictions": preds, "work_per_run": k, "throughput_unit": unit,
         "models": fitted.models(float(cores.max())),
         "bottlenecks": bottlenecks,
+        "lost_core_time": la.to_dict() if la is not None else None,
         "warnings": list(dict.fromkeys(p.warnings)),
     }
     if tgt:
@@ -130,16 +132,49 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
     if mrows:
         con.print(T.make_table("Models", ["series", "kernel", "points", "checkpoint RMSE", "formula"], mrows,
                                justify=["left", "left", "right", "right", "left"]))
+    lost = doc.get("lost_core_time")
+    if lost:
+        con.print(T.make_table("Lost core-time (core-seconds: cores × wall − CPU time of the program's threads)",
+                               LOST_HEADER, lost_rows(lost), justify=["right"] * len(LOST_HEADER)))
+        con.print(f"  {lost['summary']}")
+        if lost["categories"]:
+            con.print(T.make_table("Waits: charged to time (cores stood idle) or waiting while other threads work",
+                                   WAITS_HEADER, waits_rows(lost),
+                                   justify=["left", "right", "right", "right", "right", "left"]))
     if doc.get("bottlenecks"):
         top = doc["predictions"][-1]["cores"]
         brow = []
         for b in doc["bottlenecks"]:
             brow.append([b["rank"], b["category"], b["model"], b["growth"], b["share_measured"],
-                         b["share_at_largest_target"], b["verdict"]])
+                         b["share_at_largest_target"], _pct(b.get("charged_share")), b["verdict"]])
         con.print(T.make_table(f"Bottlenecks (stalls per core, largest measured → {top} cores)",
-                               ["rank", "category", "model", "growth", "share now", f"share at {top}", "verdict"],
-                               brow, justify=["right", "left", "left", "right", "right", "right", "left"]))
+                               ["rank", "category", "model", "growth", "share now", f"share at {top}",
+                                "charged", "verdict"],
+                               brow, justify=["right", "left", "left", "right", "right", "right", "right", "left"]))
     T.print_notices(con, doc.get("warnings") or [])
+
+
+LOST_HEADER = ["cores", "wall s", "CPU s", "core-s", "lost core-s", "run-queue core-s", "loss vs linear",
+               "waits core-s", "charged core-s"]
+WAITS_HEADER = ["category", "wait core-s", "idle part (shim)", "charged core-s", "waiting while others work",
+                "verdict"]
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{100 * float(v):.0f}%"
+
+
+def lost_rows(lost: dict[str, Any]) -> list[list[Any]]:
+    """The lost-core-time table of a prediction document: one row per measured core count."""
+    return [[c["cores"], c["wall_s"], c["cpu_s"], c["core_s"], c["lost_core_s"], c["runqueue_delay_core_s"],
+             c["scaling_loss_core_s"], c["waits_core_s"], c["charged_core_s"]] for c in lost["per_count"]]
+
+
+def waits_rows(lost: dict[str, Any]) -> list[list[Any]]:
+    """Each stall category at the largest measured count: its wait, the idle part the shim
+    measured, what is charged to time, the rest (waiting while other threads work), the verdict."""
+    return [[c["category"], c["wait_core_s"], "-" if c["idle_core_s"] is None else c["idle_core_s"],
+             c["charged_core_s"], c["overlap_core_s"], c["verdict"]] for c in lost["categories"]]
 
 
 def render_evaluation(ev: Evaluation, con: Any) -> None:
@@ -321,12 +356,20 @@ def render_html(doc: dict[str, Any], fig: Any | None = None, evaluation: Evaluat
     blocks.append(H.section(f"Predictions ({metric} band at {lvl}%)", H.table(_prediction_header(doc), rows)))
     if fig is not None:
         blocks.append(H.section("Plot", H.figure(fig)))
+    lost = doc.get("lost_core_time")
+    if lost:
+        body = H.table(LOST_HEADER, [[T.fmt(v) for v in r] for r in lost_rows(lost)]) + H.paragraph(lost["summary"])
+        if lost["categories"]:
+            body += H.table(WAITS_HEADER, [[r[0]] + [T.fmt(v) if not isinstance(v, str) else v for v in r[1:]]
+                                           for r in waits_rows(lost)])
+        blocks.append(H.section("Lost core-time (cores × wall − CPU time) and what the waits account for", body))
     if doc.get("bottlenecks"):
         brow = [[b["rank"], b["category"], b["model"], T.fmt(b["growth"]), T.fmt(b["share_measured"]),
-                 T.fmt(b["share_at_largest_target"]), b["verdict"]] for b in doc["bottlenecks"]]
+                 T.fmt(b["share_at_largest_target"]), _pct(b.get("charged_share")), b["verdict"]]
+                for b in doc["bottlenecks"]]
         blocks.append(H.section("Bottlenecks", H.table(
             ["rank", "category", "model", "growth per core", "share (measured)", "share (largest target)",
-             "verdict"], brow)))
+             "charged to time", "verdict"], brow)))
     mrows = []
     for col, m in (doc.get("models") or {}).items():
         if isinstance(m, dict) and "kernel" in m:
