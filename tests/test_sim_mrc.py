@@ -472,7 +472,8 @@ def test_cli_damaged_trace(cli, tmp_path, args):
     """The kinds are checked by the passes themselves (the trace is not read twice): a record of
     no known kind is named, whichever pass meets it first."""
     from corecast.sim.trace import HEADER_RESERVE, Trace, write_trace
-    t = write_trace(tmp_path / "t.cctrace", Trace(records(np.arange(3_000_000) * 64 % (1 << 22)), {}))
+    t = write_trace(tmp_path / "t.cctrace", Trace(records(np.arange(3_000_000) * 64 % (1 << 22)), {}),
+                    compress=False)                             # version 1: its bytes are its records
     raw = bytearray(t.read_bytes())
     raw[HEADER_RESERVE + 2_500_000 * 16 + 14] = 9              # record 2,500,000's kind byte
     t.write_bytes(bytes(raw))
