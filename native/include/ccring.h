@@ -33,6 +33,7 @@
 
 #define CC_RING_MAGIC "CCRING1"
 #define CC_RING_HEADER 4096
+#define CC_RING_TIDS 16384              /* thread ids counted exactly (a bit each) */
 
 struct cc_ring_header {
     char magic[8];                      /* "CCRING1" */
@@ -50,9 +51,20 @@ struct cc_ring_header {
     uint32_t cons_waiting, cons_seq;    /* the consumer sleeps on cons_seq when empty */
     uint32_t closed;                    /* consumer: 1 when it stopped reading (gave up) */
     char pad2[64 - 20];
+    uint64_t tids[CC_RING_TIDS / 64];   /* producer: the thread ids written (bit t: thread t) */
+    uint32_t tids_beyond;               /* producer: a thread id at or above CC_RING_TIDS was written */
 };
 
-_Static_assert(sizeof(struct cc_ring_header) == 192, "ring header layout");
+_Static_assert(sizeof(struct cc_ring_header) == 192 + CC_RING_TIDS / 8 + 4 + 4, "ring header layout");
+_Static_assert(sizeof(struct cc_ring_header) <= CC_RING_HEADER, "the ring header fits its page");
+
+/* Producer: thread `tid` writes records (once per thread buffer, not per record). */
+static inline void cc_ring_thread(struct cc_ring_header *h, unsigned tid) {
+    if (tid < CC_RING_TIDS)
+        __atomic_fetch_or(&h->tids[tid / 64], (uint64_t)1 << (tid % 64), __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(&h->tids_beyond, 1u, __ATOMIC_RELAXED);
+}
 
 static inline long cc_ring__futex(uint32_t *word, int op, uint32_t val, int timeout_ms) {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};

@@ -82,7 +82,9 @@ typedef struct {
     uint64_t fetches;                   /* instructions in rec[0..n) */
 } tbuf;
 
-static __thread tbuf *tls;
+/* initial-exec: one load from the thread pointer, where the default model for a dlopen'ed object calls
+ * __tls_get_addr at every record (a pointer fits glibc's spare static TLS) */
+static __thread tbuf *tls __attribute__((tls_model("initial-exec")));
 static int out_fd = -1;
 static char *maps_path;
 static int maps_fd = -1;
@@ -165,7 +167,11 @@ static tbuf *buf(void) {
 }
 
 static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned size) {
-    tbuf *b = buf();
+    tbuf *b = tls;
+    if (__builtin_expect(b == NULL, 0)) {
+        b = buf();
+        if (ring) cc_ring_thread(ring, vcpu);
+    }
     /* The records after a fetch, up to the next one, are its instruction's accesses (QEMU calls
      * the instruction's callback before its memory callbacks). So a data record that follows a
      * data record of the same thread belongs to the same instruction. */

@@ -86,6 +86,14 @@ API void cc_ring_counts(const cc_ring *r, uint64_t *records, uint64_t *fetches) 
     *fetches = __atomic_load_n(&r->h->fetches, __ATOMIC_RELAXED);
 }
 
+/* Threads that wrote records: their count (-1: one id was beyond the bitmap, count unknown). */
+API int cc_ring_threads(const cc_ring *r) {
+    if (__atomic_load_n(&r->h->tids_beyond, __ATOMIC_ACQUIRE)) return -1;
+    int n = 0;
+    for (int i = 0; i < CC_RING_TIDS / 64; i++) n += __builtin_popcountll(__atomic_load_n(&r->h->tids[i], __ATOMIC_ACQUIRE));
+    return n;
+}
+
 /* Stop reading: a producer waiting for room gives up; then unmap and close. */
 API void cc_ring_close(cc_ring *r) {
     if (!r) return;

@@ -150,6 +150,9 @@ def lib() -> C.CDLL:
     L.cc_ring_done.argtypes = [_P]
     L.cc_ring_counts.argtypes = [_P, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
     L.cc_ring_close.argtypes = [_P]
+    L.cc_ring_threads.restype = C.c_int
+    L.cc_ring_threads.argtypes = [_P]
+    L.cc_trace_census.argtypes = [_P, C.c_size_t, _P, _P]
     L.cc_zstd_bound.restype = C.c_size_t
     L.cc_zstd_bound.argtypes = [C.c_size_t]
     L.cc_zstd_compress.restype = C.c_size_t

@@ -72,9 +72,14 @@ class Ring:
         return bool(self._L.cc_ring_done(self._r))
 
     def counts(self) -> tuple[int, int]:
+        """Records and instructions the plugin has written so far."""
         r, f = C.c_uint64(), C.c_uint64()
         self._L.cc_ring_counts(self._r, C.byref(r), C.byref(f))
         return r.value, f.value
+
+    def threads(self) -> int:
+        """Threads that wrote records (-1: too many to tell)."""
+        return int(self._L.cc_ring_threads(self._r))
 
     def close(self) -> None:
         if self._r:
@@ -292,8 +297,6 @@ class OnlineRun:
             raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
         ann = OnlineAnnotator(self._maps, (self.qemu, self.plugin), self.markers, self.decode)
         hex_marks = np.array([int(m, 16) for m in self.markers if m.lower().startswith("0x")], np.uint64)
-        count = instr = 0
-        tids = np.zeros(1 << 16, bool)
         shown = time.monotonic()
         try:
             while True:
@@ -307,9 +310,6 @@ class OnlineRun:
                         continue
                 n = min(n, TAKE_BYTES)
                 raw = ring.view(n)
-                count += len(raw)
-                instr += int(np.count_nonzero(raw["kind"] == N.KIND_FETCH))
-                tids[raw["tid"]] = True
                 if self.decode:
                     out = ann.run(raw)
                 elif len(hex_marks):
@@ -320,12 +320,14 @@ class OnlineRun:
                 del out, raw
                 ring.release(n)
                 if self.progress is not None and time.monotonic() - shown >= 0.5:
-                    self.progress(instr)
+                    self.progress(ring.counts()[1])
                     shown = time.monotonic()
             status = self._proc.wait()
         except BaseException:
             self.close()
             raise
+        count, instr = ring.counts()            # the plugin's own counts of what it wrote
+        threads = ring.threads()
         if self.progress is not None:
             self.progress(instr)
         objects = x86.objects_from_maps_text(self._saved_maps(), (self.qemu, self.plugin))
@@ -334,7 +336,7 @@ class OnlineRun:
             markers[m] = addr
         found, missing = ann.counts()
         self.info = {"exit_status": status, "records": count, "instructions": instr,
-                     "threads": int(np.count_nonzero(tids)), "objects": objects, "markers": markers,
+                     "threads": threads if threads >= 0 else 16384, "objects": objects, "markers": markers,
                      "annotated": self.decode, "annotated_objects": list(ann.used),
                      "annotated_fraction": (found / (found + missing)) if self.decode and found + missing else None,
                      "warnings": list(self.warnings), "seconds": time.monotonic() - t0}

@@ -29,9 +29,9 @@ before the fetch of the instruction that followed the branch (only then is the o
 Converters: valgrind lackey `--trace-mem=yes` text (parsed natively), Dinero "din" text, and
 CSV (`tid,kind,addr,size[,taken,target]`).
 
-Size: a little over 600 lines, one subject: the record layout and the file format, with the
-writer, the memory-mapped reader and the three converters into that format, each short; split
-apart they would each carry the layout again.
+Size: under 650 lines, one subject: the record layout and the file format, with the writer,
+the readers (memory-mapped, or a compressed frame at a time through `zframes`) and the three
+converters into that format, each short; split apart they would each carry the layout again.
 """
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ class TraceWriter:
 
     The records are written compressed (version 2, zstd frames: `zframes`), unless `compress`
     is False (version 1, 16 bytes a record as they are: a temporary trace another pass reads
-    at once, or one another process appends to through `fileno()`)."""
+    at once)."""
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, *, what: str | None = None,
                  announce: bool = True, compress: bool = True):
@@ -163,7 +163,8 @@ class TraceWriter:
         self.what = what
         self.count = 0
         self.kinds = np.zeros(len(KIND_NAMES), dtype=np.int64)
-        self._tids = np.zeros(1 << 16, dtype=np.int64)
+        self._kinds = np.zeros(256, dtype=np.uint64)          # the native census: every kind byte,
+        self._tids = np.zeros(1 << 16, dtype=np.uint8)        # and which thread ids occur
         self._out = outputs.Output(path, binary=True, seekable=True, announce=announce)
         self._fh: Any = self._out.open()
         self._fh.write(b"\0" * HEADER_RESERVE)
@@ -189,54 +190,9 @@ class TraceWriter:
             self._fh = None
             raise
         self.count += len(records)
-        self.kinds += np.bincount(records["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
-        self._tids += np.bincount(records["tid"], minlength=1 << 16)
-
-    def fileno(self) -> int:
-        """The descriptor of the file being written, for another process to append records to
-        (then call `adopt_appended`)."""
-        if self._fh is None or self._frames is not None:
-            raise ValueError("writer closed" if self._fh is None else "a compressed writer takes no appended records")
-        self._fh.flush()
-        return int(self._fh.fileno())
-
-    def appended_records(self) -> int:
-        """Records in the file so far, those another process appended included."""
-        if self._fh is None:
-            return self.count
-        return max(0, os.fstat(self._fh.fileno()).st_size - HEADER_RESERVE) // RECORD_DTYPE.itemsize
-
-    def mapped(self, n: int | None = None) -> np.ndarray:
-        """The first `n` records written so far (default: all counted), memory-mapped."""
-        if self._fh is None:
-            raise ValueError("writer closed")
-        self._fh.flush()
-        n = self.count if n is None else n
-        if n == 0:
-            return make_records(0)
-        return np.memmap(self._fh, dtype=RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(n,))
-
-    def adopt_appended(self) -> None:
-        """Count what another process appended through `fileno()` as if written here (a partial
-        record at the end, from a writer killed mid-write, is cut off)."""
-        if self._fh is None:
-            raise ValueError("writer closed")
-        self._fh.seek(0, os.SEEK_END)
-        size = self._fh.tell() - HEADER_RESERVE
-        whole = size - size % RECORD_DTYPE.itemsize
-        if whole != size:
-            self._fh.truncate(HEADER_RESERVE + whole)
-            self._fh.seek(0, os.SEEK_END)
-        n = whole // RECORD_DTYPE.itemsize
-        if n > self.count:
-            data = self.mapped(n)
-            step = 1 << 22
-            for i in range(self.count, n, step):
-                part = data[i:min(n, i + step)]
-                self.kinds += np.bincount(part["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
-                self._tids += np.bincount(part["tid"], minlength=1 << 16)
-            del data
-            self.count = n
+        recs = np.ascontiguousarray(records)
+        N.lib().cc_trace_census(recs.ctypes.data, len(recs), self._kinds.ctypes.data, self._tids.ctypes.data)
+        self.kinds = self._kinds[:len(KIND_NAMES)].astype(np.int64)
 
     def close(self, meta: dict[str, Any] | None = None, what: str | None = None) -> Path:
         if self._fh is None:
