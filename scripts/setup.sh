@@ -69,3 +69,11 @@ fi
 # Build whatever C changed now (not at the first import inside a test), and say so if it fails.
 .venv/bin/ninja -C build/editable >/tmp/corecast-ninja.log 2>&1 \
     || { tail -30 /tmp/corecast-ninja.log; echo "setup: building the C parts failed"; exit 1; }
+# Man pages: into the environment's man path, and as root onto man's default path too, indexed
+# for whatis and apropos (scripts/install_man.sh; links to man/, so they follow the tree).
+if [ "$(id -u)" = 0 ]; then
+    scripts/install_man.sh "$PWD/.venv" /usr/local
+else
+    scripts/install_man.sh "$PWD/.venv"
+    echo "setup: note: man pages are in .venv/share/man (found with .venv/bin on PATH); as root, setup also links them into /usr/local/share/man"
+fi

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -149,3 +150,41 @@ def stop(p):
         p.kill()
         out, err = p.communicate()
     return p.returncode, out, err
+
+
+# ------------------------------------------------------------------ a headless browser (browserkit.py)
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    o = Options()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1400,1000", "--proxy-server=127.0.0.1:9"):
+        o.add_argument(a)            # the proxy: anything off this machine fails (the page works offline)
+    from browserkit import CHROMEDRIVER, CHROMIUM
+    o.binary_location = CHROMIUM
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(options=o, service=Service(CHROMEDRIVER))
+    d.set_page_load_timeout(60)
+    yield d
+    d.quit()
+
+
+def stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run corecast with its standard error on a pseudo-terminal; return status and what it drew."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "corecast", *args], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=slave, cwd=cwd)
+    os.close(slave)
+    out = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:              # EIO: the other side is closed
+            break
+        if not data:
+            break
+        out.append(data)
+    os.close(master)
+    return p.wait(timeout=300), b"".join(out).decode(errors="replace")

@@ -106,3 +106,55 @@ def test_wheel_is_platform_specific_without_abi_and_without_debug_info(tmp_path)
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
         assert {"corecast-barrier", "corecast-lockbench", "corecast-membw"} <= scripts
+
+
+# ------------------------------------------------------------------ `pip install -e .` (issue 26)
+def _backend():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "setup" / "backend"))
+    import corecast_build
+    return corecast_build
+
+
+def _tool_dir(d: Path) -> Path:
+    d.mkdir(parents=True)
+    for name in ("ninja", "meson"):
+        (d / name).write_text("#!/bin/sh\nexit 0\n")
+        (d / name).chmod(0o755)
+    return d
+
+
+def test_pyproject_builds_with_corecast_s_backend():
+    import tomllib
+    t = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert t["build-system"]["build-backend"] == "corecast_build"
+    assert t["build-system"]["backend-path"] == ["setup/backend"]
+
+
+def test_editable_build_with_throwaway_tools_stops_with_the_command_that_works(tmp_path, capsys):
+    """A plain `pip install -e .` built with pip's isolated environment's ninja: every command of
+    that corecast then died with FileNotFoundError: .../pip-build-env-.../ninja."""
+    b = _backend()
+    overlay = _tool_dir(tmp_path / "pip-build-env-x1y2" / "overlay" / "bin")
+    bare = tmp_path / "venv"
+    (bare / "bin").mkdir(parents=True)
+    with pytest.raises(SystemExit) as e:
+        b.tools({"PATH": str(overlay)}, prefix=str(bare))
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert "pip-build-env-x1y2" in err and "deleted when the install ends" in err
+    assert "python -m pip install --no-build-isolation -e ." in err and "make setup" in err
+
+
+def test_editable_build_uses_the_environment_s_own_tools(tmp_path):
+    """Where the environment being installed into has ninja and meson (make setup puts them
+    there), they replace the build environment's, which pip deletes."""
+    b = _backend()
+    overlay = _tool_dir(tmp_path / "pip-build-env-x1y2" / "overlay" / "bin")
+    venv = tmp_path / "venv"
+    _tool_dir(venv / "bin")
+    assert b.tools({"PATH": str(overlay)}, prefix=str(venv)) == {
+        "NINJA": str(venv / "bin" / "ninja"), "MESON": str(venv / "bin" / "meson")}
+    # tools that outlive the install (not in a temporary directory) are used as found
+    assert not b.throwaway("/usr/bin/ninja") and b.throwaway(str(overlay / "ninja")) and b.throwaway(None)
+    assert b.tools({"PATH": str(overlay), "NINJA": "/usr/bin/ninja", "MESON": "/usr/bin/meson"},
+                   prefix=str(venv)) == {}

@@ -397,3 +397,48 @@ def test_ctrl_c_keeps_the_points_measured(tmp_path):
     ds = load(out)
     assert 1 <= len(ds) < 30 and ds.column("chains")[0] == 1
     assert "interrupted:" in stdout                 # the warning under the table
+
+
+_CACHES = [(1, 48 << 10), (2, 1 << 20), (3, 32 << 20)]       # this VM's sysfs: 48 KiB, 1 MiB, 32 MiB
+
+
+def test_staircase_never_names_a_dram_plateau_as_a_cache_level():
+    """Issue 26: "L3 (2): 112.2 ns from 4 MiB to 64 MiB" beside "DRAM: 113.9 ns". On a VM the
+    L3 a guest gets is a slice of the 32 MiB sysfs reports: memory latency from 4 MiB on. A run
+    begun on a fast point (90 ns) ended at the first point 25% above it (113 ns), so
+    memory was two runs, and the first was named by its middle size (16 MiB: "in the L3")."""
+    sizes = [4 << 10 << i for i in range(19)]              # 4 KiB .. 1 GiB
+    lat = [1.2, 1.2, 1.2, 1.2,                             # 4 .. 32 KiB
+           4.0, 4.0, 4.0, 4.0, 4.1,                        # 64 KiB .. 1 MiB
+           19.0, 20.0,                                     # 2, 4 MiB: a transition
+           90.0, 111.0, 112.0, 112.5,                      # 8 .. 64 MiB: memory, from a fast first point
+           113.0, 113.5, 114.0, 114.5]                     # 128 MiB .. 1 GiB: memory, TLB misses creeping in
+    pl = M.staircase(sizes, lat, caches=_CACHES)
+    assert [p.label for p in pl] == ["L1", "L2", "DRAM"], [(p.label, p.first_bytes, p.latency_ns) for p in pl]
+    dram = pl[-1]
+    assert dram.first_bytes == 8 << 20 and dram.last_bytes == 1 << 30 and dram.cache_bytes is None
+    assert dram.latency_ns == pytest.approx(112.75)
+    # the same without cache sizes: in order, the last (slow) one is memory
+    assert [p.label for p in M.staircase(sizes, lat)] == ["L1", "L2", "DRAM"]
+
+
+def test_staircase_a_plateau_reaching_past_the_last_level_cache_is_dram():
+    """A sweep that ends at 64 MiB with memory from 2 MiB: the plateau's middle (11 MiB) fits the
+    32 MiB L3, but it reaches past every cache, so it is memory."""
+    sizes = [4 << 10 << i for i in range(15)]              # 4 KiB .. 64 MiB
+    lat = [1.0] * 4 + [4.0] * 5 + [110.0] * 6
+    pl = M.staircase(sizes, lat, caches=_CACHES)
+    assert [p.label for p in pl] == ["L1", "L2", "DRAM"]
+    assert pl[-1].first_bytes == 2 << 20
+
+
+def test_staircase_levels_rise_with_the_plateaus_and_memory_comes_last():
+    """An L2 plateau that starts early (its middle, 31 KiB, inside L1's 48 KiB) is still L2, not
+    "L1 (2)"; an L3 plateau inside the L3 is L3; a slower plateau after memory's is numbered."""
+    k = 1 << 10
+    sizes = [4 * k, 8 * k, 16 * k, 24 * k, 32 * k, 40 * k, 2048 * k, 4096 * k, 8192 * k,
+             256 << 20, 512 << 20, 1 << 30, 4 << 30, 8 << 30, 16 << 30]
+    lat = [1.0] * 3 + [4.0] * 3 + [15.0] * 3 + [100.0] * 3 + [180.0] * 3
+    pl = M.staircase(sizes, lat, caches=_CACHES)
+    assert [p.label for p in pl] == ["L1", "L2", "L3", "DRAM", "DRAM (2)"]
+    assert [p.cache_bytes for p in pl[:3]] == [48 << 10, 1 << 20, 32 << 20]

@@ -6,8 +6,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from corecast import memprofile
@@ -156,3 +158,28 @@ def test_a_pinning_failure_is_one_line():
     from corecast.errors import UserError
     with pytest.raises(UserError, match="cannot pin a thread to CPU"):
         c2c.native.pingpong(CPUS[0], 4095, 10, 2)
+
+
+@two_cpus
+def test_pingpong_leaves_out_the_samples_a_competing_program_cut():
+    """Issue 26: under load, calibrate's figure was 50% above an independent ping-pong's. A
+    sample during which the scheduler switched a thread out timed the other program, not the
+    line: the kernel marks those (each thread's context switches between samples), and a pair's
+    figure is the median of the others."""
+    a, b = CPUS[0], CPUS[1]
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                           preexec_fn=lambda: os.sched_setaffinity(0, {b}))
+    try:
+        ns, disturbed = c2c.native.pingpong(a, b, 100, 1001)
+        topo = topology.read_topology()
+        pair = c2c.core_to_core(topo, per_kind=1)["pairs"][0]
+    finally:
+        hog.kill()
+        hog.wait()
+    assert disturbed.dtype == bool and len(ns) == len(disturbed) == 1001
+    assert 0 < disturbed.sum() < 1001                      # B shared its CPU: some samples were cut
+    clean, cut = ns[~disturbed], ns[disturbed]
+    assert np.median(cut) > 10 * np.median(clean)          # a cut sample is the hog's time slice
+    assert pair["samples"] == 1001 and 0 < pair["disturbed"] < 1001
+    if pair["samples"] - pair["disturbed"] >= c2c.MIN_CLEAN:
+        assert pair["max_ns"] < 10 * pair["ns"]           # the figure is over the clean samples

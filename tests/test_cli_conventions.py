@@ -4,8 +4,6 @@ wrapped, one number format in a table."""
 from __future__ import annotations
 
 import io
-import os
-import pty
 import shutil
 import subprocess
 import sys
@@ -15,6 +13,8 @@ import pytest
 
 from corecast import messages
 from corecast.cli import build_parser
+
+from conftest import stderr_on_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "data" / "usl" / "specsdm91.csv")
@@ -158,35 +158,16 @@ def test_progress_line_says_what_is_left():
     assert p.line(p.start + 2) == "capturing: 12,345 instructions, 2 s"
 
 
-def _stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
-    """Run corecast with its standard error on a pseudo-terminal; return status and what it drew."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "corecast", *args], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=slave, cwd=cwd)
-    os.close(slave)
-    out = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:              # EIO: the other side is closed
-            break
-        if not data:
-            break
-        out.append(data)
-    os.close(master)
-    return p.wait(timeout=300), b"".join(out).decode(errors="replace")
-
-
 @pytest.mark.slow
 def test_long_work_shows_progress_on_a_terminal(tmp_path, pp):
     """sim gen, sim and sim capture were silent for 30 s, 48 s and the whole capture."""
-    code, err = _stderr_on_a_terminal(["sim", "gen", "transactions", "-n", "3000", "-o", "t.cctrace"], tmp_path)
+    code, err = stderr_on_a_terminal(["sim", "gen", "transactions", "-n", "3000", "-o", "t.cctrace"], tmp_path)
     assert code == 0 and "generating: " in err and "records" in err
-    code, err = _stderr_on_a_terminal(["sim", "t.cctrace", "-m", "penryn-l5420", "--cores", "2", "--json"], tmp_path)
+    code, err = stderr_on_a_terminal(["sim", "t.cctrace", "-m", "penryn-l5420", "--cores", "2", "--json"], tmp_path)
     assert code == 0 and "simulating: " in err and "% (" in err
-    code, err = _stderr_on_a_terminal(["sim", "mrc", str(pp)], tmp_path)
+    code, err = stderr_on_a_terminal(["sim", "mrc", str(pp)], tmp_path)
     assert code == 0 and "stack distances: " in err
-    code, err = _stderr_on_a_terminal(["sim", "-q", "t.cctrace", "-m", "penryn-l5420", "--json"], tmp_path)
+    code, err = stderr_on_a_terminal(["sim", "-q", "t.cctrace", "-m", "penryn-l5420", "--json"], tmp_path)
     assert code == 0 and err == ""
 
 
@@ -194,8 +175,10 @@ def test_long_work_shows_progress_on_a_terminal(tmp_path, pp):
 @pytest.mark.skipif(shutil.which("valgrind") is None and shutil.which("qemu-x86_64") is None,
                     reason="needs valgrind or qemu-x86_64")
 def test_capture_shows_progress_on_a_terminal(tmp_path):
-    """The run, then the disassembly pass (objdump), which was silent."""
-    code, err = _stderr_on_a_terminal(["sim", "capture", "-o", "c.cctrace", "--", "/bin/true"], tmp_path)
+    """The run, then the disassembly pass (objdump), which was silent. The run's progress is a
+    whole line after a second and then every ten (the program writes to the same terminal:
+    tests/test_progress.py); a run of 1.5 s has one."""
+    code, err = stderr_on_a_terminal(["sim", "capture", "-o", "c.cctrace", "--", "sh", "-c", "sleep 1.5"], tmp_path)
     assert code == 0, err
     assert "capturing: " in err and "instructions" in err
     if shutil.which("objdump"):

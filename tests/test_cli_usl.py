@@ -163,3 +163,18 @@ def test_piped_output_is_not_wrapped(data_dir):
     assert r.returncode == 0, r.stderr
     legend = [line for line in r.stdout.splitlines() if line.startswith("X: measured throughput")]
     assert len(legend) == 1 and legend[0].rstrip().endswith("coherency (β)")
+
+
+@pytest.mark.parametrize("fmt", ["--json", "--format=table"])
+def test_usl_on_a_small_file_imports_no_scipy(fmt):
+    """`corecast usl small.csv` spent 0.5 s of its 0.85 s importing scipy.stats for a 7-point fit
+    (issue 26): the fit, its t quantile and its F test need none of scipy."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom corecast.cli import main\n"
+            f"rc = main(['usl', {str(SPEC)!r}, {fmt!r}])\n"
+            "print('RC', rc, sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules "
+            "if m.startswith('scipy.')}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    last = r.stdout.strip().splitlines()[-1]
+    assert last == "RC 0 []", (last, r.stderr[-500:])

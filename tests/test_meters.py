@@ -532,3 +532,32 @@ def test_bad_memory_profile_is_one_line(cli, tmp_path):
     f.write_text('{"kind": "something else"}')
     r = cli("meters", "--meters", "mem_latency", "--memory-profile", f, "--blackboard", board_name(), "--duration", "1")
     assert r.code == 2 and "not a memory profile" in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_replay_plot_reads_well():
+    """Issue 26: the title sat over the data, latency read "1e−7 s", and 16 panels of which
+    several were flat zeros."""
+    import types
+
+    import numpy as np
+
+    from corecast.meters.record import Series
+    from corecast.report import meters as R
+    t = np.arange(1, 21) * 0.1
+    rec = types.SimpleNamespace(
+        path="rec.csv", elapsed_s=t, triggers=[], advice=[],
+        meters=[Series("cpu_busy@node", "cpu_busy", "node", "ratio", np.linspace(0.2, 0.9, 20)),
+                Series("cpu_steal@node", "cpu_steal", "node", "ratio", np.zeros(20)),
+                Series("runq_delay@node", "runq_delay", "node", "s/s", np.full(20, np.nan)),
+                Series("mem_probe_latency@node", "mem_probe_latency", "node", "s", np.linspace(1.4e-7, 1.6e-7, 20))])
+    fig = R.replay_figure(rec)
+    assert fig.corecast_left_out == ["cpu_steal", "runq_delay"]
+    axes = fig.get_axes()
+    assert [a.get_ylabel().split("\n")[0] for a in axes] == ["cpu_busy", "mem_probe_latency"]
+    lat = axes[1]
+    assert lat.get_ylabel() == "mem_probe_latency\n[ns]"
+    assert 100 < lat.get_ylim()[0] < lat.get_ylim()[1] < 200                 # in ns, not 1e-7 s
+    fig.canvas.draw()
+    title = fig._suptitle.get_window_extent()
+    assert title.y0 >= max(a.get_window_extent().y1 for a in axes)          # above every panel
+    assert "not shown (zero or missing throughout): cpu_steal, runq_delay" in fig._supxlabel.get_text()

@@ -124,7 +124,72 @@ def test_every_command_with_a_document_offers_the_tidy_forms():
     parsers = {k: v for k, v in next(a for a in build_parser(None)._actions
                                      if isinstance(a, argparse._SubParsersAction)).choices.items()}
     parsers["sim mrc"] = sim._sub_parsers("corecast sim")["mrc"]
+    parsers["sim machines"] = sim._sub_parsers("corecast sim")["machines"]
+    from corecast.cli import sched
+    parsers["sched sim"] = sched._sub_parsers("corecast sched")["sim"]
+    meters = next(a for a in parsers["meters"]._actions if isinstance(a, argparse._SubParsersAction))
+    parsers["meters list"] = meters.choices["list"]
     for name in ("usl", "predict", "evaluate", "measure", "info", "events", "sim", "sim mrc", "throughput",
-                 "export"):
+                 "export", "sim machines", "sched sim", "meters list", "chase"):
         fmt = next(a for a in parsers[name]._actions if "--format" in a.option_strings)
         assert {"csv", "records"} <= set(fmt.choices), name
+
+
+# ------------------------------------------------------------------ issue 26: the commands that lacked them
+def test_sched_sim(cli):
+    doc, a, b = _both(cli, "sched", "sim", "pmctrack-mix", "--policy", "hsp,rr")
+    assert len(a) == sum(len(r["apps"]) for r in doc["results"]) == 6
+    assert a["policy"].tolist() == [r["policy"] for r in doc["results"] for _ in r["apps"]]
+    assert a["application"].tolist() == [x["name"] for r in doc["results"] for x in r["apps"]]
+    assert a["slowdown"].tolist() == pytest.approx([x["slowdown"] for r in doc["results"] for x in r["apps"]])
+    assert a["asp"].tolist() == pytest.approx([r["asp"] for r in doc["results"] for _ in r["apps"]])
+    assert a["slowdown"].dtype.kind == "f"
+
+
+def test_chase(cli):
+    args = ("chase", "--threads", "1", "--chains", "1,2", "--size", "1MiB", "--duration", "0.02", "--samples", "2")
+    doc, a, b = _both(cli, *args)
+    pts = doc["concurrency"]["points"]
+    assert a["mode"].tolist() == ["concurrency"] * len(pts) and a["chains"].tolist() == [1, 2]
+    assert set(a.columns) >= {"latency_ns", "latency_ns_low", "latency_ns_high", "bandwidth_bytes_s"}
+    assert list(a.columns) == ["mode"] + [c for k in pts[0] for c in
+                                          ([k.replace("_range", "") + "_low", k.replace("_range", "") + "_high"]
+                                           if "_range" in k else [k])]
+    assert ((a["latency_ns_low"] <= a["latency_ns"]) & (a["latency_ns"] <= a["latency_ns_high"])).all()
+    assert a["cpus"].astype(str).tolist() == [";".join(map(str, p["cpus"])) for p in pts]   # a list: joined
+
+
+def test_sim_machines(cli):
+    doc, a, b = _both(cli, "sim", "machines")
+    assert a["name"].tolist() == [m["name"] for m in doc] and "penryn-l5420" in a["name"].tolist()
+    doc, a, b = _both(cli, "sim", "machines", "penryn-l5420")
+    assert a["type"].tolist() == ["cache"] * len(doc["caches"]) + ["tlb"] * len(doc["tlbs"])
+    assert a["size"].dropna().tolist() == [c["size"] for c in doc["caches"]]
+    assert a["entries"].dropna().astype(int).tolist() == [t["entries"] for t in doc["tlbs"]]
+
+
+def test_meters_list(cli):
+    doc, a, b = _both(cli, "meters", "list")
+    assert doc["kind"] == "corecast-meters-list"
+    assert a["meter"].tolist() == [m["meter"] for m in doc["meters"]]
+    assert set(a["status"]) <= {"measured", "derived", "unavailable"}
+    assert "cpu_busy" in set(a["meter"]) and "node" in set(a["scope"])
+
+
+def test_events_export_and_stat_take_json(cli, tmp_path):
+    """They rejected the --json most commands take (issue 26)."""
+    r = cli("events", "--json")
+    assert r.code == 0 and json.loads(r.out) == json.loads(cli("events", "--format", "json").out)
+    r = cli("export", SPEC, "--json")
+    assert r.code == 0 and r.out == cli("export", SPEC, "--format", "json").out
+    assert json.loads(r.out)["rows"]
+    r = cli("export", SPEC, "--json", "--format", "csv")
+    assert r.code == 2 and "two formats" in r.err
+    lines = []
+    for flag in ("--json", "-j", "--format=jsonl"):
+        r = cli("stat", flag, "-c", "task_clock", "-o", tmp_path / "s.jsonl", "--", "true")
+        assert r.code == 0, r.err
+        lines.append([json.loads(x)["type"] for x in (tmp_path / "s.jsonl").read_text().splitlines()])
+    assert lines[0] == lines[1] == lines[2] and lines[0][0] == "header" and lines[0][-1] == "summary"
+    frame = pd.read_json(tmp_path / "s.jsonl", lines=True)
+    assert frame["type"].tolist() == lines[0]

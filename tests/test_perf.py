@@ -48,11 +48,12 @@ def test_context_switches_of_a_program_that_blocks_n_times(progs, n):
 
 
 def test_counters_readable_after_exit_and_inherited_threads_counted(progs):
-    vals, child = count([progs["threads"], "3", "100", "10"], "task_clock")
-    # three threads spin 100 ms of wall time each: the inherited counter folds their CPU time
-    # in after they exit, and agrees with the kernel's rusage of the whole process
+    vals, child = count([progs["short_threads"], "3", "30000", "0", "0"], "task_clock")
+    # three threads, one after another, each spin 30 ms of their own CPU time (not of wall time,
+    # which a busy machine would shorten): the inherited counter folds their CPU time in after
+    # they exit, and agrees with the kernel's rusage of the whole process
     cpu_ns = (child.rusage.ru_utime + child.rusage.ru_stime) * 1e9
-    assert vals["task_clock"].value > 50e6
+    assert vals["task_clock"].value > 0.95 * 3 * 30e6
     assert abs(vals["task_clock"].value - cpu_ns) < 0.2 * cpu_ns + 10e6
 
 

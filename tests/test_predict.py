@@ -153,6 +153,23 @@ def test_plot_panels():
     assert len(fig2.get_axes()) == 1
 
 
+def test_the_band_is_in_the_legend():
+    """Issue 26: the prediction PNG's shaded band had no legend entry."""
+    from matplotlib.collections import PolyCollection
+
+    from corecast.report import prediction as R
+    ds, _, _ = synth.scaling_dataset("lock", seed=0)
+    fits = {m: predictors.fit(m, ds) for m in ("estima", "timex", "usl")}
+    fig = R.figure(ds, fits, [16, 32, 64], 0.8, main="estima")
+    legend = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
+    assert "estima: 80% band" in legend and sum("band" in t for t in legend) == 1
+    handle = next(h for h, t in zip(fig.get_axes()[0].get_legend().legend_handles, legend) if "band" in t)
+    assert isinstance(handle, PolyCollection) or hasattr(handle, "get_facecolor")
+    assert "shaded: 80% band" in [t.get_text() for t in fig.get_axes()[1].get_legend().get_texts()]
+    fig2 = R.figure(ds, {"usl": fits["usl"]}, [16], 0.95)                 # no main method: the first band
+    assert "usl: 95% band" in [t.get_text() for t in fig2.get_axes()[0].get_legend().get_texts()]
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--cores", "16", "--method", "estima"], "needs stall categories"),
     (["--cores", "abc"], "not a core count"),

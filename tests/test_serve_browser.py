@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,93 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT, run_corecast
+from conftest import DATA, run_corecast
 from fakes import stalls_csv
+from browserkit import CHROMEDRIVER, CHROMIUM, Server, js, lockbench, shot, wait  # noqa: F401
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
     reason="Debian chromium and chromium-driver are not installed (setup/debian-packages.txt)")]
-
-ARTEFACTS = Path(os.environ.get("CORECAST_ARTEFACTS", ROOT / "out" / "test-artefacts")) / "serve"
-
-
-def lockbench() -> str:
-    from corecast.native import native_path
-    return str(native_path("corecast-lockbench"))
-
-
-class Server:
-    def __init__(self, *files: Path):
-        self.proc = subprocess.Popen([sys.executable, "-m", "corecast", "serve", "--listen", "127.0.0.1:0",
-                                      *map(str, files)], stderr=subprocess.PIPE, text=True)
-        line = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]+) ", line)
-            if m:
-                self.url = m.group(1)
-                self.secret = m.group(2)
-                self.login = f"{self.url}/?token={self.secret}"   # the address printed: the first visit
-                break                                            # turns it into the page's cookie
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"corecast serve ended: {line}{self.proc.stderr.read()}")
-        else:
-            raise RuntimeError("corecast serve did not start in 60 s")
-        self.log: list[str] = []
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            _, err = self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return err
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-    o = Options()
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1400,1000", "--proxy-server=127.0.0.1:9"):
-        o.add_argument(a)            # the proxy: anything off this machine fails (the page works offline)
-    o.binary_location = CHROMIUM
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(options=o, service=Service(CHROMEDRIVER))
-    d.set_page_load_timeout(60)
-    yield d
-    d.quit()
-
-
-def wait(fn, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-        except Exception as err:      # noqa: BLE001 - the page may not be there yet
-            last = err
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
-
-
-def shot(browser, name: str) -> Path:
-    ARTEFACTS.mkdir(parents=True, exist_ok=True)
-    p = ARTEFACTS / f"{name}.png"
-    browser.save_screenshot(str(p))
-    return p
-
-
-def js(browser, script: str, *args):
-    return browser.execute_script(script, *args)
 
 
 def series_points(browser, name: str) -> tuple[int, float]:
@@ -273,7 +192,7 @@ def test_prediction_and_usl_pages_show_the_cli_numbers(browser, tmp_path):
         assert [c[0] for c in cells] == ["16", "32"]
         assert [c[1] for c in cells] == [js(browser, "return fmt(arguments[0])", p["time_s"]) for p in want["predictions"]]
         assert browser.find_elements("css selector", "table.bottlenecks tbody tr")
-        assert browser.find_element("id", "predict-stalls")
+        assert js(browser, "return document.getElementById('predict-stalls-plot').data.length") > 0
         shot(browser, "predict")
         # the methods offered are the registry's (through /api/registry)
         from corecast.model.predictors import METHODS

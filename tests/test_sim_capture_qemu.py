@@ -256,15 +256,19 @@ def test_threads_and_their_instructions_are_kept(tmp_path):
 
 
 def test_progress_counts_instructions(tmp_path):
-    """Progress is the instructions written so far: it never goes back, and its last value is
-    the trace's instruction count."""
+    """Progress is the instructions and the records written so far: they never go back, and
+    their last values are the trace's counts (issue 26: the line counted instructions, 62 M,
+    and the file then said 130 M records)."""
     seen = []
     rng = random.Random(2)
     (tmp_path / "in.txt").write_text("".join(f"{rng.randrange(10**9)}\n" for _ in range(60_000)))
     info = capture([shutil.which("sort"), "-o", str(tmp_path / "o"), str(tmp_path / "in.txt")],
                    tmp_path / "p.cctrace", annotate=False, env=ENV, backend="qemu",
-                   progress=seen.append)
-    assert seen and seen == sorted(seen)
-    assert any(0 < v < seen[-1] for v in seen)            # counted while the program ran
-    assert seen[-1] == info.instructions > 50_000_000
+                   progress=lambda i, r: seen.append((i, r)))
+    instr, recs = [i for i, _ in seen], [r for _, r in seen]
+    assert seen and instr == sorted(instr) and recs == sorted(recs)
+    assert any(0 < v < instr[-1] for v in instr)           # counted while the program ran
+    assert instr[-1] == info.instructions > 50_000_000
+    assert recs[-1] == info.records > instr[-1]            # loads and stores are records too
+    assert all(r >= i for i, r in seen[:-1])               # never fewer records than instructions
     assert not (tmp_path / "p.cctrace.count").exists()

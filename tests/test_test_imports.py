@@ -1,5 +1,5 @@
 """The tests' own layout: a test module never imports another test module (what several share
-lives in conftest.py, fakes.py or cgref.py), so that each one can run, move or be deleted alone."""
+lives in conftest.py, fakes.py, cgref.py or browserkit.py), so that each one can run, move or be deleted alone."""
 from __future__ import annotations
 
 import ast

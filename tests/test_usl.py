@@ -331,3 +331,30 @@ def test_flat_throughput_near_the_top_of_the_floats():
     assert a.fit.alpha == pytest.approx(1.0, abs=1e-6)          # flat: all contention
     assert math.isfinite(a.fit.gamma) and a.fit.gamma == pytest.approx(1e308, rel=1e-6)
     assert "near-linear" not in a.verdict
+
+
+@pytest.mark.parametrize("dof", [1, 2, 3, 4, 5, 7, 12, 30, 200, 5000])
+def test_t_quantile_and_f_tail_equal_scipy_stats(dof):
+    """usl computes its t quantile and F tail without scipy.stats (half a second of import)."""
+    from scipy import stats
+
+    from corecast.model import dist
+    for p in (0.025, 0.1, 0.5, 0.6, 0.75, 0.9, 0.95, 0.975, 0.99, 0.995, 0.9995, 0.999999):
+        assert dist.t_ppf(p, dof) == pytest.approx(stats.t.ppf(p, dof), rel=1e-9, abs=1e-12)
+    for x in (0.0, 1e-6, 0.1, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0, 1e4):
+        for dfn in (1, 2, 5):
+            assert dist.f_sf(x, dfn, dof) == pytest.approx(stats.f.sf(x, dfn, dof), rel=1e-9, abs=1e-300)
+
+
+def test_the_summary_says_which_criterion_wins_when_f_test_and_aicc_disagree():
+    """Issue 26: the report showed AICc favouring Amdahl directly above "β is needed (F test)"."""
+    ds = D.load(DATA / "usl" / "specsdm91.csv")
+    a = usl.analyze(ds.cores, ds.column("throughput"))
+    nt = a.nested
+    assert nt.beta_needed and nt.p_value < 0.05 and nt.aicc_amdahl < nt.aicc_usl      # they disagree here
+    assert nt.summary.startswith("β is needed")
+    assert "AICc prefers Amdahl's law" in nt.summary and "the verdict follows the F test" in nt.summary
+    assert "on 7 points" in nt.summary
+    syn = D.load(DATA / "usl" / "synthetic.csv")                                      # they agree: nothing added
+    b = usl.analyze(syn.cores, syn.column("throughput")).nested
+    assert b.beta_needed and b.aicc_usl < b.aicc_amdahl and "AICc" not in b.summary

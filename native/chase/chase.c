@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -565,18 +566,32 @@ API double cc_timer_overhead_ns(int trials) {
 /* One cache line handed between two pinned threads: A writes odd values, B even ones, each
  * waiting for the other's. A times `rounds` round trips per sample; one transfer (one way) is
  * half a round trip. out_ns[nsamples]: ns per one-way transfer; a first sample is run and
- * dropped before them. */
+ * dropped before them. out_disturbed[nsamples]: 1 where either thread was switched out (its
+ * voluntary + involuntary context switches, RUSAGE_THREAD) during the sample: on a busy machine
+ * a sample the scheduler cut is the time the other programs ran, not a transfer.
+ *
+ * Between samples the threads meet on a second line (`gate`): B reads its context switches,
+ * then opens the gate for the next sample; A reads its own and starts the clock only once the
+ * gate is open, so neither thread's bookkeeping (a system call) is inside a timed sample. */
 typedef struct {
     _Alignas(128) _Atomic uint64_t v;
     char pad[120];
 } flag_line;
 
 typedef struct {
-    flag_line *f;
+    flag_line *f, *gate;
     int cpu, err, is_a, rounds, nsamples;
     _Atomic int *ready;
     double *out;
+    unsigned char *switched;      /* per sample (nsamples + 1): this thread was switched out */
 } pp_arg;
+
+static uint64_t switches(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+}
 
 static void *pp_thread(void *arg) {
     pp_arg *a = arg;
@@ -586,53 +601,63 @@ static void *pp_thread(void *arg) {
         ;
     if (atomic_load(a->ready) >= 100)
         return NULL;
-    _Atomic uint64_t *v = &a->f->v;
-    uint64_t total = (uint64_t)a->rounds * (uint64_t)(a->nsamples + 1);
-    if (a->is_a) {
-        for (int s = 0; s <= a->nsamples; s++) {
-            uint64_t first = (uint64_t)s * a->rounds;
-            while (atomic_load_explicit(v, memory_order_acquire) != 2 * first)
-                ;
+    _Atomic uint64_t *v = &a->f->v, *gate = &a->gate->v;
+    uint64_t rounds = (uint64_t)a->rounds;
+    for (int s = 0; s <= a->nsamples; s++) {
+        uint64_t first = (uint64_t)s * rounds;
+        if (a->is_a) {
+            while (atomic_load_explicit(gate, memory_order_acquire) != (uint64_t)s + 1)
+                ;                                 /* B is ready for sample s */
+            uint64_t c0 = switches();
             uint64_t t0 = now_ns();
-            for (uint64_t i = first; i < first + (uint64_t)a->rounds; i++) {
+            for (uint64_t i = first; i < first + rounds; i++) {
                 atomic_store_explicit(v, 2 * i + 1, memory_order_release);
                 while (atomic_load_explicit(v, memory_order_acquire) != 2 * i + 2)
                     ;
             }
             uint64_t t1 = now_ns();
+            a->switched[s] = switches() != c0;
             if (s > 0)
-                a->out[s - 1] = (double)(t1 - t0) / (2.0 * a->rounds);
-        }
-    } else {
-        for (uint64_t i = 0; i < total; i++) {
-            while (atomic_load_explicit(v, memory_order_acquire) != 2 * i + 1)
-                ;
-            atomic_store_explicit(v, 2 * i + 2, memory_order_release);
+                a->out[s - 1] = (double)(t1 - t0) / (2.0 * (double)rounds);
+        } else {
+            uint64_t c0 = switches();
+            atomic_store_explicit(gate, (uint64_t)s + 1, memory_order_release);
+            for (uint64_t i = first; i < first + rounds; i++) {
+                while (atomic_load_explicit(v, memory_order_acquire) != 2 * i + 1)
+                    ;
+                atomic_store_explicit(v, 2 * i + 2, memory_order_release);
+            }
+            a->switched[s] = switches() != c0;
         }
     }
     return NULL;
 }
 
-API int cc_pingpong(int cpu_a, int cpu_b, int rounds, int nsamples, double *out_ns, char *msg,
-                    size_t cap) {
+API int cc_pingpong(int cpu_a, int cpu_b, int rounds, int nsamples, double *out_ns,
+                    unsigned char *out_disturbed, char *msg, size_t cap) {
     if (msg && cap)
         msg[0] = 0;
     if (rounds < 1 || nsamples < 1)
         return -1;
-    flag_line *f = aligned_alloc(128, sizeof *f);
-    if (!f) {
+    flag_line *f = aligned_alloc(128, 2 * sizeof *f);
+    unsigned char *sw = calloc(2 * ((size_t)nsamples + 1), 1);
+    if (!f || !sw) {
+        free(f);
+        free(sw);
         say(msg, cap, "out of memory%s%s", "", "");
         return -1;
     }
-    atomic_init(&f->v, 0);
+    atomic_init(&f[0].v, 0);
+    atomic_init(&f[1].v, 0);
     _Atomic int ready;
     atomic_init(&ready, 0);
-    pp_arg a = {f, cpu_a, 0, 1, rounds, nsamples, &ready, out_ns};
-    pp_arg b = {f, cpu_b, 0, 0, rounds, nsamples, &ready, out_ns};
+    pp_arg a = {f, f + 1, cpu_a, 0, 1, rounds, nsamples, &ready, out_ns, sw};
+    pp_arg b = {f, f + 1, cpu_b, 0, 0, rounds, nsamples, &ready, out_ns, sw + nsamples + 1};
     pthread_t ta, tb;
     int e = pthread_create(&tb, NULL, pp_thread, &b);
     if (e) {
         free(f);
+        free(sw);
         say(msg, cap, "cannot start a thread (%s)%s", strerror(e), "");
         return -1;
     }
@@ -641,12 +666,17 @@ API int cc_pingpong(int cpu_a, int cpu_b, int rounds, int nsamples, double *out_
         atomic_fetch_add(&ready, 100);            /* let B go */
         pthread_join(tb, NULL);
         free(f);
+        free(sw);
         say(msg, cap, "cannot start a thread (%s)%s", strerror(e), "");
         return -1;
     }
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
+    if (out_disturbed)
+        for (int s = 1; s <= nsamples; s++)
+            out_disturbed[s - 1] = a.switched[s] | b.switched[s];
     free(f);
+    free(sw);
     if (a.err || b.err) {
         char cpu[24];
         snprintf(cpu, sizeof cpu, "%d", a.err ? cpu_a : cpu_b);

@@ -14,14 +14,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 
 _level = NORMAL
 _command = ""
 _named: set[str] = set()
-_drawn: "Progress | None" = None      # the progress line on the terminal now, cleared before a message
 
 
 def configure(level: int = NORMAL, command: str = "") -> None:
@@ -42,13 +41,22 @@ def _prefix() -> str:
 
 def _print(text: str) -> None:
     err = sys.stderr
-    if _drawn is not None:
-        _drawn.close()                  # redrawn at its next update
+    live = [p for p in _active if p.drawn]
     try:
+        for p in live:                # a line said during long work goes above its progress line
+            p.clear()
         err.flush()
         print(text, file=err, flush=True)
+        for p in live:
+            p.redraw()
     except (OSError, ValueError):   # standard error closed: nothing to tell
         pass
+
+
+def say(text: str) -> None:
+    """A line of what is going on (a failed run, a notice), unprefixed: -q leaves it out."""
+    if _level >= NORMAL:
+        _print(text)
 
 
 def note(text: str) -> None:
@@ -88,58 +96,122 @@ def _count(n: float, unit: str) -> str:
     return f"{n:,.0f} {unit}".rstrip()
 
 
+def _clock(seconds: float) -> str:
+    """Elapsed or remaining time: 42 s, 3 min 05 s, 1 h 02 min."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    m, s = divmod(int(round(seconds)), 60)
+    if m < 90:
+        return f"{m} min {s:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+#: Progress lines drawn now (messages said meanwhile go above them).
+_active: list["Progress"] = []
+
+
 class Progress:
-    """The progress of one piece of long work, drawn on one line of standard error when it is a
-    terminal (and -q is not given), at most five times a second; the line is cleared at the end.
+    """The progress of one piece of long work: the one helper every long job uses (simulating,
+    capturing, sweeping, measuring, fitting and plotting). It draws one line on standard error
+    when that is a terminal (and -q is not given), at most five times a second, and clears it
+    at the end:
 
         with Progress("simulating", total=n, unit="records") as p:
             for chunk in chunks:
                 ...
                 p.advance(len(chunk))
 
-    `total` may be None when it is not known (a count and the time are shown then). Nothing is
-    drawn where standard error is a file or a pipe: logs stay clean.
+    The line says the count done (of `total`, with the share and the time left, when the total
+    is known), the time so far, and the current item (`label`: "4 cores, rep 2", "plotting").
+    Nothing is drawn where standard error is a file or a pipe -- not even at the end -- so
+    logs stay clean (a caller whose work is already done when it starts, a resumed campaign
+    with nothing left, makes no Progress at all). A note or warning said meanwhile (`messages.note` ...)
+    is printed above the line, which is then drawn again.
+
+    `lines=True` is for work whose program writes to the same terminal (`sim capture` runs the
+    program on it): no line is redrawn in place (the program's own output would land in it);
+    instead a whole line is printed after `LINE_FIRST_S` and then every `LINE_EVERY_S` seconds.
     """
 
     INTERVAL_S = 0.2
+    LINE_FIRST_S, LINE_EVERY_S = 1.0, 10.0
 
-    def __init__(self, what: str, total: float | None = None, unit: str = "", stream: Any = None):
+    def __init__(self, what: str, total: float | None = None, unit: str = "", stream: Any = None,
+                 lines: bool = False):
         self.what, self.total, self.unit = what, total, unit
         self.done = 0.0
+        self.label = ""
         self.stream = stream
+        self.lines = lines
         self.start = time.monotonic()
         self.drawn = False
         self._last = 0.0
+        self._base = 0.0
+        self._shown = False            # anything drawn since start (begin)
+
+    @property
+    def _out(self) -> Any:
+        return self.stream if self.stream is not None else sys.stderr
 
     @property
     def live(self) -> bool:
-        s = self.stream if self.stream is not None else sys.stderr
         try:
-            return _level >= NORMAL and s.isatty()
+            return _level >= NORMAL and self._out.isatty()
         except (AttributeError, ValueError):
             return False
 
     def __enter__(self) -> "Progress":
         self.start = time.monotonic()
+        if self not in _active:
+            _active.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def begin(self, total: float | None = None) -> None:
-        """Start (again) from now: a stage that follows another under the same `with`."""
-        self.total, self.done, self.start = total, 0.0, time.monotonic()
+    def begin(self, total: float | None = None, what: str | None = None, unit: str | None = None,
+              done: float = 0.0) -> None:
+        """Start (again) from now: a stage that follows another under the same `with`; `done`
+        of `total` are done already (a resumed campaign)."""
+        self.total, self.done, self.start = total, done, time.monotonic()
+        self._base = done                  # done before this start: not in the rate
+        self.what = what if what is not None else self.what
+        self.unit = unit if unit is not None else self.unit
+        self.label, self._last, self._shown = "", 0.0, False
+        if self not in _active:
+            _active.append(self)
 
-    def advance(self, n: float = 1) -> None:
-        self.update(self.done + n)
+    def advance(self, n: float = 1, label: str | None = None) -> None:
+        self.update(self.done + n, label)
 
-    def update(self, done: float) -> None:
+    def update(self, done: float, label: str | None = None) -> None:
         self.done = done
+        if label is not None:
+            self.label = label
+        if not self.live:
+            return
         now = time.monotonic()
-        finished = bool(self.total) and done >= self.total      # the last state is always drawn
-        if (finished or now - self._last >= self.INTERVAL_S) and self.live:
+        if self.lines:
+            first = self._last == 0.0
+            if (now - self.start >= self.LINE_FIRST_S) if first else (now - self._last >= self.LINE_EVERY_S):
+                self._last = now
+                self._draw(now)
+            return
+        finished = bool(self.total) and done >= self.total          # the last state is always drawn
+        if finished or now - self._last >= self.INTERVAL_S:
             self._last = now
             self._draw(now)
+
+    def callback(self, what: str | None = None) -> Callable[[int, int, str], None]:
+        """`f(done, total, label)` for code that reports its progress so (chase's sweeps):
+        each call with a new `what` or total starts a new stage."""
+        def update(done: int, total: int, label: str) -> None:
+            if (what is not None and what != self.what) or total != self.total:
+                self.begin(total, what=what)
+            self.update(done, label)
+        return update
 
     def line(self, now: float | None = None) -> str:
         """The text of the progress line."""
@@ -148,34 +220,55 @@ class Progress:
         if self.total:
             frac = min(1.0, self.done / self.total)
             text += f"{100 * frac:.0f}% ({_count(self.done, '')}/{_count(self.total, self.unit)})"
-            if 0 < frac < 1 and elapsed > 1:
-                text += f", {elapsed:.0f} s, about {elapsed * (1 - frac) / frac:.0f} s left"
+            new = self.done - self._base
+            if new > 0 and frac < 1 and elapsed > 1:
+                text += f", {_clock(elapsed)}, about {_clock(elapsed * (self.total - self.done) / new)} left"
             else:
-                text += f", {elapsed:.0f} s"
+                text += f", {_clock(elapsed)}"
         else:
-            text += f"{_count(self.done, self.unit)}, {elapsed:.0f} s"
+            text += f"{_count(self.done, self.unit)}, {_clock(elapsed)}"
+        if self.label:
+            text += f"; {self.label}"
         return text
 
-    def _draw(self, now: float) -> None:
-        s = self.stream if self.stream is not None else sys.stderr
-        global _drawn
+    def _width(self) -> int:
+        cols = 0
         try:
-            s.write("\r\x1b[K" + self.line(now))
-            s.flush()
-            self.drawn = True
-            _drawn = self
+            cols = os.get_terminal_size(self._out.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            pass
+        if cols <= 0:                      # a terminal that does not say its size
+            cols = int(os.environ.get("COLUMNS", "80")) if os.environ.get("COLUMNS", "").isdigit() else 80
+        return max(20, cols - 1)
+
+    def _draw(self, now: float) -> None:
+        try:
+            if self.lines:
+                self._out.write(self.line(now) + "\n")
+            else:
+                # one line, never wrapped (a wrapped line cannot be cleared with \r)
+                self._out.write("\r\x1b[K" + self.line(now)[: self._width()])
+                self.drawn = True
+            self._out.flush()
+            self._shown = True
         except (OSError, ValueError):
             pass
 
-    def close(self) -> None:
-        global _drawn
-        if _drawn is self:
-            _drawn = None
+    def clear(self) -> None:
+        """Take the line off the terminal (it is drawn again at the next update)."""
         if self.drawn:
-            s = self.stream if self.stream is not None else sys.stderr
             try:
-                s.write("\r\x1b[K")
-                s.flush()
+                self._out.write("\r\x1b[K")
+                self._out.flush()
             except (OSError, ValueError):
                 pass
             self.drawn = False
+
+    def redraw(self) -> None:
+        if self.live and not self.lines and self._shown:
+            self._draw(time.monotonic())
+
+    def close(self) -> None:
+        self.clear()
+        if self in _active:
+            _active.remove(self)

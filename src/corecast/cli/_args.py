@@ -10,10 +10,22 @@ from ..parsing import MAX_COUNTS, core_list, level
 __all__ = ["MAX_COUNTS", "core_list", "level", "route_actions"]
 
 
-def route_actions(parser: argparse.ArgumentParser, subs: dict[str, argparse.ArgumentParser]) -> None:
+def route_actions(parser: argparse.ArgumentParser, subs: dict[str, argparse.ArgumentParser],
+                  helps: dict[str, str] | None = None) -> None:
     """Make `parser` hand the arguments after a sub-action named in `subs` (`corecast sim
     capture ...`, `corecast sched run ...`) to that action's own parser, with `action` set and
-    the command's defaults (e.g. its run function) kept; anything else it parses itself."""
+    the command's defaults (e.g. its run function) kept; anything else it parses itself.
+
+    `helps` gives each action's one line (its man page's NAME, its completion's description;
+    default: the first sentence of its description):
+    the parsers and their lines are kept on `parser.corecast_actions` for scripts/gen_cli_docs.py,
+    which documents and completes an action as it does a command."""
+    if helps is None:        # each action's description, to its first full stop
+        helps = {name: (sub.description or name).split(". ")[0].rstrip(".") for name, sub in subs.items()}
+    missing = set(subs) ^ set(helps)
+    if missing:
+        raise ValueError(f"actions without a one-line help or parser: {sorted(missing)}")
+    parser.corecast_actions = {name: (sub, helps[name]) for name, sub in subs.items()}  # type: ignore[attr-defined]
     orig = parser.parse_known_args
 
     def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]

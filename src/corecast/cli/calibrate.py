@@ -44,12 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     outputs.check(args.output)                  # before the work, not after it
     started = time.monotonic()
-    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and not args.json)
-    try:
-        c2c = C.core_to_core(progress=bar.phase("core-to-core"))
-        runs = {} if args.no_memory else C.measure(C.calibration_request(), bar.phase)
-    finally:
-        bar.close()
+    with messages.Progress("core-to-core", unit="pairs") as bar:
+        c2c = C.core_to_core(progress=bar.callback("core-to-core"))
+        runs = {} if args.no_memory else C.measure(C.calibration_request(), bar.callback)
     datasets = {m: C.to_dataset(r) for m, r in runs.items()}
     profile = M.analyse(datasets).profile(datasets) if datasets else None
     machine = machine_info()

@@ -8,6 +8,7 @@ import sys
 
 from .. import messages, outputs
 from ..parsing import arg, count, seed, size_bytes, time_s
+from . import add_format, output_format
 
 COMMAND = "chase"
 HELP = "pointer-chasing memory benchmark: latency and bandwidth against concurrent misses, limits, profile"
@@ -80,7 +81,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delays", default=None, metavar="LIST",
                    help="--loaded: injection delays (default 0,20,50,100,200,500,1000,2000,5000,10000)")
     p.add_argument("--seed", type=arg(seed), default=1, help="seed of the random chains (default 1)")
-    p.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    add_format(p, "measured point (its `mode`: concurrency, sizes or loaded)",
+               json_help="print a JSON document instead of tables")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png, .svg or .pdf)")
     p.add_argument("-o", "--output", metavar="DATASET",
                    help="write the points as a corecast Dataset (.csv or .json)")
@@ -111,11 +113,9 @@ def run(args: argparse.Namespace) -> int:
     req = C.Request(settings, mode=mode, threads=args.threads, chains=args.chains, sizes=args.sizes,
                     delays=args.delays, loaders=args.loaders, order=args.order, oversubscribe=args.oversubscribe,
                     duration_s=args.duration, profile=bool(args.profile))
-    bar = R.ProgressBar(enabled=args.verbosity != messages.QUIET and not args.json)
-    try:
-        runs = C.measure(req, bar.phase)
-    finally:
-        bar.close()
+    fmt = output_format(args)
+    with messages.Progress(mode, unit="points") as bar:
+        runs = C.measure(req, bar.callback)
     datasets = {m: C.to_dataset(r) for m, r in runs.items()}
     stopped = any(r.interrupted for r in runs.values())
     res = M.analyse(datasets)
@@ -124,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
         profile.write(args.profile)
     if args.output and mode in datasets:
         datasets[mode].save(args.output)
-    if args.json:
+    if fmt in ("csv", "records"):
+        from ..report.tables import chase_rows, table_text
+        sys.stdout.write(table_text(chase_rows(R.chase_doc(runs, res.concurrency, res.plateaus, profile)), fmt))
+    elif fmt == "json":
         print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
     else:
         R.render(runs, res.concurrency, res.plateaus, terminal.console())

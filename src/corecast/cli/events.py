@@ -10,7 +10,7 @@ from ..collect.events import backend_stall_events, parse_cpu, pfm, resolve
 from ..errors import UserError
 from ..report import events as R
 from ..report.tables import table_text
-from . import FORMATS
+from . import FORMATS, output_format
 
 COMMAND = "events"
 HELP = "list this machine's PMUs and events with their status; translate an event spec"
@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="encode for this CPU model: haswell, skylake, icelake, goldencove, fam10h, zen1..zen5, "
                         "a libpfm4 PMU name, intel:6:0x3f or GenuineIntel-6-3F")
     p.add_argument("--libpfm", metavar="PMU", help="list the events libpfm4 knows for PMU")
-    p.add_argument("--format", choices=FORMATS, default="table",
+    p.add_argument("--json", action="store_true", help="print a JSON document instead (as --format json)")
+    p.add_argument("--format", choices=FORMATS, default=None,
                    help="table (default), json (one object: the machine and its events), or a tidy table "
                         "with one row per event for data frames: csv, or records (a JSON array of "
                         "objects); see docs/outputs.md")
@@ -66,15 +67,28 @@ def _libpfm(args) -> int:
     return 0
 
 
+def _stalls(args) -> int:
+    cpu = parse_cpu(args.cpu)
+    stalls = backend_stall_events(cpu)
+    rows = [e.to_dict() for e in stalls]
+    if args.format in ("csv", "records"):
+        sys.stdout.write(table_text(rows, args.format))
+    elif args.format == "json":
+        print(json.dumps({"cpu": cpu.describe(), "backend_stalls": rows,
+                          "reason": None if stalls else stalls.reason}, indent=1))
+    else:
+        R.render_stalls(cpu, stalls)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    args.format = output_format(args)
     if args.translate:
         return _translate(args)
     if args.libpfm:
         return _libpfm(args)
     if args.cpu:
-        cpu = parse_cpu(args.cpu)
-        R.render_stalls(cpu, backend_stall_events(cpu))
-        return 0
+        return _stalls(args)
     data = catalogue()
     if args.format in ("csv", "records"):
         sys.stdout.write(table_text(data["events"], args.format))

@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="output file (.csv or .json; a device or a pipe gets CSV); default: standard output")
     p.add_argument("--format", choices=("csv", "json", "records"),
                    help="output format (default: from -o's extension, else csv)")
+    p.add_argument("--json", action="store_true", help="as --format json: the metadata and the rows in one object")
     p.add_argument("--metadata", choices=("sidecar", "inline", "none"),
                    help="CSV only: where the metadata goes (default: sidecar with -o, none on standard output)")
 
@@ -39,9 +40,11 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from .. import dataset as ds_mod
 
+    if args.json and args.format not in (None, "json"):
+        raise UserError(f"--json and --format {args.format} ask for two formats: give one")
     kind = outputs.check(args.output) if args.output else None
     data = ds_mod.load(args.file)
-    fmt = args.format
+    fmt = args.format or ("json" if args.json else None)
     if fmt is None and kind in ("descriptor", "in place"):
         fmt = "csv"                 # a device, a pipe, /dev/stdout: as on standard output
     if fmt is None and args.output:

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from ..collect import campaign as api
     from ..collect.runner import Interrupted, Reporter
     from ..dataset import read_campaign
-    from ..report.campaign import RichReporter, render_summary
+    from ..report.campaign import ProgressReporter, render_summary
     from ..report.documents import campaign_summary
     from ..report.terminal import console
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     options = {k: getattr(args, k) for k in (*api.CORE_OPTIONS, *(o.dest for o in runsources.options()))}
     # -q: no progress bar and no notes (failed runs are still in the summary); -v: a line a run
     quiet, verbose = args.verbosity == messages.QUIET, args.verbosity == messages.VERBOSE
-    reporter = Reporter() if quiet else RichReporter(verbose=verbose)
+    reporter = Reporter() if quiet else ProgressReporter(verbose=verbose)
     if args.resume:
         given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
         if given:

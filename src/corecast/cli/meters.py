@@ -9,8 +9,9 @@ import argparse
 import json
 import sys
 
-from .. import outputs
+from .. import messages, outputs
 from ..parsing import interval
+from . import add_format, output_format
 
 COMMAND = "meters"
 HELP = "contention meters of this machine in a shared-memory blackboard, with triggers, advice and Prometheus"
@@ -86,6 +87,7 @@ def add_arguments(p) -> None:
     s = sub.add_parser("list", help="the meters this machine gives, and why not the others")
     s.add_argument("--pid", dest="list_pid", type=_pid, metavar="PID", help="with the meters of a watched process")
     s.add_argument("--meters", dest="list_meters", metavar="LIST", help="only these meters or groups")
+    add_format(s, "meter and scope", json_help="print the meters as JSON (each meter and scope, its status and source)")
     s = sub.add_parser("replay", help="print and plot a recording (--record) offline")
     s.add_argument("file", help="a recording (.csv or .json)")
     s.add_argument("--plot", metavar="FILE", help="plot the series (.png, .svg or .pdf)")
@@ -113,7 +115,15 @@ def run(args) -> int:
             R.show(snap, terminal.console())
         return 0
     if action == "list":
-        R.listing(D.meter_plan(args.list_meters or args.meters, args.list_pid or args.pid), terminal.console())
+        plan = D.meter_plan(args.list_meters or args.meters, args.list_pid or args.pid)
+        fmt = output_format(args)
+        if fmt in ("csv", "records"):
+            from ..report.tables import meters_list_rows, table_text
+            sys.stdout.write(table_text(meters_list_rows(R.listing_doc(plan)), fmt))
+        elif fmt == "json":
+            print(json.dumps(R.listing_doc(plan), indent=1, allow_nan=False))
+        else:
+            R.listing(plan, terminal.console())
         return 0
     if action == "replay":
         if args.plot:
@@ -127,6 +137,9 @@ def run(args) -> int:
             R.replay(rec, terminal.console())
         if args.plot:
             fig = R.replay_figure(rec)
+            if fig.corecast_left_out:
+                messages.note(f"{args.plot}: no panel for {', '.join(fig.corecast_left_out)}: zero or missing "
+                              "throughout the recording")
             plots.save(fig, args.plot)
             plots.pyplot().close(fig)
         return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import outputs
+from .. import messages, outputs
 from ..errors import UserError
 from ..report import plots
 from ..report import tables as T
@@ -135,23 +135,37 @@ def run(args) -> int:
     if args.target_machine is not None:     # '' is a mistake, not "no target"
         target = (parse_spec(args.target_machine), args.placement or "compact", args.smt_yield)
         measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
-    doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
-                              target=target, measured=measured)
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(T.table_text(T.predict_rows(doc), fmt))
-    elif fmt == "json":
-        print(json.dumps(doc, indent=2, allow_nan=False))
-    else:
-        R.render_terminal(doc, terminal.console())
-    fig = None
-    if args.plot or args.report:
-        shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
-        fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
-    if args.plot:
-        plots.save(fig, args.plot)
-    if args.report:
-        H.write(args.report, R.render_html(doc, fig))
+    # fitting (and, for --plot/--report, the other methods), then the figure and the report:
+    # 1.6 s of silence before; the line is cleared before the results are printed
+    steps = 1 + (bool(args.plot or args.report)) + bool(args.plot) + bool(args.report)
+    with messages.Progress("predict", total=steps, unit="steps") as bar:
+        bar.update(0, f"fitting {args.method}" + (f" and {len(others)} other methods" if others else ""))
+        doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
+                                  target=target, measured=measured)
+        bar.update(1)
+        bar.clear()
+        fmt = output_format(args)
+        if fmt in ("csv", "records"):
+            sys.stdout.write(T.table_text(T.predict_rows(doc), fmt))
+        elif fmt == "json":
+            print(json.dumps(doc, indent=2, allow_nan=False))
+        else:
+            R.render_terminal(doc, terminal.console())
+        sys.stdout.flush()
+        fig = None
+        if args.plot or args.report:
+            bar.update(bar.done, "drawing the figure")
+            shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
+            fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
+            bar.advance(1)
+        if args.plot:
+            bar.update(bar.done, f"writing {args.plot}")
+            plots.save(fig, args.plot)
+            bar.advance(1)
+        if args.report:
+            bar.update(bar.done, f"writing {args.report}")
+            H.write(args.report, R.render_html(doc, fig))
+            bar.advance(1)
     if fig is not None:
         plots.pyplot().close(fig)
     return 0

@@ -13,7 +13,7 @@ from .. import outputs
 from ..errors import UserError
 from ..parsing import arg, count, number, seed, time_s
 from ._args import route_actions
-from . import _Parser, add_verbosity, program
+from . import _Parser, add_format, add_verbosity, output_format, program
 
 COMMAND = "sched"
 HELP = "scheduling on big/small cores: simulate HSP, RR, A-DWRR, EQP, ACFS, energy-aware and CFS; SF models; enforce"
@@ -36,6 +36,16 @@ examples:
   corecast sched run --policy rr -- './a.out' './b.out'"""
 
 ACTIONS = ("sim", "paper", "sfmodel", "run", "machines", "workloads", "policies")
+#: Each action's one line (its man page's NAME, its description in shell completion).
+ACTION_HELP = {
+    "sim": "simulate a workload on an asymmetric multicore under scheduling policies",
+    "paper": "reproduce the PMCTrack paper's Figures 8 and 9 in simulation",
+    "sfmodel": "speedup-factor models from per-window counter metrics",
+    "run": "run programs together under a policy, with real thread affinity",
+    "machines": "list the bundled AMP machine descriptions, or show one",
+    "workloads": "list the bundled workloads, or show one",
+    "policies": "list the built-in scheduling policies, or show one",
+}
 
 
 # The bounds of what `sched` accepts (docs/sched.md, "Bounds"): times in corecast.parsing's
@@ -75,7 +85,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                           "[rules] runs allows)")
     sim.add_argument("--no-restart", action="store_true", help="each application runs once (a batch)")
     sim.add_argument("--seed", type=_SEED, default=1, help="seed of the random choices (default 1)")
-    sim.add_argument("--json", action="store_true", help="print a JSON document instead of tables")
+    add_format(sim, "policy and application", json_help="print a JSON document instead of tables")
     sim.add_argument("--plot", metavar="FILE", help="grouped bar chart of slowdowns, ASP and unfairness (.png .svg .pdf)")
 
     paper = _Parser(prog=f"{prog} paper", formatter_class=fmt,
@@ -162,7 +172,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", metavar="ACTION", choices=ACTIONS,
                         help="sim, paper, sfmodel fit, run, machines, workloads or policies")
-    route_actions(parser, _sub_parsers(parser.prog))
+    route_actions(parser, _sub_parsers(parser.prog), ACTION_HELP)
 
 
 # ----------------------------------------------------------------------------------------
@@ -227,7 +237,12 @@ def _sim(args: argparse.Namespace) -> int:
     for pol in pols:
         _, met = evaluate(wl, machine, pol, opts, refs)
         metrics[pol.name] = met
-    if args.json:
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        from ..report.tables import sched_sim_rows, table_text
+        doc = json.loads(json.dumps(R.sim_doc(wl, machine, opts, metrics), allow_nan=False, default=_jdefault))
+        sys.stdout.write(table_text(sched_sim_rows(doc), fmt))
+    elif fmt == "json":
         print(json.dumps(R.sim_doc(wl, machine, opts, metrics), indent=2, allow_nan=False, default=_jdefault))
     else:
         R.render_sim(console(), wl, machine, opts, metrics)
@@ -262,12 +277,18 @@ def _paper(args: argparse.Namespace) -> int:
                 raise UserError(f"--policies: unknown policy '{p}' (choose {', '.join([*POLICIES, *VARIANTS])})")
     opts = Options(quantum=args.quantum, migration_cost=args.migration_cost, seed=args.seed,
                    sf_model=_sf_model(args.sf_model, args.sf_source))
-    err = sys.stderr if sys.stderr.isatty() else None
-    results = [run_exp(e, opts, args.sf_source, pols,
-                       progress=(lambda s: print(f"\r{s:40s}", end="", file=err, flush=True)) if err else None)
-               for e in exps]
-    if err:
-        print("\r" + " " * 40 + "\r", end="", file=err)
+    from .. import messages
+    total = sum(len(e.workloads) * len(pols or e.policies) for e in exps)
+    started = [0]
+
+    def starting(item: str, fig: str) -> None:      # run_exp names each run as it starts
+        bar.update(started[0], f"{fig}: {item}")
+        started[0] += 1
+
+    with messages.Progress("simulating", total=total, unit="runs") as bar:
+        results = [run_exp(e, opts, args.sf_source, pols,
+                           progress=lambda item, fig=e.figure or e.name: starting(item, fig)) for e in exps]
+        bar.update(total, "done")
     fnd = [findings(r) for r in results]
     if args.json:
         print(json.dumps(R.paper_doc(results, fnd), indent=2, allow_nan=False))
@@ -275,11 +296,14 @@ def _paper(args: argparse.Namespace) -> int:
         R.render_paper(console(), results, fnd)
     if args.plot:
         p = Path(args.plot)
-        for res in results:
-            out = p if len(results) == 1 else p.with_name(f"{p.stem}-fig{res.experiment.figure.split()[-1]}{p.suffix}")
-            fig = R.paper_figure(res)
-            plots.save(fig, out)
-            plots.pyplot().close(fig)
+        with messages.Progress("plotting", total=len(results), unit="figures") as bar:
+            for res in results:
+                out = p if len(results) == 1 else p.with_name(f"{p.stem}-fig{res.experiment.figure.split()[-1]}{p.suffix}")
+                bar.update(bar.done, str(out))
+                fig = R.paper_figure(res)
+                plots.save(fig, out)
+                plots.pyplot().close(fig)
+                bar.advance(1)
     return 0
 
 

@@ -16,7 +16,7 @@ from ..errors import UserError
 from ._args import route_actions
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
-from ..report.tables import mrc_rows, sim_rows, table_text
+from ..report.tables import machines_rows, mrc_rows, sim_rows, table_text
 from ..parsing import arg, count, fraction, fmt_size, seed, size_bytes, time_s
 from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser, add_format, add_verbosity, output_format, program
@@ -43,9 +43,19 @@ Run `corecast sim capture -h` (and so on) for each action's options. TRACE is a 
 trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
 """
 
-ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online")
-ONLINE = "--online"          # `sim --online ... -- CMD`: routed as an action of its own
+ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online", "online")
+ONLINE = "--online"          # `sim --online ... -- CMD`: the action `online`, wherever the flag is
 MAX_GEN_RECORDS = 1 << 30     # records `sim gen` writes: a 16GiB trace
+#: Each action's one line (its man page's NAME, its description in shell completion).
+ACTION_HELP = {
+    "capture": "record a program's instruction and memory trace (QEMU plugin or valgrind lackey)",
+    "convert": "convert lackey, Dinero or CSV text into a corecast trace",
+    "gen": "write a synthetic trace with known behaviour",
+    "machines": "list the bundled machine descriptions, or show one",
+    "mrc": "miss-rate curves of a trace in one pass (LRU stack distances, SHARDS)",
+    "mrc-online": "a program's LLC occupancy and misses by cache ways (resctrl)",
+    "online": "simulate a program as it runs (QEMU plugin, shared-memory ring, no trace file)",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tlb", action="store_true", help="leave the TLBs out")
     parser.add_argument("--seed", type=arg(seed), default=1, help="seed of random replacement")
 
-    route_actions(parser, _sub_parsers(parser.prog))
+    route_actions(parser, _sub_parsers(parser.prog), ACTION_HELP)
     routed = parser.parse_known_args
 
     def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
@@ -85,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         head = args[:args.index("--")] if "--" in args else args
         if ONLINE in head and (not args or args[0] not in ACTIONS):
             args.remove(ONLINE)
-            args.insert(0, ONLINE)
+            args.insert(0, "online")
         if args and args[0] == "mrc" and "--" in args:     # `sim mrc --online [...] -- PROGRAM [ARGS]`
             i = args.index("--")
             ns, extra = routed(args[:i], namespace)
@@ -146,7 +156,8 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     mach = _Parser(prog=f"{prog} machines", formatter_class=fmt,
                    description="List the bundled machine descriptions, or show one.")
     mach.add_argument("name", nargs="?", help="machine name or TOML file to show")
-    mach.add_argument("--json", action="store_true")
+    add_format(mach, "machine (without NAME) or cache and TLB of the machine NAME",
+               json_help="print the machines (or the machine NAME) as JSON")
     mrc = _Parser(prog=f"{prog} mrc", formatter_class=fmt,
                   description="Miss-rate curves of a trace in one pass: exact LRU stack distances "
                               "(every fully associative size at once), SHARDS sampling for large "
@@ -194,7 +205,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     online.add_argument("-o", "--output", metavar="DATASET", help="write the points as a Dataset")
     online.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]",
                         help="the program to run")
-    onl = _Parser(prog=f"{prog} --online", formatter_class=fmt,
+    onl = _Parser(prog=f"{prog} --online", formatter_class=fmt,     # (also `sim online`)
                   description="Simulate a program as it runs: QEMU user mode with corecast's plugin hands its "
                               "records to the simulator through a shared-memory ring (no trace file), decoded as "
                               "they come (objdump) as `sim capture` decodes them. The counts are those of "
@@ -223,7 +234,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                      help="no decoding (no branch or uop records: caches and TLBs only)")
     onl.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]", help="the program to run")
     subs = {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc, "mrc-online": online,
-            ONLINE: onl}
+            "online": onl}
     for sub in subs.values():
         add_verbosity(sub)
     return subs
@@ -245,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
         return _mrc(args)
     if action == "mrc-online":
         return _mrc_online(args)
-    if action == ONLINE:
+    if action == "online":
         return _simulate_online(args)
     return _simulate(args)
 
@@ -325,7 +336,7 @@ def _simulate_online(args: argparse.Namespace) -> int:
         quiet_out = sys.stderr.fileno() if output_format(args) != "table" else None
         with OnlineRun(cmd, annotate=not args.no_annotate, markers=args.marker, stdout=quiet_out) as run, \
                 messages.Progress("simulating", unit="instructions") as bar:
-            run.progress = bar.update
+            run.progress = lambda instructions, records: bar.update(instructions)
             for recs in run.records():
                 sim.feed(recs)
                 if writer is not None:
@@ -365,13 +376,38 @@ def _simulate_online(args: argparse.Namespace) -> int:
     else:
         render_result(res, machine)
     return 0
+def _bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+#: `sim capture` says when its trace passes this size, and again at each doubling.
+LARGE_TRACE_BYTES = 1e9
 
 
 def _capture(args: argparse.Namespace) -> int:
+    import time
+
     from ..sim.capture import capture
+    from ..sim.native import RECORD_DTYPE
 
     cmd = program(args.program)
-    bar, dec = messages.Progress("capturing", unit="instructions"), messages.Progress("decoding", unit="records")
+    # The program writes to the same terminal: the capture's progress is a whole line now and
+    # then, never a line redrawn in place (the program's output would land in it).
+    bar = messages.Progress("capturing", unit="records", lines=True)
+    dec = messages.Progress("decoding", unit="records")
+    big = [LARGE_TRACE_BYTES]
+
+    def capturing(instructions: int, records: int) -> None:
+        size = records * RECORD_DTYPE.itemsize
+        while size >= big[0]:
+            rate = size / max(time.monotonic() - bar.start, 1e-3)
+            messages.note(f"the trace has passed {_bytes(big[0])} of records ({_bytes(rate)}/s so far; {instructions:,} "
+                          f"instructions); Ctrl-C stops the capture")
+            big[0] *= 2
+        bar.update(records, f"{instructions:,} instructions, {_bytes(size)} written")
 
     def decoding(done: int, total: int) -> None:     # the disassembly pass, after the run
         if dec.total is None:
@@ -381,7 +417,7 @@ def _capture(args: argparse.Namespace) -> int:
 
     with bar, dec:                    # the trace is named on standard error as it is closed
         info = capture(cmd, args.output, markers=args.marker, annotate=not args.no_annotate,
-                       backend=args.backend, progress=bar.update, decoding=decoding)
+                       backend=args.backend, progress=capturing, decoding=decoding)
     for name, addr in info.markers.items():
         if addr is not None:
             messages.note(f"marker {name} at {addr:#x}")
@@ -417,7 +453,7 @@ def _mrc(args: argparse.Namespace) -> int:
         quiet_out = sys.stderr.fileno() if output_format(args) != "table" else None
         with OnlineRun(cmd, stdout=quiet_out) as run, \
                 messages.Progress("stack distances", unit="instructions") as bar:
-            run.progress = bar.update
+            run.progress = lambda instructions, records: bar.update(instructions)
             res = mrc.analyse(run.records(), **kw)
         for w in run.info["warnings"]:
             messages.warning(w)
@@ -550,17 +586,21 @@ def _gen(args: argparse.Namespace) -> int:
 
 
 def _machines(args: argparse.Namespace) -> int:
+    fmt = output_format(args)
     if not args.name:
         rows = [load_machine(n) for n in bundled()]
-        if args.json:
-            print(json.dumps([{"name": m.name, "description": m.description} for m in rows],
-                             indent=2))
-        else:
+        doc: Any = [{"name": m.name, "description": m.description} for m in rows]
+        if fmt == "table":
             render_machines(rows)
-        return 0
-    m = load_machine(args.name)
-    if args.json:
-        print(json.dumps(m.to_dict(), indent=2))
+            return 0
     else:
-        render_machine(m)
+        m = load_machine(args.name)
+        doc = m.to_dict()
+        if fmt == "table":
+            render_machine(m)
+            return 0
+    if fmt in ("csv", "records"):
+        sys.stdout.write(table_text(machines_rows(doc), fmt))
+    else:
+        print(json.dumps(doc, indent=2))
     return 0

@@ -7,7 +7,8 @@ import sys
 from .. import messages, outputs
 from ..collect import procs
 from ..collect.events import resolve
-from ..collect.stat import MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric, parse_virtual
+from ..collect.stat import (DEFAULT_EVENTS, DEFAULT_NOTE, MIN_INTERVAL, WRITERS, Monitor, Target, parse_metric,
+                             parse_virtual)
 from ..errors import UserError
 from ..parsing import arg, time_s
 from ..region import load as load_regions
@@ -17,7 +18,12 @@ COMMAND = "stat"
 HELP = "count performance events per thread or per CPU, sampled over time (PMCTrack-style)"
 DESCRIPTION = """\
 Count events of a command (`-- CMD ...`), a running process (-p PID) or every CPU (-S),
-sampled every -T seconds or every N events (ebs=N), one row per thread per sample.
+sampled every -T seconds or every N events (ebs=N), one row per thread per sample. Without -c,
+perf stat's default set (task_clock, context_switches, cpu_migrations, page_faults, and cycles,
+instr, branches, branch_misses where the PMU has them). The command is found as `measure`
+finds it: in PATH, then among corecast's bundled workloads (corecast-lockbench, ...).
+
+  corecast stat -- ./prog 8                                          # the default set
 
   corecast stat -c instr,cycles -T 0.5 -- ./prog 8
   corecast stat -c task_clock,context_switches -V runq_delay,psi_cpu_some -- ./prog
@@ -54,7 +60,8 @@ PERF_LETTERS = {"-e": "-c (or --event)", "-I": "-T (or --interval-print MS)", "-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--events", "--event", action="append", default=[], metavar="SPEC",
-                   help="an event set (repeat for round-robin sets; perf's --event is accepted)")
+                   help="an event set (repeat for round-robin sets; perf's --event is accepted). Without -c "
+                        "and -V, perf stat's default set: " + ", ".join(DEFAULT_EVENTS))
     p.add_argument("-V", "--virtual", action="append", default=[], metavar="VIRT,...",
                    help="virtual counters: runq_delay, run_time, timeslices, ctxsw, ctxsw_vol, ctxsw_invol, "
                         "psi (psi_cpu_some, ...), energy, energy_dram, llc_occupancy, mem_bw, mem_bw_local")
@@ -74,6 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mixes with the measured program's own output)")
     p.add_argument("--format", choices=sorted([*WRITERS, "jsonl"]), default="table",
                    help="table (default), csv, or jsonl: JSON Lines, one object a line ('json' is the same)")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="as --format jsonl: JSON Lines, a header, one sample a line, a summary (as perf stat -j "
+                        "writes one object a line)")
     p.add_argument("--field-separator", metavar="SEP", dest="separator",
                    help="CSV output with this separator (perf's -x/--field-separator)")
     p.add_argument("--threads", choices=["kernel", "poll"], default="kernel", dest="thread_tracking",
@@ -109,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     cmd = program(args.argv)
     if args.output:
         outputs.check(args.output)          # before anything starts
-    sets = [resolve(s) for s in args.events]
+    default = not args.events and not args.virtual          # perf stat's default set, as perf counts it
+    sets = [resolve(s) for s in args.events] if not default else [resolve(",".join(DEFAULT_EVENTS))]
     for i, specs in enumerate(sets):
         for e in specs:
             messages.detail(f"set {i}: {e.translate()}")
@@ -129,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
         target = Target.system()
     else:
         raise UserError("nothing to monitor: give a command after --, -p PID, or -S")
+    if args.json:
+        if args.format not in ("table", "json", "jsonl"):
+            raise UserError(f"--json and --format {args.format} ask for two formats: give one")
+        args.format = "jsonl"
     fmt = "json" if args.format == "jsonl" else args.format
     if args.separator is not None:
         if args.format not in ("table", "csv"):
@@ -139,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     mon = Monitor(sets, target, interval=args.interval, virtual=virtual, per_cpu=args.per_cpu,
                   totals_only=args.totals, metrics=metrics, max_duration=args.duration,
                   thread_tracking=args.thread_tracking, wake=args.wake)
+    if default:
+        mon.notes.append(DEFAULT_NOTE)
     sink = None
     if args.output:
         # written as it goes (live: a new file made with O_EXCL, renamed only over a regular
@@ -187,7 +204,8 @@ def run(args: argparse.Namespace) -> int:
                 name = signal.Signals(-status).name
             except ValueError:
                 name = f"signal {-status}"
-            messages.note(f"'{cmd[0]}' was ended by {name}")
+            why = " (--duration reached: corecast stopped it)" if mon.ended_by == "duration" else ""
+            messages.note(f"'{cmd[0]}' was ended by {name}{why}")
         else:
             messages.note(f"'{cmd[0]}' exited with status {status}")
     if status is not None and cmd:

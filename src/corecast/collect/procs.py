@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import os
 import select
+import shutil
 import signal
 import tempfile
 import threading
@@ -43,6 +44,26 @@ from ..native import native_path
 
 #: Signals a program gets back at their default action (Python ignores SIGPIPE and SIGXFSZ).
 _SIGDEF = [signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM]
+
+
+# ============================================================================ finding a program
+def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
+    """Full path of the program, looking in PATH and then among corecast's bundled workloads
+    (corecast-lockbench, ...): how measure, stat and serve find what they start."""
+    if "/" in name:
+        p = Path(name) if os.path.isabs(name) else Path(cwd) / name
+        return str(p) if p.exists() else None
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found:
+        return found
+    if name.startswith("corecast-"):
+        try:
+            p = native_path(name)
+        except UserError:
+            return None
+        if os.access(p, os.X_OK):
+            return str(p)
+    return None
 
 
 # ============================================================================ the sentinel

@@ -28,11 +28,9 @@ Setting a campaign up (its checks, its file) is `corecast.collect.campaign`.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..dataset import ColumnInfo
@@ -43,6 +41,7 @@ from . import plugins as plug
 from . import procs
 from . import runsources
 from .source import TAIL_CHARS, TAIL_LINES, Host, Run, Source, tail  # noqa: F401 (the tails' sizes)
+from .procs import find_program  # noqa: F401 (measure's and serve's name for it)
 from .topology import format_cpulist
 
 GRACE_S = 2.0
@@ -125,28 +124,10 @@ def placeholders(cores: int, threads_per_core: int, rep: int) -> dict[str, str]:
     return {"cores": str(cores), "threads": str(cores * threads_per_core), "rep": str(rep)}
 
 
-def find_program(name: str, env: Mapping[str, str], cwd: str) -> str | None:
-    """Full path of the program, looking in PATH and then among corecast's bundled workloads."""
-    if "/" in name:
-        p = Path(name) if os.path.isabs(name) else Path(cwd) / name
-        return str(p) if p.exists() else None
-    found = shutil.which(name, path=env.get("PATH", os.defpath))
-    if found:
-        return found
-    if name.startswith("corecast-"):
-        try:
-            p = native_path(name)
-        except UserError:
-            return None
-        if os.access(p, os.X_OK):
-            return str(p)
-    return None
-
-
 # ====================================================================== progress reporting
 class Reporter:
     """What the runner tells the person watching. The default says nothing; the progress bar
-    is `corecast.report.campaign.RichReporter`."""
+    is `corecast.report.campaign.ProgressReporter`."""
 
     def start(self, total: int, done: int) -> None: ...
     def run_started(self, slot: Slot, index: int) -> None: ...

@@ -15,7 +15,8 @@
   the idle latency it is the number of idle-latency misses the memory system must have had in
   flight to deliver that bandwidth, which stops growing where the hardware stops overlapping.
 - `staircase(sizes, latencies)`: the plateaus of latency against working-set size, labelled
-  L1, L2, ... and DRAM (by the cache sizes the machine reports where given, else in order).
+  L1, L2, ... and DRAM (by the cache sizes the machine reports where given: the plateau that
+  reaches past the largest cache is memory, never "L3 (2)"; else in order).
 - `build_profile(...)`: the memory profile (`corecast.memprofile`) from those.
 
 Nothing here reads /proc or runs anything; the collector (`corecast.collect.chase`) does.
@@ -213,7 +214,9 @@ def staircase(sizes: Sequence[float], latency_ns: Sequence[float],
               min_points: int = 3) -> list[Plateau]:
     """Plateaus of latency against working-set size: runs of at least `min_points` consecutive
     sizes whose latency stays within `rise` (25%) above the run's first; the points between
-    runs are transitions. `caches`: (level, bytes) of the data caches, for the labels."""
+    runs are transitions. Neighbouring runs whose latencies are within `rise` of each other are
+    one level (a noisy point, or latency creeping up with TLB misses, had split it) and are
+    merged. `caches`: (level, bytes) of the data caches, for the labels."""
     s, y = np.asarray(sizes, dtype=float), np.asarray(latency_ns, dtype=float)
     ok = np.isfinite(s) & np.isfinite(y) & (y > 0)
     s, y = s[ok], y[ok]
@@ -226,24 +229,49 @@ def staircase(sizes: Sequence[float], latency_ns: Sequence[float],
         while j + 1 < len(s) and y[j + 1] <= y[i] * (1 + rise):
             j += 1
         if j - i + 1 >= min_points:
-            runs.append((i, j))
+            if runs and _same_level(y[runs[-1][0]:runs[-1][1] + 1], y[i:j + 1], rise):
+                runs[-1] = (runs[-1][0], j)
+            else:
+                runs.append((i, j))
         i = j + 1
     out = [Plateau("", int(s[a]), int(s[b]), float(np.median(y[a:b + 1])), b - a + 1) for a, b in runs]
     _label(out, sorted(caches or []))
     return out
 
 
+def _same_level(a: np.ndarray, b: np.ndarray, rise: float) -> bool:
+    lo, hi = sorted((float(np.median(a)), float(np.median(b))))
+    return hi <= lo * (1 + rise)
+
+
 def _label(plateaus: list[Plateau], caches: list[tuple[int, int]]) -> None:
-    used: set[str] = set()
-    for k, p in enumerate(plateaus):
-        mid = math.sqrt(p.first_bytes * p.last_bytes)
-        if caches:
-            fit = next(((lv, size) for lv, size in caches if size >= mid), None)
-            label, size = (f"L{fit[0]}", fit[1]) if fit else ("DRAM", None)
-        else:
+    """L1, L2, ... and DRAM. With the machine's cache sizes: memory is the plateau that reaches
+    past the largest cache (the last one, or the first whose middle is past it), and the
+    plateaus before it are caches, each at the smallest level that holds its middle working set
+    and above the level before it. Without them: in order, and a last plateau slower than
+    DRAM_LATENCY_NS is memory. A second plateau at one level is numbered: "L3 (2)"."""
+    labels: list[tuple[str, int | None]] = []
+    if caches:
+        llc = max(size for _, size in caches)
+        dram = next((k for k, p in enumerate(plateaus)
+                     if p.last_bytes > llc and (k == len(plateaus) - 1 or math.sqrt(p.first_bytes * p.last_bytes) > llc)),
+                    None)
+        below = 0
+        for k, p in enumerate(plateaus):
+            if dram is not None and k >= dram:
+                labels.append(("DRAM", None))
+                continue
+            mid = math.sqrt(p.first_bytes * p.last_bytes)
+            fit = next(((lv, size) for lv, size in caches if size >= mid and lv > below), None) \
+                or next(((lv, size) for lv, size in caches if lv > below), None) or caches[-1]
+            below = fit[0]
+            labels.append((f"L{fit[0]}", fit[1]))
+    else:
+        for k, p in enumerate(plateaus):
             last = k == len(plateaus) - 1
-            label = "DRAM" if last and k > 0 and p.latency_ns >= DRAM_LATENCY_NS else f"L{k + 1}"
-            size = None
+            labels.append(("DRAM" if last and k > 0 and p.latency_ns >= DRAM_LATENCY_NS else f"L{k + 1}", None))
+    used: set[str] = set()
+    for p, (label, size) in zip(plateaus, labels):
         base, n = label, 2
         while label in used:
             label, n = f"{base} ({n})", n + 1

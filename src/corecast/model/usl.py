@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..errors import UserError
 from .base import Prediction
+from .dist import f_sf, t_ppf
 
 LOWER = np.array([0.0, 0.0, 1e-300])
 UPPER = np.array([1.0, np.inf, np.inf])
@@ -290,7 +290,7 @@ class USLFit:
     def t_quantile(self, level: float) -> float:
         if self.dof <= 0:
             return math.nan
-        return float(stats.t.ppf(0.5 + level / 2.0, self.dof))
+        return t_ppf(0.5 + level / 2.0, self.dof)
 
     def confint(self, level: float = 0.95) -> np.ndarray:
         """(3, 2) Wald intervals for α, β, γ, clipped to the parameter bounds."""
@@ -570,7 +570,7 @@ def nested_test(full: USLFit) -> NestedTest:
     dof = n - 3
     if dof > 0 and full.rss_unit > 0:
         f_stat = max(am.rss_unit - full.rss_unit, 0.0) / (full.rss_unit / dof)
-        p = float(stats.f.sf(f_stat, 1, dof))
+        p = f_sf(f_stat, 1, dof)
     elif dof > 0:
         f_stat, p = (math.inf, 0.0) if am.rss_unit > 0 else (0.0, 1.0)
     else:
@@ -585,6 +585,16 @@ def nested_test(full: USLFit) -> NestedTest:
     else:
         needed = full.beta > 0
         summary = "too few points to test whether β is needed (an F test needs at least 4)"
+    if math.isfinite(p) and math.isfinite(a_u) and math.isfinite(a_a) and needed != (a_u < a_a):
+        # The two criteria disagree: say which one the verdict follows, and why.
+        if needed:
+            summary += (f"; AICc prefers Amdahl's law ({a_a:.4g} against {a_u:.4g}) because, on {n} points, "
+                        f"its small-sample penalty for the extra parameter outweighs the better fit: the verdict "
+                        f"follows the F test, the methodology's test of the nested model, so β is kept"
+                        + (", on modest evidence (p above 0.01)" if p >= 0.01 else ""))
+        else:
+            summary += (f"; AICc prefers the USL ({a_u:.4g} against {a_a:.4g}), but the F test does not find β "
+                        f"significant at 5%: the verdict follows the F test, so β = 0 is not ruled out")
     return NestedTest(am, f_stat, p, a_u, a_a, needed, summary)
 
 

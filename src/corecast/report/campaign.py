@@ -1,75 +1,65 @@
-"""What `corecast measure` shows: the progress of a campaign while it runs (a bar with ETA on
-stderr, a line for every failed run and every notice) and the summary of a campaign file per
-core count (the table, and the rows `measure --json` prints).
+"""What `corecast measure` shows: the progress of a campaign while it runs (a line with the time
+left on a terminal's standard error, a line for every failed run and every notice) and the
+summary of a campaign file per core count (the table, and the rows `measure --json` prints).
 
 rich is imported where it draws (for start-up time): `corecast measure -q --json` never loads it.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
+from .. import messages
 from ..collect.runner import Reporter, Slot
 from ..dataset import Dataset
 from ..store import OK, RunRecord
-from .terminal import console as terminal_console
 from .terminal import fmt
 
 
 # ====================================================================== progress
-class RichReporter(Reporter):
-    """A progress bar with ETA on stderr; a line for every run that fails and every notice."""
+class ProgressReporter(Reporter):
+    """The campaign's progress on standard error (corecast.messages.Progress: a line with the
+    runs done, the time left and the run going on, on a terminal only); a line for every run
+    that fails and every notice, above it. Before, a rich progress bar: its console printed the
+    bar's last state into a redirected standard error (`measure ... 2>err`), and a resumed
+    campaign with nothing left showed a spinner at 8/8."""
 
     def __init__(self, console: Any = None, verbose: bool = False):
-        self.console = console or terminal_console(sys.stderr)
         self.verbose = verbose
-        self.progress = None
-        self.task = None
+        self.progress: messages.Progress | None = None
 
     def start(self, total: int, done: int) -> None:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
-                                 TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
-                                 transient=False)
-        self.progress.start()
-        self.task = self.progress.add_task("measuring", total=total, completed=done)
+        if done >= total:               # nothing left to run (a finished campaign resumed)
+            return
+        self.progress = messages.Progress("measuring", unit="runs")
+        self.progress.begin(total, done=done)
 
     def run_started(self, slot: Slot, index: int) -> None:
         if self.progress is not None:
             kind = "warm-up" if slot.warmup else f"rep {slot.repetition + 1}"
-            self.progress.update(self.task, description=f"{slot.cores} core{'s' if slot.cores != 1 else ''}, {kind}")
+            self.progress.update(self.progress.done,
+                                 f"{slot.cores} core{'s' if slot.cores != 1 else ''}, {kind}")
 
     def run_finished(self, record: RunRecord) -> None:
+        kind = "warm-up" if record.warmup else f"rep {record.repetition + 1}"
+        cores = f"{record.cores} core{'s' if record.cores != 1 else ''}"
         if self.verbose and record.status == OK:
-            kind = "warm-up" if record.warmup else f"rep {record.repetition + 1}"
-            cores = f"{record.cores} core{'s' if record.cores != 1 else ''}"
-            self.console.print(f"run {record.slot} ({cores}, {kind}): ok, {fmt(record.values.get('time_s'))} s")
+            messages.say(f"run {record.slot} ({cores}, {kind}): ok, {fmt(record.values.get('time_s'))} s")
         if record.status != OK:
-            tail = (record.stderr_tail or "").strip().splitlines()[-3:]
-            msg = f"[yellow]run {record.slot} ({record.cores} cores, {'warm-up' if record.warmup else f'rep {record.repetition + 1}'}): " \
-                  f"{record.status}: {record.message}[/]"
-            self.console.print(msg)
-            for line in tail:
-                self.console.print(f"    [dim]{_escape(line[:200])}[/]")
+            messages.say(f"run {record.slot} ({cores}, {kind}): {record.status}: {record.message}")
+            for line in (record.stderr_tail or "").strip().splitlines()[-3:]:
+                messages.say(f"    {line[:200]}")
         if self.progress is not None:
-            self.progress.advance(self.task)
+            self.progress.advance(1)
 
     def notice(self, text: str) -> None:
-        self.console.print(f"[cyan]note:[/] {_escape(text)}")
+        messages.say(f"note: {text}")
 
     def stop(self) -> None:
         if self.progress is not None:
-            self.progress.stop()
+            self.progress.close()
             self.progress = None
-
-
-def _escape(s: str) -> str:
-    from rich.markup import escape
-    return escape(s)
 
 
 # ====================================================================== summary

@@ -1,9 +1,8 @@
-"""Rendering of `corecast chase` and `corecast calibrate`: terminal tables, plots, JSON documents,
-and a progress bar on standard error."""
+"""Rendering of `corecast chase` and `corecast calibrate`: terminal tables, plots and JSON
+documents (their progress is corecast.messages.Progress)."""
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rich.console import Console
 
@@ -35,39 +34,6 @@ def gbs(v: float | None) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
-
-
-# ------------------------------------------------------------------------------ progress
-class ProgressBar:
-    """A progress bar on standard error when it is a terminal; nothing otherwise."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self._p: Any = None
-        self._task: Any = None
-        self._phase = ""
-
-    def phase(self, name: str) -> Callable[[int, int, str], None]:
-        """The callback for one phase of the work (a sweep, the ping-pong)."""
-        def update(done: int, total: int, label: str) -> None:
-            if not self.enabled:
-                return
-            if self._p is None:
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-                self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-                self._p.start()
-            if self._task is None or self._phase != name:
-                if self._task is not None:
-                    self._p.remove_task(self._task)
-                self._task, self._phase = self._p.add_task(name, total=total), name
-            self._p.update(self._task, completed=done, total=total, description=f"{name}: {label}")
-        return update
-
-    def close(self) -> None:
-        if self._p is not None:
-            self._p.stop()
-            self._p = None
 
 
 # ------------------------------------------------------------------------------ documents

@@ -8,6 +8,8 @@ import re
 import time
 from typing import Any, Iterable
 
+import numpy as np
+
 from rich.console import Console
 from rich.markup import escape
 
@@ -59,6 +61,18 @@ def show(snap: Any, con: Console) -> None:
                              [[a.app, a.pid, a.key, a.value, a.alive] for a in snap.apps],
                              justify=["left", "right", "left", "right", "left"]))
     _unavailable(con, [(m.name, m.scope, m.source) for m, _r in snap.meters if m.quality == "unavailable"])
+
+
+def listing_doc(instances: Iterable[Any]) -> dict[str, Any]:
+    """`meters list --json`: every meter and scope, with its status and source (or why not)."""
+    rows = []
+    for i in instances:
+        status, _, source = i.source.partition(": ")
+        if status not in ("measured", "derived", "unavailable"):
+            status, source = ("measured" if i.available else "unavailable"), i.source
+        rows.append({"meter": i.meter.name, "scope": i.scope.name, "unit": i.meter.unit, "status": status,
+                     "source": source})
+    return {"kind": "corecast-meters-list", "meters": rows}
 
 
 def listing(instances: Iterable[Any], con: Console) -> None:
@@ -144,20 +158,50 @@ def replay_doc(rec: Any) -> dict[str, Any]:
     }
 
 
-def replay_figure(rec: Any) -> Any:
-    plt = plots.pyplot()
+def _seconds(values: Any) -> tuple[float, str]:
+    """A scale and unit that read well for times in seconds: ns, µs, ms or s (not 1e-7 s)."""
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    for limit, scale, unit in ((1e-6, 1e9, "ns"), (1e-3, 1e6, "µs"), (1.0, 1e3, "ms")):
+        if 0 < top < limit:
+            return scale, unit
+    return 1.0, "s"
+
+
+def flat_meters(rec: Any) -> list[str]:
+    """The meters whose every series is zero or missing throughout the recording."""
     names = list(dict.fromkeys(s.meter for s in rec.meters))
+    flat = []
+    for name in names:
+        vals = [s.values[np.isfinite(s.values)] for s in rec.meters if s.meter == name]
+        if all(v.size == 0 or not np.any(v != 0) for v in vals):
+            flat.append(name)
+    return flat
+
+
+def replay_figure(rec: Any) -> Any:
+    """A panel per meter (its scopes as lines, trigger spans shaded), and the triggers and the
+    advice; meters that stayed at zero or were missing throughout get no panel (a line under
+    the figure names them, and `figure.corecast_left_out` lists them)."""
+    plt = plots.pyplot()
+    flat = set(flat_meters(rec))
+    names = [n for n in dict.fromkeys(s.meter for s in rec.meters) if n not in flat]
     extra = 1 if (rec.triggers or rec.advice) else 0
     n = max(1, len(names) + extra)
-    fig, axes = plt.subplots(n, 1, sharex=True, figsize=(9, 1.9 * n + 0.6), squeeze=False)
+    # constrained layout keeps the title above the panels (tight_layout put it over the first)
+    fig, axes = plt.subplots(n, 1, sharex=True, figsize=(9, 1.9 * n + 0.9), squeeze=False, layout="constrained")
     t = rec.elapsed_s
     for ax, name in zip(axes[:, 0], names):
         series = [s for s in rec.meters if s.meter == name]
+        unit = series[0].unit
+        scale = 1.0
+        if unit == "s":
+            scale, unit = _seconds(np.concatenate([s.values for s in series]))
         for s in series[:12]:
-            ax.plot(t, s.values, lw=1.2 if s.scope == "node" else 0.8, label=s.scope)
-        ax.set_ylabel(f"{name}\n[{series[0].unit}]", fontsize=8)
+            ax.plot(t, s.values * scale, lw=1.2 if s.scope == "node" else 0.8, label=s.scope)
+        ax.set_ylabel(f"{name}\n[{unit}]", fontsize=8)
         if len(series) > 1:
-            ax.legend(fontsize=7, loc="upper right", ncol=min(4, len(series)))
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)   # beside the data
         for s in rec.triggers:
             if s.watches == name:
                 _shade(ax, t, s.values)
@@ -168,10 +212,14 @@ def replay_figure(rec: Any) -> Any:
         for k, s in enumerate(rec.triggers):
             ax.step(t, s.values * 0.9 + k * 0.02, where="post", lw=0.8, label=f"{s.meter}@{s.scope} (1 high)")
         ax.set_ylabel("triggers,\nadvice", fontsize=8)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
     axes[-1, 0].set_xlabel("seconds")
     fig.suptitle(f"corecast meters: {rec.path}", fontsize=10)
-    fig.tight_layout()
+    left_out = [m for m in dict.fromkeys(s.meter for s in rec.meters) if m in flat]
+    if left_out:
+        fig.get_layout_engine().set(h_pad=0.06)
+        fig.supxlabel(f"not shown (zero or missing throughout): {', '.join(left_out)}", fontsize=7, color="#555")
+    fig.corecast_left_out = left_out
     return fig
 
 

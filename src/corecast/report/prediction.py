@@ -272,6 +272,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     fig, axes = plt.subplots(panels, 1, figsize=(8.0, 4.6 * panels), squeeze=False)
     ax = axes[0, 0]
     metric = None
+    banded = False
     shown: list[np.ndarray] = []
     for name, f in fits.items():
         try:
@@ -285,7 +286,10 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         ax.plot(grid, p.value, color=col, lw=lw, label=f"{name}: {p.model}"[:70])
         shown.append(p.value[np.isfinite(p.value) & (p.value > 0)])
         if p.low is not None and p.high is not None:
-            ax.fill_between(grid, p.low, p.high, color=col, alpha=0.12 if name != main else 0.2, lw=0)
+            # the band is in the legend: the main method's (or the first one drawn) by name
+            band = f"{name}: {100 * level:g}% band" if (name == main or (main not in fits and not banded)) else None
+            banded = banded or band is not None
+            ax.fill_between(grid, p.low, p.high, color=col, alpha=0.12 if name != main else 0.2, lw=0, label=band)
     metric = metric or "time_s"
     y = ds.column(metric) if metric in ds.metrics else None
     if y is not None:
@@ -316,7 +320,8 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
             col = plt.cm.tab10(i % 10)
             v, lo, hi_ = sel.band(grid, level)
             ax2.plot(grid, v / grid, color=col, lw=1.5, label=f"{name} ({sel.kernel})")
-            ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0)
+            ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0,
+                             label=f"shaded: {100 * level:g}% band" if i == 0 else None)
             ag = ds.aggregate(name)
             ax2.plot(ag.cores, ag.value / ag.cores, "o", ms=4, color=col)
     if curves:
@@ -325,7 +330,8 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
             col = plt.cm.tab10(i % 10)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ax2.plot(grid, mid / grid, color=col, lw=1.5, label=f"{name} ({model})")
-                ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0)
+                ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0,
+                             label=f"shaded: {100 * level:g}% band" if i == 0 else None)
             ag = ds.aggregate(name)
             ax2.plot(ag.cores, ag.value / ag.cores, "o", ms=4, color=col)
     if est is not None or curves:

@@ -116,3 +116,50 @@ def campaign_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         row.update(r.get("stalls") or {})
         rows.append(row)
     return rows
+
+
+def sched_sim_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """`sched sim --format csv|records`: one row per policy and application: the application's
+    completion time, alone time, slowdown and speedup, with its policy's workload figures (ASP,
+    unfairness, STP, ANTT, energy, EDP, time, migrations, decisions) beside them."""
+    out = []
+    for r in doc["results"]:
+        base = {k: v for k, v in r.items() if k not in ("apps", "notes")}
+        for app in r["apps"]:
+            out.append({**base, "application": app["name"], **{k: v for k, v in app.items() if k != "name"}})
+    return out
+
+
+def chase_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """`chase --format csv|records`: one row per measured point (`mode`: concurrency, sizes or
+    loaded), its figures as in the JSON document; a range [low, high] becomes two columns
+    (`latency_range_ns` -> `latency_ns_low`, `latency_ns_high`)."""
+    out = []
+    for mode in ("concurrency", "sizes", "loaded"):
+        for p in doc.get(mode, {}).get("points", []):
+            row: dict[str, Any] = {"mode": mode}
+            for k, v in p.items():
+                if "_range" in k and isinstance(v, list) and len(v) == 2:
+                    base = k.replace("_range", "")
+                    row[f"{base}_low"], row[f"{base}_high"] = v
+                else:
+                    row[k] = v
+            out.append(row)
+    return out
+
+
+def machines_rows(doc: Any) -> list[dict[str, Any]]:
+    """`sim machines --format csv|records`: without a name one row per bundled machine (name,
+    description); with one, one row per cache and TLB of it (`type`), as `sim machines NAME --json`
+    lists them."""
+    if isinstance(doc, list):
+        return [dict(m) for m in doc]
+    out = [{"machine": doc["name"], "type": "cache", **c} for c in doc.get("caches", [])]
+    out += [{"machine": doc["name"], "type": "tlb", **t} for t in doc.get("tlbs", [])]
+    return out
+
+
+def meters_list_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """`meters list --format csv|records`: one row per meter and scope: meter, scope, unit, status
+    (measured, derived or unavailable) and source (or why it is unavailable)."""
+    return [dict(m) for m in doc["meters"]]

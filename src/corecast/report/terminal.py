@@ -5,7 +5,9 @@ print no table, and `measure -q --json` never loads rich).
 """
 from __future__ import annotations
 
+import functools
 import math
+import re
 import sys
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -21,16 +23,139 @@ def console(file: Any = None) -> Console:
     text keeps its lines and tables take their natural width, whatever COLUMNS says (shells
     and test runners export it for the terminal, not for the file).
     """
-    from rich.console import Console
 
     out = file or sys.stdout
+    cls = _fitting_console()
     if not (hasattr(out, "isatty") and out.isatty()):
-        return Console(file=out, highlight=False, soft_wrap=True, width=PIPE_WIDTH)
-    return Console(file=out, highlight=False, soft_wrap=False)
+        return cls(file=out, highlight=False, soft_wrap=True, width=PIPE_WIDTH)
+    return cls(file=out, highlight=False, soft_wrap=False)
 
 
 #: The width of output to a file or a pipe: wider than any line corecast writes.
 PIPE_WIDTH = 100_000
+
+
+# ------------------------------------------------------------------ tables that fit the terminal
+# rich fits a table that is too wide by narrowing its columns and cutting what no longer fits
+# with "…" -- numbers too ("1.51e+…", "6.418…"). Every table corecast prints goes through
+# `fit_table` first (the console's print does it): a column of numbers keeps its full width and
+# never wraps; a column of text wraps (at spaces; a word longer than the column is folded, never
+# a number in it); and when even that does not fit, columns are left out from the right, and
+# a line under the table says which.
+
+#: Placeholder cells that do not make a column text.
+_PLACEHOLDERS = {"", "-", "–", "∞", "-∞", "yes", "no", "n/a", "none", "?"}
+_NUMBER = re.compile(r"[~≈<>±+\-−]?\d[\d,]*(?:\.\d+)?(?:[eE][+\-]?\d+)?%?")
+_LONG_WORD = 20          # text columns may fold words longer than this (never a number)
+
+
+def _plain(cell: Any) -> str:
+    plain = getattr(cell, "plain", None)
+    return plain if isinstance(plain, str) else str(cell)
+
+
+def _width(text: str) -> int:
+    from rich.cells import cell_len
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _numeric(cells: list[str]) -> bool:
+    """A column of numbers: every cell is short, has a digit and at most a unit's letters
+    ("112.2 ns", "4 KiB", "1.51e+06", "0 <-> 1", "12.3%"), or is a placeholder."""
+    seen = False
+    for c in cells:
+        c = c.strip()
+        if c.lower() in _PLACEHOLDERS:
+            continue
+        if len(c) > 24 or not any(ch.isdigit() for ch in c):
+            return False
+        if any(len(w) > 5 for w in re.findall(r"[^\W\d_]+", c)):
+            return False
+        seen = True
+    return seen
+
+
+def fit_table(table: Any, width: int) -> list[str]:
+    """Make `table` (a rich Table) fit `width` columns without cutting a number: set each
+    column's width and wrapping, leaving columns out from the right when needed. Returns the
+    headers of the columns left out."""
+    cols = list(table.columns)
+    if not cols or table.width is not None:
+        return []
+    cells = [[_plain(c) for c in col._cells] for col in cols]
+    heads = [_plain(col.header) for col in cols]
+    numeric = [_numeric(c) for c in cells]
+    head_word = [max((_width(w) for w in h.split()), default=0) for h in heads]
+    full = [max([_width(x) for x in c] + [_width(h)]) for c, h in zip(cells, heads)]
+    mins = []
+    for i, c in enumerate(cells):
+        if numeric[i]:
+            mins.append(max([_width(x) for x in c] + [head_word[i], 1]))
+            continue
+        words = [w for x in c for w in x.split()]
+        longest = max((_width(w) for w in words), default=1)
+        number = max((len(m) for x in c for m in _NUMBER.findall(x)), default=0)
+        mins.append(min(full[i], max(min(longest, _LONG_WORD), number, head_word[i], 1)))
+
+    def room(n: int) -> int:
+        # what the columns get: the width less the borders and each column's padding
+        extra = (2 if table.box and table.show_edge else 0) + (n - 1 if table.box else 0)
+        _, right, _, left = table.padding
+        pads = (left + right) * n
+        if not table.pad_edge:             # no padding left of the first column, right of the last
+            pads -= left + right
+        return width - extra - pads
+
+    keep = len(cols)
+    while keep > 1 and sum(mins[:keep]) > room(keep):
+        keep -= 1
+    dropped = [heads[i] or f"column {i + 1}" for i in range(keep, len(cols))]
+    if dropped:
+        table.columns[:] = cols[:keep]
+        for i, col in enumerate(table.columns):
+            col._index = i
+    avail = room(keep)
+    widths = full[:keep]
+    if sum(widths) > avail:
+        # each column from its least width (its widest number, its longest word: a header may
+        # wrap) up, sharing what is left in proportion to what each would still take
+        widths = mins[:keep]
+        slack = [full[i] - mins[i] for i in range(keep)]
+        spare = avail - sum(widths)
+        total = sum(slack)
+        for i in range(keep):
+            widths[i] += spare * slack[i] // total if total else 0
+        left = avail - sum(widths)
+        for i in range(keep):              # what integer division left over, from the left
+            add = min(left, full[i] - widths[i])
+            widths[i] += add
+            left -= add
+    # Every width is set: rich then narrows nothing. A cell wraps only where it is wider than
+    # its column, which a number never is; a header may wrap (a no_wrap column would cut it).
+    for i, col in enumerate(table.columns):
+        col.width, col.no_wrap, col.overflow = widths[i], False, "fold"
+    return dropped
+
+
+@functools.lru_cache(maxsize=1)
+def _fitting_console() -> type:
+    """rich's Console whose print fits every table to the console's width (fit_table)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    class FittingConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+            for obj in objects:
+                dropped = fit_table(obj, self.width) if isinstance(obj, Table) else []
+                super().print(obj, **kwargs)
+                if dropped:
+                    names = ", ".join(dropped)
+                    super().print(Text(f"({len(dropped)} column{'s' if len(dropped) > 1 else ''} left out to fit "
+                                       f"{self.width} columns: {names}; a wider terminal shows "
+                                       f"{'them' if len(dropped) > 1 else 'it'})", style="dim"))
+
+    return FittingConsole
 
 
 def fmt(v: Any, sig: int = 4) -> str:

@@ -2,11 +2,11 @@
 with valgrind lackey (the fallback).
 
 `capture(..., backend="qemu")` runs the program under `qemu-x86_64 -plugin
-libcorecast_qemu.so,fd=N,maps=F,count=C` (native/qemu/capture_plugin.c): the plugin appends
-the same 16-byte records the trace file holds, in blocks, to the trace file being written, with
-the guest thread as the thread id, and keeps the instructions written so far in C (progress); at
-exit it saves the process's file mappings, from which the objects that ran (and their load
-addresses) are known for the annotation pass below. `backend="auto"` takes QEMU when
+libcorecast_qemu.so,ring=N,mapsfd=M` (native/qemu/capture_plugin.c) through `online.OnlineRun`:
+the plugin writes the same 16-byte records the trace file holds, in blocks, into a shared-memory
+ring, with the guest thread as the thread id; corecast reads them as they come, adds the branch
+and uop records of their instructions (objdump, decoded once per instruction as it turns up) and
+writes them compressed -- no raw file, no pass after the run. `backend="auto"` takes QEMU when
 this is an x86-64 machine with qemu-x86_64 installed, else lackey.
 
 `capture(["./app", "arg"], "app.cctrace", backend="lackey")` runs
@@ -106,12 +106,14 @@ def _resolve_program(cmd: Sequence[str]) -> None:
 
 def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
             annotate: bool = True, chunk_bytes: int = 8 << 20,
-            progress: Callable[[int], None] | None = None,
+            progress: Callable[[int, int], None] | None = None,
             env: dict[str, str] | None = None, backend: str = "lackey",
             decoding: Callable[[int, int], None] | None = None) -> CaptureInfo:
     """Run `cmd` under the chosen back end and write its trace to `out` (`env`: the program's
-    environment, default corecast's own). `progress` is called with the instructions so far;
-    `decoding` with the records annotated so far and their total, in the disassembly pass."""
+    environment, default corecast's own). `progress` is called with the instructions and the
+    records written so far (a record is an instruction fetch, a load, a store, ...: about two
+    an instruction), last with the totals; `decoding` with the records annotated so far and
+    their total, in the disassembly pass."""
     if choose_backend(backend) == "qemu":
         return capture_qemu(cmd, out, markers=markers, annotate=annotate, chunk_bytes=chunk_bytes,
                             progress=progress, env=env, decoding=decoding)
@@ -163,8 +165,10 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
                 writer.write(recs)
                 total += int(np.count_nonzero(recs["kind"] == N.KIND_FETCH))
                 if progress:
-                    progress(total)
+                    progress(total, writer.count)
             writer.write(parser.feed(b"", final=True))
+            if progress:
+                progress(int(writer.kinds[N.KIND_FETCH]), writer.count)
     except KeyboardInterrupt:
         proc.kill()
         proc.wait()
@@ -204,7 +208,7 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
 
 def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
                  annotate: bool = True, chunk_bytes: int = 8 << 20,
-                 progress: Callable[[int], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None,
                  decoding: Callable[[int, int], None] | None = None,
                  env: dict[str, str] | None = None) -> CaptureInfo:
     """`capture` through QEMU user mode and corecast's TCG plugin: the records come through the

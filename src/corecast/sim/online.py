@@ -216,10 +216,11 @@ def _markers_before(recs: np.ndarray, addrs: np.ndarray) -> np.ndarray:
 class OnlineRun:
     """One run of a program under QEMU with the plugin writing into a ring (see the module).
     `records()` yields its records, annotated (unless `annotate` is False or objdump is
-    missing), as they come; `info` says how it went once they are all out."""
+    missing), as they come; `progress(instructions, records)` is told what the plugin has
+    written twice a second; `info` says how it went once they are all out."""
 
     def __init__(self, cmd: Sequence[str], *, annotate: bool = True, markers: Sequence[str] = (),
-                 env: dict[str, str] | None = None, progress: Callable[[int], None] | None = None,
+                 env: dict[str, str] | None = None, progress: Callable[[int, int], None] | None = None,
                  ring_bytes: int = RING_BYTES, stdout: int | None = None):
         self.qemu = shutil.which("qemu-x86_64")
         if self.qemu is None or os.uname().machine != "x86_64":
@@ -320,7 +321,8 @@ class OnlineRun:
                 del out, raw
                 ring.release(n)
                 if self.progress is not None and time.monotonic() - shown >= 0.5:
-                    self.progress(ring.counts()[1])
+                    records, instructions = ring.counts()
+                    self.progress(instructions, records)
                     shown = time.monotonic()
             status = self._proc.wait()
         except BaseException:
@@ -329,7 +331,7 @@ class OnlineRun:
         count, instr = ring.counts()            # the plugin's own counts of what it wrote
         threads = ring.threads()
         if self.progress is not None:
-            self.progress(instr)
+            self.progress(instr, count)
         objects = x86.objects_from_maps_text(self._saved_maps(), (self.qemu, self.plugin))
         markers = dict(ann.markers)
         for m, addr in x86.resolve_markers([m for m, a in markers.items() if a is None], objects).items():

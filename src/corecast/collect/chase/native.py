@@ -43,7 +43,7 @@ def lib() -> C.CDLL:
     L.cc_chase_run.restype = C.c_int
     L.cc_timer_overhead_ns.argtypes = [C.c_int]
     L.cc_timer_overhead_ns.restype = C.c_double
-    L.cc_pingpong.argtypes = [C.c_int, C.c_int, C.c_int, C.c_int, P, C.c_char_p, S]
+    L.cc_pingpong.argtypes = [C.c_int, C.c_int, C.c_int, C.c_int, P, P, C.c_char_p, S]
     L.cc_pingpong.restype = C.c_int
     return L
 
@@ -150,10 +150,12 @@ def timer_overhead_ns(trials: int = 21) -> float:
     return float(lib().cc_timer_overhead_ns(trials))
 
 
-def pingpong(cpu_a: int, cpu_b: int, rounds: int, samples: int) -> np.ndarray:
-    """ns per one-way cache-line transfer between cpu_a and cpu_b, one value per sample."""
+def pingpong(cpu_a: int, cpu_b: int, rounds: int, samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """ns per one-way cache-line transfer between cpu_a and cpu_b, one value per sample, and
+    whether the scheduler switched either thread out during each sample (bool per sample)."""
     out = np.zeros(samples, dtype=float)
+    disturbed = np.zeros(samples, dtype=np.uint8)
     msg = C.create_string_buffer(_MSG)
-    if lib().cc_pingpong(cpu_a, cpu_b, rounds, samples, out.ctypes.data, msg, _MSG) != 0:
+    if lib().cc_pingpong(cpu_a, cpu_b, rounds, samples, out.ctypes.data, disturbed.ctypes.data, msg, _MSG) != 0:
         raise UserError(msg.value.decode() or "the ping-pong failed")
-    return out
+    return out, disturbed.astype(bool)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from .backend import Backend, Handle, PerfBackend
 from .metrics import BUILTIN_METRICS, Metric, parse_metric
-from .monitor import MIN_INTERVAL, Monitor
+from .monitor import DEFAULT_EVENTS, DEFAULT_NOTE, MIN_INTERVAL, Monitor
 from .rows import Row, Totals
 from .target import Target
 from .virtual import VIRTUAL_COUNTERS, parse_virtual
 from .writers import WRITERS, CsvWriter, JsonWriter, TableWriter, Writer
 
-__all__ = ["Backend", "Handle", "PerfBackend", "BUILTIN_METRICS", "Metric", "parse_metric", "MIN_INTERVAL",
-           "Monitor", "Row", "Totals", "Target", "VIRTUAL_COUNTERS", "parse_virtual", "WRITERS", "CsvWriter",
-           "JsonWriter", "TableWriter", "Writer"]
+__all__ = ["Backend", "Handle", "PerfBackend", "BUILTIN_METRICS", "Metric", "parse_metric", "DEFAULT_EVENTS",
+           "DEFAULT_NOTE", "MIN_INTERVAL", "Monitor", "Row", "Totals", "Target", "VIRTUAL_COUNTERS", "parse_virtual",
+           "WRITERS", "CsvWriter", "JsonWriter", "TableWriter", "Writer"]

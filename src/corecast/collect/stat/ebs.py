@@ -26,18 +26,23 @@ class EbsRows:
             self._drain_tracker()
             live_tids: set[int] = set()
         else:
-            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
+            live_tids = set(self.backend.threads(self.target.pid)) if self._look_live(final) else set()
         sysvirt = self.vsampler.sample_system() if self.vsampler is not None else {}
         first = True
         for tid, ts in sorted(self.threads.items()):
             if ts.sampler is not None:
                 out.extend(self._ebs_samples(ts, now))
+            label = "exit"
             if not tracked:
                 gone = final or tid not in live_tids
                 own_counts = True
+                if final and tid in live_tids:
+                    label = self.ended_by
             elif ts.root or (final and not ts.exited):
                 gone = final or ts.exited
                 own_counts = True
+                if not ts.exited:
+                    label = self.ended_by
             else:
                 gone = final or self._complete(ts)
                 own_counts = False
@@ -59,7 +64,7 @@ class EbsRows:
                 vals, _ = self._exit_values(ts, 0, self._ebs_order(), reported, own)
             virt = self.vsampler.sample_thread(tid, True, ts.pid) if self.vsampler is not None else {}
             pid = ts.pid if ts.pid > 0 else self.target.pid
-            row = Row(0, now - self.t0, pid, tid, None, ts.comm, "exit", 0, vals, virt, {}, 0)
+            row = Row(0, now - self.t0, pid, tid, None, ts.comm, label, 0, vals, virt, {}, 0)
             out.append(self._finish_row(row, sysvirt, first))
             first = False
             self._close_thread(tid)

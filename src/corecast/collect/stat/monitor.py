@@ -43,7 +43,7 @@ from ..perf import CounterValue, denied_message
 from .backend import Backend, Handle, PerfBackend
 from .ebs import EbsRows
 from .metrics import Metric, check_metric_names
-from .rows import Row, Totals, _deltas, _reading
+from .rows import _BARE, Row, Totals, _deltas, _reading, why_not_counted
 from .signals import SignalHandling
 from .target import STOP_GRACE_S, Target
 from .threads import THREAD_TRACKING, ThreadTracking, _ThreadState
@@ -54,6 +54,13 @@ MIN_INTERVAL = 0.01
 BATCH_PERIOD = 0.1      # the longest the monitor takes ticks in C without returning to Python
 WAKES = ("auto", "records", "tick")
 TICK_WAKE_MAX = 0.02    # wake="auto": at intervals up to this, look for records at the ticks only
+
+#: What `stat` counts when it is given no event (-c) and no virtual counter (-V): perf stat's
+#: default set. A hardware event the PMU lacks is counted as not supported, saying why.
+DEFAULT_EVENTS = ("task_clock", "context_switches", "cpu_migrations", "page_faults", "cycles", "instr",
+                  "branches", "branch_misses")
+DEFAULT_NOTE = (f"no -c given: counted the default set, as perf stat does ({', '.join(DEFAULT_EVENTS)}); "
+                "choose events with -c")
 
 # ============================================================================================
 # the monitor
@@ -134,6 +141,7 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
         self._tick_drain = True               # whether that tick's rows must drain the task records first
         self._idle: Callable[[], None] | None = None
         self._stop: int | None = None         # the signal that ended the run
+        self.ended_by = "exit"                # what ended the monitoring (END_CAUSES)
         self._sigfd: int | None = None
         self._sig_saved: tuple[Any, ...] | None = None
         self._sigchld = False
@@ -235,6 +243,9 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
     def _finish_row(self, row: Row, sysvirt: dict[str, VirtValue], first_in_tick: bool) -> Row:
         self.nsample += 1
         row.nsample = self.nsample
+        for v in row.values:
+            if v.value is None and v.message in _BARE:
+                v.message = why_not_counted(v)        # every value not counted says why
         if sysvirt:
             row.virt.update(sysvirt)
         if self.metrics:
@@ -247,10 +258,11 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
     def _thread_rows(self, now: float, interval_ns: int, final: bool) -> list[Row]:
         rows: list[Row] = []
         if self.tracker is None:
-            live_tids = set(self.backend.threads(self.target.pid)) if not final else set()
+            live_tids = set(self.backend.threads(self.target.pid)) if self._look_live(final) else set()
             for tid, ts in sorted(self.threads.items()):
                 gone = final or tid not in live_tids
-                r = self._counter_row(ts, now, "exit" if gone else "tick", tid, None, interval_ns, gone)
+                label = "exit" if tid not in live_tids else (self.ended_by if final else "tick")
+                r = self._counter_row(ts, now, label, tid, None, interval_ns, gone)
                 if r:
                     rows.append(r)
                 if gone:
@@ -264,7 +276,8 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
                 # a thread still running (the kernel writes its record only at its exit)
                 gone = final or ts.exited
                 if ts.opened:
-                    r = self._counter_row(ts, now, "exit" if gone else "tick", tid, None, interval_ns, gone)
+                    label = "exit" if ts.exited else (self.ended_by if final else "tick")
+                    r = self._counter_row(ts, now, label, tid, None, interval_ns, gone)
                     if r:
                         rows.append(r)
                 if gone:
@@ -286,13 +299,14 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
         rows: list[Row] = []
         if self.per_cpu:
             for cpu, ts in sorted(self.cpu_states.items()):
-                r = self._counter_row(ts, now, "exit" if final else "tick", None, cpu, interval_ns)
+                r = self._counter_row(ts, now, self.ended_by if final else "tick", None, cpu, interval_ns)
                 if r:
                     r.pid = -1
                     rows.append(r)
         elif self._one_counter() or self.target.kind == "system":
             if self.proc_state is not None:
-                r = self._counter_row(self.proc_state, now, "exit" if final else "tick", None, None, interval_ns)
+                r = self._counter_row(self.proc_state, now, self.ended_by if final else "tick", None, None,
+                                      interval_ns)
                 if r:
                     rows.append(r)
         else:
@@ -302,6 +316,12 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
         for i, r in enumerate(rows):
             out.append(self._finish_row(r, sysvirt, i == 0))
         return out
+
+    def _look_live(self, final: bool) -> bool:
+        """Whether the rows of this tick must look which threads are alive (/proc): at every
+        tick, and at the last one when the monitoring ended while the target runs on (a thread
+        that ended is labelled `exit`, the others by what ended the monitoring)."""
+        return not final or self.ended_by != "exit"
 
     def _close_thread(self, tid: int) -> None:
         ts = self.threads.pop(tid, None)
@@ -605,7 +625,9 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
             while True:
                 k += 1
                 now, ended, values, drain = self._next_tick(k)
-                if self.max_duration is not None and now - self.t0 >= self.max_duration - 1e-9:
+                timed_out = self.max_duration is not None and now - self.t0 >= self.max_duration - 1e-9
+                if ended or timed_out:
+                    self.ended_by = self._end_cause(ended)
                     ended = True
                 rows = None
                 if values is not None and not ended and not drain:
@@ -633,6 +655,7 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
                     self.target.child.status is None and self.max_duration is not None:
                 self.target.child.stop(grace=STOP_GRACE_S)     # SIGKILL if SIGTERM is ignored
             self.target.finish()
+            self._still_running()
 
 
     def close(self) -> None:

@@ -51,7 +51,7 @@ class Row:
     tid: int | None
     cpu: int | None
     comm: str
-    sample_type: str                  # tick | ebs | exit
+    sample_type: str                  # tick | ebs | exit, or what ended the monitoring (signals.END_CAUSES)
     set_index: int
     values: list[CounterValue]        # counts in this interval, for the live set
     virt: dict[str, VirtValue] = field(default_factory=dict)
@@ -88,6 +88,7 @@ class Totals:
     status: list[dict[str, tuple[str, str]]] = field(default_factory=list)
     virt: dict[str, float | None] = field(default_factory=dict)
     virt_info: dict[str, VirtValue] = field(default_factory=dict)
+    virt_why: dict[str, str] = field(default_factory=dict)      # why a virtual counter had no value
     rows: int = 0
     lost_samples: int = 0
     throttled: int = 0
@@ -120,11 +121,37 @@ class Totals:
                 continue
             if vv.value is None:
                 self.virt.setdefault(k, None)
+                if vv.message:
+                    self.virt_why.setdefault(k, vv.message)
                 continue
             if k == "llc_occupancy":
                 self.virt[k] = max(self.virt.get(k) or 0.0, vv.value)
             else:
                 self.virt[k] = (self.virt.get(k) or 0.0) + vv.value
+
+
+#: What a counter read with a bare "not counted" says (collect.perf's task totals and samples).
+_BARE = ("", "not counted")
+
+
+def not_counted_reason(enabled_ns: int, running_ns: int) -> str:
+    """Why a counter that was read has no value, from its enabled and running times (perf
+    prints `<not counted>` and no more)."""
+    if enabled_ns <= 0:
+        return "did not run while monitored (enabled 0 ns: its task was never scheduled)"
+    return (f"enabled {enabled_ns / 1e6:.3g} ms but never on a counter (the PMU had no counter free: "
+            "fewer hardware events per -c set)")
+
+
+def why_not_counted(v: CounterValue) -> str:
+    """Why `v` has no value: its own message when that says why, else what its status or its
+    enabled and running times say."""
+    if v.message not in _BARE:
+        return v.message
+    if v.status != "ok":
+        return v.status
+    return not_counted_reason(v.enabled_ns, v.running_ns)
+
 
 def _fmt_num(v: float | None, unit: str = "count") -> str:
     if v is None:

@@ -2,6 +2,8 @@
 run as the target's exit does -- a last row for every thread, then the totals; SIGTERM and
 SIGHUP are passed on to a command corecast launched; a second signal raises KeyboardInterrupt.
 A signal wakes the tick loop through a wakeup descriptor (`_sigfd`) that the waits watch.
+What ended the monitoring -- the target's exit, --duration or a signal -- labels the last row
+of whatever still ran then (END_CAUSES), and a process attached with -p that runs on is said to.
 
 `SignalHandling` is a part of `monitor.Monitor` (a mixin: it works on the monitor's state).
 """
@@ -10,6 +12,13 @@ from __future__ import annotations
 import os
 import signal
 from typing import Any
+
+
+#: What ended the monitoring, which labels the last row of a thread, process or CPU that was
+#: still running then (`exit`: the target ended; a thread that ended is always `exit`).
+END_CAUSES = {"exit": "the target ended", "duration": "--duration reached",
+              "interrupt": "interrupted by SIGINT", "detach": "corecast stopped by a signal: it detached",
+              "stop": "corecast stopped by a signal, passed on to the command"}
 
 
 class SignalHandling:
@@ -69,3 +78,20 @@ class SignalHandling:
                 pass
         except OSError:
             pass
+
+    def _end_cause(self, ended: bool) -> str:
+        """What ended the monitoring (END_CAUSES): a signal, the target's end (`ended`), or
+        else --duration."""
+        if self._stop is not None:
+            if self._stop == signal.SIGINT:
+                return "interrupt"
+            return "stop" if self.target.kind == "command" else "detach"
+        return "exit" if ended else "duration"
+
+    def _still_running(self) -> None:
+        """Say that a process attached with -p runs on after the monitoring ended."""
+        if self.ended_by == "exit" or self.target.kind != "pid" or not self.target.alive():
+            return
+        self.notes.append(f"process {self.target.pid} still runs: the monitoring ended "
+                          f"({END_CAUSES[self.ended_by]}), not at its exit; its last rows are labelled "
+                          f"'{self.ended_by}'")

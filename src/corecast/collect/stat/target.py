@@ -1,11 +1,12 @@
 """What `corecast stat` monitors: a command it launches, a running process, or the system.
 
-A command is started through corecast-launch (`corecast.collect.procs.Supervised`), stopped
-before it executes so that counting starts exactly at its exec. It stays in corecast's process
-group (the terminal's Ctrl-C reaches it as it reaches corecast); everything it leaves running
-when it exits is killed, and its whole tree -- what escaped with setsid included -- when corecast
-dies, SIGKILL included. `Target.pidfd` watches the supervisor, whose exit follows the command's
-and means its report is complete.
+A command is found as `measure` finds it (`procs.find_program`: PATH, then corecast's bundled
+workloads such as corecast-lockbench) and started through corecast-launch
+(`corecast.collect.procs.Supervised`), stopped before it executes so that counting starts
+exactly at its exec. It stays in corecast's process group (the terminal's Ctrl-C reaches it as
+it reaches corecast); everything it leaves running when it exits is killed, and its whole tree
+-- what escaped with setsid included -- when corecast dies, SIGKILL included. `Target.pidfd`
+watches the supervisor, whose exit follows the command's and means its report is complete.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...errors import UserError
-from ..procs import Supervised
+from ..procs import Supervised, find_program
 
 
 # ============================================================================================
@@ -54,7 +55,12 @@ class Target:
     def prepare(self) -> None:
         """Start the command's supervisor (the command is stopped before exec)."""
         if self.kind == "command" and self.child is None:
-            self.child = Supervised(self.argv, env=self.env, keep_group=True)
+            env = os.environ if self.env is None else self.env
+            prog = find_program(self.argv[0], env, os.getcwd())
+            if prog is None and "/" not in self.argv[0]:
+                raise UserError(f"cannot run '{self.argv[0]}': not found (not in PATH, nor a bundled corecast "
+                                "workload)")
+            self.child = Supervised(self.argv, program=prog or self.argv[0], env=self.env, keep_group=True)
             self.pid = self.child.pid
         watch = self.child.sup if self.child is not None else self.pid
         if watch > 0:

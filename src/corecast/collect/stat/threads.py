@@ -19,7 +19,7 @@ from ...errors import UserError
 from ..events.spec import EventSpec
 from ..perf import CounterValue, TrackerUnavailable, combine_cpus, remainder
 from .backend import Handle
-from .rows import Row, _deltas, _fmt_num, _reading
+from .rows import Row, _deltas, _fmt_num, _reading, why_not_counted
 
 THREAD_TRACKING = ("kernel", "poll")
 
@@ -238,6 +238,10 @@ class ThreadTracking:
         """The process's inherited totals, and whether the per-thread rows add up to them."""
         tr = self.tracker
         self.inherited = [tr.read(s) for s in range(len(self.sets))]
+        for vals in self.inherited:
+            for v in vals:
+                if v.value is None:
+                    v.message = why_not_counted(v)    # never a bare "not counted"
         if self.lost_task_records:
             self.notes.append(f"the kernel's ring buffer overflowed: {self.lost_task_records} task records lost")
         if self._record_gaps:

@@ -193,15 +193,19 @@ class VirtualSampler:
                     if k in cur and k in self._prev_sys:
                         total += sources.energy_delta_uj(int(cur[k]), int(self._prev_sys[k]), d.max_uj)
                         seen = True
-                out[n] = VirtValue(n, total / 1e6 if seen else None, unit, "ok", "" if seen else "no reading", scope)
+                out[n] = VirtValue(n, total / 1e6 if seen else None, unit, "ok", "" if seen else
+                                 "RAPL could not be read at this tick or the one before", scope)
                 continue
             if n == "llc_occupancy":
-                out[n] = VirtValue(n, cur.get(n), unit, "ok", "", scope)
+                out[n] = VirtValue(n, cur.get(n), unit, "ok", "" if n in cur else "could not be read at this tick",
+                                   scope)
                 continue
             if n in cur and n in self._prev_sys:
                 out[n] = VirtValue(n, cur[n] - self._prev_sys[n], unit, "ok", "", scope)
             else:
-                out[n] = VirtValue(n, None, unit, "ok", "no reading", scope)
+                why = "could not be read at this tick" if n not in cur else \
+                    "could not be read at the tick before (no difference to take)"
+                out[n] = VirtValue(n, None, unit, "ok", why, scope)
         self._prev_sys = cur
         return out
 
@@ -229,7 +233,7 @@ class VirtualSampler:
                                                 "ctxsw_invol": ctx.involuntary}[n]
             key = (n, tid)
             if cur is None:
-                msg = "the thread exited before it could be read" if final else "not readable"
+                msg = "the thread exited before it could be read" if final else "its /proc files could not be read"
                 out[n] = VirtValue(n, None, unit, "ok", msg, scope)
                 continue
             prev = self._prev_thread.get(key, 0.0)

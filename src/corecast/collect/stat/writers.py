@@ -1,4 +1,10 @@
-"""The PMCTrack-style table, CSV and JSON-lines writers of `corecast stat`."""
+"""The PMCTrack-style table, CSV and JSON-lines writers of `corecast stat`.
+
+Every value not counted says why, as perf prints `<not supported>` or `<not counted>`: the
+totals give the status and the reason in every format (`event_totals`), a row's value carries
+its status and message in CSV and JSON, and the table, whose rows show `-`, says why in a note
+for each reason not already on a totals line.
+"""
 from __future__ import annotations
 
 import csv
@@ -7,7 +13,7 @@ import json
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from .rows import Row, _fmt_num
+from .rows import Row, _fmt_num, not_counted_reason
 from .virtual import VIRTUAL_COUNTERS
 
 if TYPE_CHECKING:
@@ -23,6 +29,27 @@ _DASH14 = "%14s" % "-"
 _BLANK14 = "%14s" % ""
 
 
+def event_totals(m: Monitor):
+    """Each set's total of each event, as every writer prints it: (set, label, spec, acc,
+    counted, status, reason) with `acc` the sums [value, raw, enabled_ns, running_ns] and
+    `reason` why it was not counted ("" when it was)."""
+    t = m.totals
+    for i, mp in enumerate(m.mappings):
+        d = t.per_set[i] if i < len(t.per_set) else {}
+        st = t.status[i] if i < len(t.status) else {}
+        for label, e in mp:
+            acc = d.get(e.name)
+            status, msg = st.get(e.name, ("ok", ""))
+            if status != "ok":
+                why = msg or status
+            elif acc is None:
+                why = ("its set was never the live one (the run ended before its turn)" if len(m.mappings) > 1
+                       else "no sample was taken")
+            elif not acc[3]:
+                why = not_counted_reason(acc[2], acc[3])
+            else:
+                why = ""
+            yield i, label, e, acc or [0.0, 0, 0, 0], not why, status, why
 
 
 class Writer:
@@ -101,7 +128,7 @@ class TableWriter(Writer):
         cols.append(f"{'cpu':>6}" if m.per_cpu else f"{'pid':>7}")
         if not m.per_cpu and not m.totals_only:
             cols.append(f"{'tid':>7}")
-        cols.append(f"{'event':>6}")
+        cols.append(f"{'event':>9}")      # tick, ebs, exit, or what ended the run (interrupt, ...)
         if multi:
             cols.append(f"{'set':>4}")
         labels = m.mappings[0] if not multi else [(f"pmc{j}", None) for j in range(self.ncols)]
@@ -112,9 +139,9 @@ class TableWriter(Writer):
         for met in m.metrics:
             cols.append(f"{met.name:>10}")
         w.write(" ".join(cols) + "\n")
-        self._notes_done: set[str] = set()
+        self._dashes: dict[tuple[str, str], int] = {}      # (name, why) -> rows with a '-' for it
         # the fixed part of every row, as one format (see row)
-        lead = "%7d %9.3f " + ("%6s" if m.per_cpu else "%7d %7s") + " %6s"
+        lead = "%7d %9.3f " + ("%6s" if m.per_cpu else "%7d %7s") + " %9s"
         self._multi = multi
         self._lead = lead + (" %4d" if multi else "")
         w.flush()
@@ -133,9 +160,13 @@ class TableWriter(Writer):
         values = r.values
         for v in values[:self.ncols]:
             if v.status != "ok":
-                cols.append(_DASH14)
+                cols.append(_DASH14)          # the totals line says why
                 continue
             val = v.value
+            if val is None:
+                self._dash(v.name, v.message)
+                cols.append(_DASH14)
+                continue
             if val.__class__ is float and val.is_integer() and -1e15 < val < 1e15:
                 txt = "%d" % val              # what _fmt_num gives an integral count
             else:
@@ -148,13 +179,22 @@ class TableWriter(Writer):
         if m.virtual_names:
             for n in m.virtual_names:
                 vv = r.virt.get(n)
+                if vv is not None and vv.value is None and vv.status == "ok":
+                    self._dash(n, vv.message or "no reading")
                 cols.append("%12s" % _fmt_num(vv.value if vv else None, vv.unit if vv else "count"))
         if m.metrics:
             for met in m.metrics:
                 val = r.metrics.get(met.name)
+                if val is None:
+                    self._dash(met.name, "undefined: a value it needs was not counted, or a division by zero")
                 cols.append(f"{('-' if val is None else f'{val:.4g}'):>10}")
         self.out.write(" ".join(cols) + "\n")
         self._dirty = True
+
+    def _dash(self, name: str, why: str) -> None:
+        """A row shows '-' for `name`: count it under its reason, said at the end."""
+        key = (name, why or "not counted")
+        self._dashes[key] = self._dashes.get(key, 0) + 1
 
     def summary(self) -> None:
         m = self.mon
@@ -162,24 +202,25 @@ class TableWriter(Writer):
         t = m.totals
         title = "[Totals]" if not m.totals_only else "[Event totals]"
         w.write(f"{title}\n")
-        for i, mp in enumerate(m.mappings):
-            d = t.per_set[i] if i < len(t.per_set) else {}
-            st = t.status[i] if i < len(t.status) else {}
-            for label, e in mp:
-                acc = d.get(e.name)
-                status, msg = st.get(e.name, ("ok", ""))
-                prefix = f"set{i} " if len(m.mappings) > 1 else ""
-                if status != "ok" or acc is None or (acc[2] and not acc[3]):
-                    why = msg or "not counted"
-                    w.write(f"{prefix}{label:<6} {e.name:<32} {'<' + status + '>' if status != 'ok' else '<not counted>':>18}  {why}\n")
-                    continue
-                pct = f"  ({100.0 * acc[3] / acc[2]:.1f}% running)" if acc[2] and acc[3] < acc[2] else ""
-                unit = f" {e.unit}" if e.unit != "count" else ""
-                w.write(f"{prefix}{label:<6} {e.name:<32} {_fmt_num(acc[0], e.unit):>18}{unit}{pct}\n")
+        given: set[tuple[str, str]] = set()       # reasons a totals line already gives
+        for i, label, e, acc, counted, status, why in event_totals(m):
+            prefix = f"set{i} " if len(m.mappings) > 1 else ""
+            if not counted:
+                given.add((e.name, why))
+                st = f"<{status}>" if status != "ok" else "<not counted>"
+                w.write(f"{prefix}{label:<6} {e.name:<32} {st:>18}  {why}\n")
+                continue
+            pct = f"  ({100.0 * acc[3] / acc[2]:.1f}% running)" if acc[2] and acc[3] < acc[2] else ""
+            unit = f" {e.unit}" if e.unit != "count" else ""
+            w.write(f"{prefix}{label:<6} {e.name:<32} {_fmt_num(acc[0], e.unit):>18}{unit}{pct}\n")
         for n in m.virtual_names:
             vi = t.virt_info.get(n)
             if vi is not None and vi.status != "ok":
                 w.write(f"virt   {n:<32} {'<unavailable>':>18}  {vi.message}\n")
+            elif t.virt.get(n) is None:
+                why = t.virt_why.get(n, "no sample was taken")
+                given.add((n, why))
+                w.write(f"virt   {n:<32} {'<not counted>':>18}  {why}\n")
             else:
                 unit = VIRTUAL_COUNTERS[n][0]
                 w.write(f"virt   {n:<32} {_fmt_num(t.virt.get(n), unit):>18} {unit}\n")
@@ -191,7 +232,7 @@ class TableWriter(Writer):
                 prefix = f"set{i} " if len(m.mappings) > 1 else ""
                 for (label, e), v in zip(mp, vals):
                     if v.status != "ok" or v.value is None:
-                        why = v.message or "not counted"
+                        why = v.message or v.status
                         st = f"<{v.status}>" if v.status != "ok" else "<not counted>"
                         w.write(f"{prefix}{label:<6} {e.name:<32} {st:>18}  {why}\n")
                         continue
@@ -200,6 +241,9 @@ class TableWriter(Writer):
                     w.write(f"{prefix}{label:<6} {e.name:<32} {_fmt_num(v.value, e.unit):>18}{unit}{pct}\n")
         for note in m.notes:
             w.write(f"note: {note}\n")
+        for (name, why), n in getattr(self, "_dashes", {}).items():
+            if (name, why) not in given:
+                w.write(f"note: '-' for {name} in {n} row{'s' if n > 1 else ''}: {why}\n")
         w.flush()
 
 
@@ -238,20 +282,15 @@ class CsvWriter(Writer):
             return
         self.w.writerow(["set", "kind", "name", "value", "raw", "enabled_ns", "running_ns", "status", "message"])
         t = self.mon.totals
-        for i, mp in enumerate(self.mon.mappings):
-            d = t.per_set[i] if i < len(t.per_set) else {}
-            st = t.status[i] if i < len(t.status) else {}
-            for _, e in mp:
-                acc = d.get(e.name, [0.0, 0, 0, 0])
-                status, msg = st.get(e.name, ("ok", ""))
-                counted = status == "ok" and acc[3] > 0
-                self.w.writerow([i, "counter", e.name, repr(float(acc[0])) if counted else "",
-                                 acc[1] if counted else "", acc[2], acc[3], status, msg])
+        for i, _, e, acc, counted, status, why in event_totals(self.mon):
+            self.w.writerow([i, "counter", e.name, repr(float(acc[0])) if counted else "",
+                             acc[1] if counted else "", acc[2], acc[3], status, why])
         for n in self.mon.virtual_names:
             vi = t.virt_info.get(n)
             val = t.virt.get(n)
-            self.w.writerow(["", "virtual", n, "" if val is None else repr(float(val)), "", "", "",
-                             vi.status if vi else "ok", vi.message if vi else ""])
+            st = vi.status if vi else "ok"
+            why = vi.message if vi and st != "ok" else (t.virt_why.get(n, "no sample was taken") if val is None else "")
+            self.w.writerow(["", "virtual", n, "" if val is None else repr(float(val)), "", "", "", st, why])
         self.out.flush()
 
 
@@ -282,22 +321,18 @@ class JsonWriter(Writer):
     def summary(self) -> None:
         m = self.mon
         t = m.totals
-        sets = []
-        for i, mp in enumerate(m.mappings):
-            d = t.per_set[i] if i < len(t.per_set) else {}
-            st = t.status[i] if i < len(t.status) else {}
-            ev = []
-            for label, e in mp:
-                acc = d.get(e.name, [0.0, 0, 0, 0])
-                status, msg = st.get(e.name, ("ok", ""))
-                counted = status == "ok" and acc[3] > 0
-                ev.append({"label": label, "name": e.name, "value": acc[0] if counted else None,
-                           "raw": acc[1] if counted else None, "enabled_ns": acc[2], "running_ns": acc[3],
-                           "status": status, "message": msg if not counted or status != "ok" else ""})
-            sets.append(ev)
-        virt = {n: {"value": t.virt.get(n), "unit": VIRTUAL_COUNTERS[n][0],
-                    "status": t.virt_info[n].status if n in t.virt_info else "ok",
-                    "message": t.virt_info[n].message if n in t.virt_info else ""} for n in m.virtual_names}
+        sets: list[list[dict]] = [[] for _ in m.mappings]
+        for i, label, e, acc, counted, status, why in event_totals(m):
+            sets[i].append({"label": label, "name": e.name, "value": acc[0] if counted else None,
+                            "raw": acc[1] if counted else None, "enabled_ns": acc[2], "running_ns": acc[3],
+                            "status": status, "message": why})
+        virt = {}
+        for n in m.virtual_names:
+            vi = t.virt_info.get(n)
+            st = vi.status if vi else "ok"
+            val = t.virt.get(n)
+            why = vi.message if vi and st != "ok" else (t.virt_why.get(n, "no sample was taken") if val is None else "")
+            virt[n] = {"value": val, "unit": VIRTUAL_COUNTERS[n][0], "status": st, "message": why}
         process = None
         if m.inherited is not None:
             process = [[{"label": label, **v.to_dict()} for (label, _), v in zip(mp, vals)]

@@ -74,17 +74,35 @@ function table(headers, rows, opts = {}) {
 function q(params) { return new URLSearchParams(Object.entries(params).filter(([, v]) => v !== "" && v !== null && v !== undefined)).toString(); }
 function median(a) { const s = a.filter(Number.isFinite).sort((x, y) => x - y); if (!s.length) return null; const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; }
 
+// Every plot's layout. The title is in the top margin, left; Plotly's toolbar (the modebar) is
+// a column in the right margin, so it never covers the title; the legend is a row at the
+// bottom of the panel, under the x axis's title (both axes push the margins for their tick
+// labels and titles: automargin), so neither collides with the other.
 const BASE_LAYOUT = {
-  margin: { l: 64, r: 16, t: 34, b: 20 }, font: { family: "system-ui, sans-serif", size: 12 },
-  paper_bgcolor: "#fff", plot_bgcolor: "#fff", legend: { font: { size: 10 }, orientation: "h", x: 0, y: -0.2, yanchor: "top" },
-  xaxis: { gridcolor: "#eceff3", zeroline: false }, yaxis: { gridcolor: "#eceff3", zeroline: false },
+  margin: { l: 56, r: 40, t: 38, b: 8, pad: 2 }, font: { family: "system-ui, sans-serif", size: 12 },
+  paper_bgcolor: "#fff", plot_bgcolor: "#fff", modebar: { orientation: "v" },
+  legend: { font: { size: 10 }, orientation: "h", x: 0, xanchor: "left", y: 0, yref: "container", yanchor: "bottom" },
+  xaxis: { gridcolor: "#eceff3", zeroline: false, automargin: true, title: { standoff: 6 } },
+  yaxis: { gridcolor: "#eceff3", zeroline: false, automargin: true, title: { standoff: 8 } },
 };
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 function plot(div, traces, layout) {
   const l = Object.assign({}, BASE_LAYOUT, layout);
-  l.xaxis = Object.assign({}, BASE_LAYOUT.xaxis, layout.xaxis || {});
-  l.yaxis = Object.assign({}, BASE_LAYOUT.yaxis, layout.yaxis || {});
+  for (const ax of ["xaxis", "yaxis"]) {
+    l[ax] = Object.assign({}, BASE_LAYOUT[ax], layout[ax] || {});
+    l[ax].title = Object.assign({}, BASE_LAYOUT[ax].title, (layout[ax] || {}).title || {});
+  }
+  // room at the bottom for the legend's rows (about 16 px a row of ~4 entries)
+  const shown = traces.filter((t) => t.showlegend !== false && t.name).length;
+  if (shown > 1 && !(layout.margin && layout.margin.b)) l.margin = Object.assign({}, BASE_LAYOUT.margin, { b: 10 + 18 * Math.ceil(shown / 3) });
   return Plotly.react(div, traces, l, PLOT_CONFIG);
+}
+// A y axis for these values: logarithmic only where every value is above zero and they span
+// two decades or more (a log axis cannot show a zero: it dropped those points); else linear from 0.
+function yScale(values) {
+  const v = values.filter((x) => x !== null && x !== undefined && Number.isFinite(x));
+  if (v.length && v.every((x) => x > 0) && Math.max(...v) / Math.min(...v) >= 100) return { type: "log", exponentformat: "SI" };
+  return { type: "linear", rangemode: "tozero", exponentformat: "SI" };
 }
 const COLORS = ["#1b6ac9", "#c0392b", "#2f8f46", "#8e44ad", "#d35400", "#16a085", "#7f8c8d", "#b7950b", "#2c3e50", "#e84393"];
 
@@ -511,8 +529,9 @@ function renderCampaign(out, doc) {
   if (stallNames.length) {
     const sdiv = h("div", { class: "plot", id: "campaign-stalls" });
     plots.append(sdiv);
-    plot(sdiv, stallNames.map((n, i) => ({ x: cores, y: sum.map((r) => (r.stalls || {})[n] ?? null), name: n, mode: "lines+markers", line: { color: COLORS[i % COLORS.length] } })),
-      { title: { text: "stall categories (median per run)", font: { size: 13 }, x: 0.02 }, xaxis: { title: { text: "cores" }, tickvals: cores }, yaxis: { type: "log", exponentformat: "SI" } });
+    const straces = stallNames.map((n, i) => ({ x: cores, y: sum.map((r) => (r.stalls || {})[n] ?? null), name: n, mode: "lines+markers", line: { color: COLORS[i % COLORS.length] } }));
+    plot(sdiv, straces,
+      { title: { text: "stall categories (median per run)", font: { size: 13 }, x: 0.02 }, xaxis: { title: { text: "cores" }, tickvals: cores }, yaxis: yScale(straces.flatMap((t) => t.y)) });
   }
   out.append(h("h3", {}, "Per core count"), table(["cores", "runs ok", "time_s (median)", "min", "max", hasX ? "throughput" : null, "speedup", "peak RSS (bytes)"].filter((x) => x !== null),
     sum.map((r) => [r.cores, `${r.runs - r.failed}/${r.runs}`, r.time_s ? r.time_s[0] : null, r.time_s ? r.time_s[1] : null, r.time_s ? r.time_s[2] : null, ...(hasX ? [r.throughput ?? null] : []), r.speedup ?? null, r.rss_bytes ? r.rss_bytes[0] : null]), { cls: "campaign-summary" }));
@@ -609,7 +628,7 @@ function renderPrediction(out, r) {
   // stall panel
   const bn = d.bottlenecks || [];
   if (bn.length) {
-    const sdiv = h("div", { class: "plot tall", id: "predict-stalls" });
+    const sdiv = h("div", { class: "plot tall", id: "predict-stalls-plot" });   // "predict-stalls" is the form's field
     plots.append(sdiv);
     const st = [];
     const curveBn = (r.curve && r.curve.bottlenecks) || [];
@@ -621,7 +640,7 @@ function renderPrediction(out, r) {
       const pts = cb ? cb.per_target : b.per_target;
       st.push({ x: pts.map((p) => p.cores), y: pts.map((p) => p.stalls_per_core), mode: "lines", line: { color: col, width: 1.8 }, name: `${b.category} (${b.model})`, legendgroup: b.category });
     });
-    plot(sdiv, st, { title: { text: "stall categories: stalls per core, measured (points) and extrapolated", font: { size: 13 }, x: 0.02 }, xaxis: { title: { text: "cores" } }, yaxis: { type: "log", exponentformat: "SI" },
+    plot(sdiv, st, { title: { text: "stall categories: stalls per core, measured (points) and extrapolated", font: { size: 13 }, x: 0.02 }, xaxis: { title: { text: "cores" } }, yaxis: yScale(st.flatMap((t) => t.y)),
       shapes: [{ type: "line", x0: measuredTop, x1: measuredTop, yref: "paper", y0: 0, y1: 1, line: { dash: "dash", color: "#777", width: 1 } }] });
   }
   const x = d.throughput_unit && d.throughput_unit.startsWith("runs/s") ? "runs/s" : "throughput";
