@@ -22,7 +22,7 @@ The layers, top to bottom; a module may import its own layer and any layer below
     model     model/, sim/, sched/: models and simulators, pure functions over Datasets and
               descriptions; they never import a collector (sched/enforce/, the enforcing mode
               that reads /proc and pins real threads, is a collector)
-    base      dataset, store, target, errors, parsing, native, messages, outputs: what every layer
+    base      dataset, store, target, machines, errors, parsing, native, messages, outputs: what every layer
               shares (outputs: the one writer of every file corecast writes)
 
 Nothing imports cli, since nothing is above it. Run by tests/test_import_directions.py, so

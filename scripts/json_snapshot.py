@@ -97,7 +97,31 @@ def commands(tmp: Path) -> dict[str, list[str]]:
     cmds["events-here"] = ["events"]
     cmds["events-here-json"] = ["events", "--format", "json"]
     cmds["campaign-summary"] = ["-c", CAMPAIGN_SUMMARY, str(tmp / "campaign.db")]
+    # every bundled machine through the command that reads it (docs/machines.md)
+    spec = str(D / "usl" / "specsdm91.csv")
+    for m in TARGETS:
+        cmds[f"predict-target-{m}"] = ["predict", spec, "--method", "usl", "--cores", "32,64,128,256",
+                                       "--target-machine", m, "--placement", "spread", "--json"]
+    cmds["predict-target-stalls"] = ["predict", stalls, "--method", "estima", "--cores", "32,64", "--clock", "2.0",
+                                     "--target-machine", "xeon-e5-2660-2s", "--json"]
+    cmds["evaluate-target"] = ["evaluate", spec, "--train-max-cores", "48", "--target-machine", "epyc-9654-2s",
+                               "--json"]
+    for m in ("atom-n540", "zen4-genoa"):
+        cmds[f"sim-machine-{m}-json"] = ["sim", "machines", m, "--json"]
+    cmds["throughput-zen4"] = ["throughput", "--machine", "zen4-genoa", "--mpki", mpki, "--cores", "1,8,16",
+                               "--json"]
+    cmds["sched-machines"] = ["sched", "machines", "--json"]
+    cmds["sched-machines-table"] = ["sched", "machines"]
+    for wl, m in (("pmctrack-mix", "2b-2s"), ("hp-vs-st", "2b-10s"), ("pmctrack-mix", "quad-hybrid")):
+        cmds[f"sched-sim-{wl}-{m}"] = ["sched", "sim", wl, "--machine", m, "--policy", "hsp,rr,acfs,energy",
+                                       "--json"]
     return cmds
+
+
+#: The bundled targets of `predict --target-machine` (by name: the list is what a restructure
+#: of the machine files must keep).
+TARGETS = ("epyc-9654-2s", "opteron-6272-4s", "xeon-e5-2660-2s", "xeon-e5-2683v3-2s", "xeon-e7-4830v3-4s",
+           "xeon-e7-8880v4-4s", "xeon-silver-4314-1s")
 
 
 #: The summary `corecast measure` prints, rendered from a campaign with fixed numbers. (The

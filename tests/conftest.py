@@ -188,3 +188,37 @@ def stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
         out.append(data)
     os.close(master)
     return p.wait(timeout=300), b"".join(out).decode(errors="replace")
+
+# ============================================================================ a second, unprivileged user
+
+#: A Python any user can run (the tests' own may be in /root, which others cannot enter).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture(scope="module")
+def other_user():
+    """A fresh unprivileged local user for the module: (name, uid, gid), removed at its end.
+    Skipped without root (only root can make one) or without useradd and runuser."""
+    import pwd
+    import shutil
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test makes a second user (useradd) and acts as root beside it")
+    if not (shutil.which("useradd") and shutil.which("runuser") and os.access(SYSTEM_PYTHON, os.X_OK)):
+        pytest.skip(f"useradd, runuser or {SYSTEM_PYTHON} is missing")
+    name = f"cc{os.getpid()}-{next(_USERS)}"[:31]
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
+                   check=True, capture_output=True)
+    try:
+        pw = pwd.getpwnam(name)
+        yield name, pw.pw_uid, pw.pw_gid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)      # its commands all ended (runuser waits)
+
+
+_USERS = itertools.count()
+
+
+def as_user(user, *argv: str, **kw) -> subprocess.CompletedProcess:
+    """Run argv as `user` (an `other_user`), from /, within a minute."""
+    return subprocess.run(["runuser", "-u", user[0], "--", *argv], capture_output=True, text=True, cwd="/",
+                          timeout=60, **kw)

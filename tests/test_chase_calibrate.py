@@ -87,11 +87,12 @@ def calibration(tmp_path_factory):
 
 def test_the_file_has_the_shape_parse_spec_reads(calibration):
     doc = json.loads(calibration.read_text())
-    assert doc["kind"] == "corecast-target" and doc["version"] == 1
+    assert doc["kind"] == "corecast-machine" and doc["version"] == 1      # the schema (docs/machines.md)
     topo = topology.read_topology()
-    m = doc["machine"]
-    assert (m["sockets"], m["threads_per_core"], m["cpus"]) == (topo.sockets, topo.threads_per_core, len(topo.pus))
-    c = doc["core_to_core_ns"]
+    m = doc["topology"]
+    assert (m["sockets"], m["threads_per_core"], m["sockets"] * m["cores_per_socket"] * m["threads_per_core"]) == (
+        topo.sockets, topo.threads_per_core, len(topo.pus))
+    c = doc["costs"]["core_to_core_ns"]
     assert set(c) >= {"smt", "same_socket", "cross_socket", "pairs", "not_measured", "method"}
     for kind in ("smt", "same_socket", "cross_socket"):
         assert (c[kind] is None) == (kind in c["not_measured"])   # measured, or said why not
@@ -101,7 +102,7 @@ def test_the_file_has_the_shape_parse_spec_reads(calibration):
     assert spec.cpus == len(topo.pus)
     assert spec.memory_bandwidth_gbs_per_socket == pytest.approx(mem.peak_bandwidth_bytes_s_per_socket / 1e9)
     assert spec.calibration["core_to_core_ns"]["pairs"]
-    assert doc["elapsed_s"] > 0                                  # the benchmark states the time
+    assert doc["provenance"]["elapsed_s"] > 0                    # the benchmark states the time
 
 
 @two_cpus
@@ -116,7 +117,7 @@ def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, 
     src, exe = tmp_path / "pp.c", tmp_path / "pp"
     src.write_text(REF_PINGPONG)
     subprocess.run(["gcc", "-O2", "-std=gnu11", "-pthread", "-o", str(exe), str(src)], check=True)
-    pair = json.loads(calibration.read_text())["core_to_core_ns"]["pairs"][0]
+    pair = json.loads(calibration.read_text())["costs"]["core_to_core_ns"]["pairs"][0]
     a, b = pair["cpus"]
     topo = topology.read_topology()
     seen = []

@@ -54,9 +54,10 @@ def test_no_import_inside_a_function():
 def test_model_imports_only_downward():
     # corecast.target describes machines and corecast.memprofile their memory (as corecast.dataset
     # describes measurements): below the models; corecast.sim shares the models' layer (its
-    # machine descriptions and results feed the CPI stack)
+    # machine descriptions and results feed the CPI stack); corecast.parsing reads what a user
+    # gives (its one bounded reader of JSON and TOML files), below every layer
     allowed = ("corecast.model", "corecast.dataset", "corecast.errors", "corecast.target", "corecast.memprofile",
-               "corecast.sim")
+               "corecast.sim", "corecast.parsing")
     for p in MODEL.glob("*.py"):
         for d in _imports(p)[0]:
             assert d.startswith(allowed), f"{p.name} imports {d}"

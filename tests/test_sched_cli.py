@@ -131,7 +131,7 @@ def _neg(d: Path) -> Path:
 CASES = [
     (["sched", "sim", "pmctrack-mix", "--policy", "fastest"], "unknown policy 'fastest'"),
     (["sched", "sim", "{many}"], "no policy can place more than 256 per core"),
-    (["sched", "sim", "pmctrack-mix", "--machine", "{neg}"], "'speed' must be > 0"),
+    (["sched", "sim", "pmctrack-mix", "--machine", "{neg}"], "core_type[0].speed: -2.0 must be positive"),
     (["sched", "sim", "nope"], "unknown workload 'nope'"),
     (["sched", "sim", "pmctrack-mix", "--quantum", "0"], "argument --quantum: '0' must be more than 0"),
     (["sched", "sim", "pmctrack-mix", "--sf-source", "model"], "needs --sf-model"),

@@ -12,9 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import pwd
 import re
-import shutil
 import signal
 import socket
 import stat
@@ -29,10 +27,10 @@ from corecast.errors import UserError
 from corecast.meters import board as B
 from corecast.meters import httpd
 
-from conftest import run_corecast
+from conftest import SYSTEM_PYTHON as PY
+from conftest import as_user, run_corecast
 
 SHM = Path("/dev/shm")
-PY = "/usr/bin/python3"          # a Python any user can run (the test's own may be in /root)
 
 
 def uniq(tag: str) -> str:
@@ -62,25 +60,9 @@ def remove(p: Path) -> None:
 # the second user
 
 @pytest.fixture(scope="module")
-def other():
-    """A fresh unprivileged user: (name, uid, gid). Removed at the end."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the test makes a second user (useradd) and acts as root beside it")
-    if not (shutil.which("useradd") and shutil.which("runuser") and os.access(PY, os.X_OK)):
-        pytest.skip("useradd, runuser or /usr/bin/python3 is missing")
-    name = f"ccsec{os.getpid()}"[:31]
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
-                   check=True, capture_output=True)
-    try:
-        pw = pwd.getpwnam(name)
-        yield name, pw.pw_uid, pw.pw_gid
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)      # its commands all ended (runuser waits)
-
-
-def as_user(user, *argv: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(["runuser", "-u", user[0], "--", *argv], capture_output=True, text=True, cwd="/",
-                          timeout=60, **kw)
+def other(other_user):
+    """A fresh unprivileged user: (name, uid, gid) (conftest's `other_user`). Removed at the end."""
+    return other_user
 
 
 # ============================================================================================

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes as C
 import tomllib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,11 +251,9 @@ def test_wide_sets_against_reference(policy, sets, ways):
 # 16-entry fully associative DTLB0), exactly as described and scaled down (the same ways,
 # policies and replacement, fewer sets, so that every set fills and evicts many times)
 
-MACHINES = Path(__file__).resolve().parent.parent / "src" / "corecast" / "sim" / "machines"
-
-
 def bundled_machine(name: str, shrink: int = 1) -> dict:
-    with open(MACHINES / f"{name}.toml", "rb") as fh:
+    from corecast.machines import schema
+    with open(schema.bundled_path(name), "rb") as fh:
         m = tomllib.load(fh)
     if shrink > 1:
         m["name"] = f"{name}/{shrink}"

@@ -190,3 +190,80 @@ def test_cli_mistakes(cli, tmp_path):
     assert r.code == 2 and "allows 1 to 12 ways" in r.err
     r = cli("sim", "mrc-online", "--resctrl", root, "--interval", "0", "--", "true")
     assert r.code == 2 and "--interval" in r.err
+
+
+# The program of each run goes through corecast-launch, as measure, stat and sched run do: it was
+# forked by perf.launch, so a SIGKILL of corecast left it (and its children) running, and what
+# it left when it ended (a child that escaped with setsid) ran on.
+KILLED = r'''
+import os, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+g = root / f"corecast-mrc-{os.getpid()}"              # the group the kernel would make, for this pid
+for mon in (g, g / "mon_groups" / "run1", g / "mon_groups" / "run2"):
+    (mon / "mon_data" / "mon_L3_00").mkdir(parents=True, exist_ok=True)
+    (mon / "tasks").write_text("")
+(g / "schemata").write_text("L3:0=fff;1=fff\n")
+from corecast.cli import main
+sys.exit(main(["sim", "mrc-online", "--resctrl", str(root), "--ways", sys.argv[2], "--interval", "0.05", "--json",
+               "--", "sh", "-c", sys.argv[3]]))
+'''
+
+
+def _marked(token: str) -> list[int]:
+    needle = f"CORECAST_MRC_MARK={token}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def _gone(token: str, wait_s: float = 10.0) -> list[int]:
+    import time
+    end = time.monotonic() + wait_s
+    while _marked(token) and time.monotonic() < end:
+        time.sleep(0.05)
+    return _marked(token)
+
+
+def test_each_run_goes_through_the_launcher_and_the_sentinel(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import time
+    root = fake_resctrl(tmp_path)
+    (tmp_path / "killed.py").write_text(KILLED)
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, CORECAST_MRC_MARK=token)
+    left = []
+    try:
+        # what a run leaves when it ends is killed with it
+        r = subprocess.run([sys.executable, str(tmp_path / "killed.py"), str(root), "12", "setsid sleep 60 & exit 0"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        left += _gone(token)
+        # SIGKILL of corecast in the middle of a run: the run's whole tree goes with it
+        p = subprocess.Popen([sys.executable, str(tmp_path / "killed.py"), str(root), "12",
+                              "setsid sleep 60 & sh -c 'sleep 60' & sleep 60"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 60
+        while len(_marked(token)) < 6 and time.monotonic() < end:     # corecast, launcher, sh and its three
+            time.sleep(0.05)
+        assert len(_marked(token)) >= 6, _marked(token)
+        p.kill()
+        p.wait()
+        left += _gone(token)
+    finally:
+        for pid in _marked(token):
+            os.kill(pid, signal.SIGKILL)
+    assert left == []
+    # the group is named to corecast-sentinel before it is made (a resctrl group it removes)
+    told = []
+    monkeypatch.setattr(occupancy, "track_cgroup", told.append)
+    occupancy.Group(occupancy.probe(root), f"corecast-mrc-{os.getpid()}")
+    assert told == [root / f"corecast-mrc-{os.getpid()}"]

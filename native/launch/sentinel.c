@@ -9,7 +9,9 @@
  *   dir PATH       a temporary folder to remove with everything in it
  *   file PATH      a temporary file to remove
  *   cgroup PATH    a cgroup (v1 or v2) whose processes are killed and which is removed, with
- *                  the cgroups below it (only on a cgroup file system)
+ *                  the cgroups below it (only on a cgroup file system); or a resctrl group
+ *                  (`sim mrc-online`), removed with its monitoring groups -- its tasks go back
+ *                  to the default group, so nothing in it is killed
  *   drop PATH      corecast has removed PATH itself: forget it
  *
  * When the pipe closes -- corecast exited, normally or not, SIGKILL included: the kernel closes
@@ -34,6 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#ifndef RDTGROUP_SUPER_MAGIC
+#define RDTGROUP_SUPER_MAGIC 0x7655821
+#endif
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
@@ -148,16 +153,18 @@ static int kill_listed(const char *dir, const char *file) {
 /* Kill what is in the cgroup `dir` and in every cgroup below it, then remove them, deepest
  * first. A v2 cgroup is emptied at once through cgroup.kill; a v1 one (or a threaded v2 one)
  * by killing what it lists. Gives up on a cgroup that does not empty within about five
- * seconds. */
+ * seconds. A resctrl group is only removed: the kernel moves its tasks to the default group
+ * (they are the business of corecast-launch). */
 static void remove_cgroup(const char *dir, int depth) {
     struct statfs fs;
     if (depth > MAX_DEPTH || statfs(dir, &fs) != 0)
         return;
-    if (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC)
+    int resctrl = fs.f_type == RDTGROUP_SUPER_MAGIC;
+    if (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC && !resctrl)
         return;                 /* not a cgroup: nothing there is ours to kill */
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/cgroup.kill", dir);
-    int fd = open(p, O_WRONLY | O_CLOEXEC);      /* v2: this cgroup and all below it at once */
+    int fd = resctrl ? -1 : open(p, O_WRONLY | O_CLOEXEC);  /* v2: this cgroup and all below it at once */
     if (fd >= 0) {
         if (write(fd, "1", 1) < 0) { /* a threaded cgroup, or not permitted: one by one below */ }
         close(fd);
@@ -177,7 +184,7 @@ static void remove_cgroup(const char *dir, int depth) {
     for (int i = 0; i < 500; i++) {
         if (rmdir(dir) == 0 || errno == ENOENT)
             return;
-        if (errno != EBUSY)
+        if (errno != EBUSY || resctrl)
             return;
         kill_listed(dir, "cgroup.procs");
         kill_listed(dir, "cgroup.threads");

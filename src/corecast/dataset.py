@@ -378,8 +378,10 @@ class Dataset:
             w.writerow(["" if row[h] is None else _fmt(row[h]) for h in header])
         text = buf.getvalue()
         if path is not None:
-            regular = outputs.write_text(path, text, what or f"{len(self.cores)} rows, CSV")
             side = sidecar_path(path)
+            if metadata == "sidecar" and outputs.check(path) in ("new", "regular"):
+                outputs.check(side)         # a sidecar that cannot be written stops both, before either
+            regular = outputs.write_text(path, text, what or f"{len(self.cores)} rows, CSV")
             if not regular:
                 if metadata == "sidecar":
                     messages.note(f"{path} is not a regular file: no metadata sidecar is written beside it")

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import outputs
-from .errors import UserError, opened
+from .errors import UserError
+from .parsing import read_document
 
 KIND = "corecast-memory-profile"
 VERSION = 1
@@ -101,11 +102,17 @@ def profile_from_doc(doc: Mapping[str, Any], where: str = "memory profile") -> M
     """A MemoryProfile from parsed JSON (the profile, or a calibrate file holding one)."""
     if not isinstance(doc, Mapping):
         raise UserError(f"{where}: a memory profile is a JSON object")
-    if doc.get("kind") == "corecast-target":
-        inner = doc.get("memory")
+    kind = doc.get("kind")
+    if kind in ("corecast-machine", "corecast-target"):
+        # a machine description (what `corecast calibrate` writes, docs/machines.md) holds its
+        # profile in memory.profile; the first calibration files held it in memory
+        mem = doc.get("memory")
+        inner = mem.get("profile") if kind == "corecast-machine" and isinstance(mem, Mapping) else mem
+        if isinstance(inner, str):
+            raise UserError(f"{where}: its memory profile is the file {inner!r}: give that file")
         if not isinstance(inner, Mapping):
             raise UserError(f"{where}: a calibration file without a memory profile (its 'memory' is empty)")
-        doc, where = inner, f"{where}: memory"
+        doc, where = inner, f"{where}: {'memory.profile' if kind == 'corecast-machine' else 'memory'}"
     if doc.get("kind") != KIND:
         raise UserError(f"{where}: not a memory profile (\"kind\" is {json.dumps(doc.get('kind'))}, "
                         f"expected \"{KIND}\")")
@@ -153,13 +160,4 @@ def read_profile(source: str | Path | Mapping[str, Any]) -> MemoryProfile:
     if isinstance(source, Mapping):
         return profile_from_doc(source)
     p = Path(source)
-    with opened(p, what="memory profile", encoding="utf-8-sig") as fh:
-        try:
-            text = fh.read()
-        except UnicodeDecodeError:
-            raise UserError(f"{p}: not a text file (a JSON memory profile expected)") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from None
-    return profile_from_doc(doc, str(p))
+    return profile_from_doc(read_document(p, "memory profile", "json"), str(p))

@@ -9,7 +9,9 @@ another user planted, or a folder. The rule, by what the name is when corecast w
   is looked at again (lstat) just before it, and anything else found there by then is refused.
   A rename never follows a link at the destination, so the worst a race can do is replace what
   was planted, never write through it. An existing file keeps its permission bits (and, for
-  root, its owner). On any error the temporary file is removed, and the name keeps what it had.
+  root, its owner); in a world-writable sticky folder (/tmp) a file of another user is not
+  replaced (refused, as the kernel's fs.protected_regular would), so root's output never
+  becomes another user's file. On any error the temporary file is removed, and the name keeps what it had.
   `live=True` (stat -o, meters --record CSV) renames the temporary file into place when it is
   opened instead of at the end, so what is written can be read as it grows; the same checks.
 - **a character device or a named pipe** (/dev/null, /dev/full, a tty, a FIFO): written in place,
@@ -69,7 +71,8 @@ def _fd_alias(p: str) -> int | None:
 
 def _trusted(link: os.stat_result, folder: os.stat_result) -> bool:
     """The kernel's fs.protected_symlinks rule: a link in a sticky world-writable folder is
-    followed only when its owner is the follower or the folder's owner."""
+    followed only when its owner is the follower or the folder's owner (and fs.protected_regular's
+    for a regular file there: replaced only under the same condition)."""
     shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
     return not shared or link.st_uid in (os.geteuid(), folder.st_uid)
 
@@ -137,7 +140,8 @@ def _plan(p: str) -> tuple[str, os.stat_result | None]:
             owner = os.lstat(bad).st_uid
         except OSError:
             owner = -1
-        raise UserError(f"{p}: {bad} is a symbolic link owned by another user (uid {owner}) in a folder "
+        where = f"{p}:" if bad == p else f"{p}: {bad}"       # the name itself, or a folder on the way
+        raise UserError(f"{where} is a symbolic link owned by another user (uid {owner}) in a folder "
                         "anyone can write to: not followed")
     if p.endswith("/"):
         raise UserError(f"{p}: names a folder, not a file")
@@ -159,6 +163,9 @@ def _plan(p: str) -> tuple[str, os.stat_result | None]:
     except OSError as err:
         raise UserError(f"{p}: cannot write: {err.strerror or err}") from None
     if stat.S_ISREG(st.st_mode):
+        if not _trusted(st, pst):
+            raise UserError(f"{p}: a file of another user (uid {st.st_uid}) in a folder anyone can write to: "
+                            "not replaced (remove it, or choose another name)")
         return "regular", st
     if stat.S_ISLNK(st.st_mode):
         try:
@@ -455,7 +462,9 @@ def remove_stale(path: Any) -> None:
     anything else there -- a link, a device -- is left alone."""
     p = os.fspath(path)
     try:
-        if stat.S_ISREG(os.lstat(p).st_mode) and planted_link(os.path.dirname(p) or ".") is None:
+        st = os.lstat(p)
+        if stat.S_ISREG(st.st_mode) and planted_link(os.path.dirname(p) or ".") is None and \
+                _trusted(st, os.stat(os.path.dirname(p) or ".")):
             os.unlink(p)
     except OSError:
         pass

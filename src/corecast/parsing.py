@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any, Callable
 
-from .errors import UserError
+from .errors import UserError, read_input
 
 
 MAX_COUNTS = 10_000   # core counts one list may name: bounds what a range expands to
@@ -26,6 +26,24 @@ MAX_DATASET_BYTES = 256 << 20
 MAX_JSON_DEPTH = 64
 
 
+#: The largest JSON or TOML file a user gives corecast -- a description, a model, a simulation
+#: result, a miss curve, a memory profile, a trigger or plugin file -- read by `read_document`:
+#: corecast's own are kilobytes (a miss curve or a result of many levels, a few megabytes).
+MAX_DOCUMENT_BYTES = 64 << 20
+
+
+def _bounded_depth(doc: Any, what: str, fmt: str) -> Any:
+    """`doc` if no list or table in it is nested deeper than MAX_JSON_DEPTH, else a UserError."""
+    todo: list[tuple[Any, int]] = [(doc, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise UserError(f"{what}: {fmt} nested deeper than {MAX_JSON_DEPTH} levels")
+        items = v.values() if isinstance(v, dict) else v
+        todo.extend((x, depth + 1) for x in items if isinstance(x, (dict, list)))
+    return doc
+
+
 def json_document(text: str | bytes, what: str) -> Any:
     """json.loads of a file a user gave, with its nesting bounded (MAX_JSON_DEPTH): deeper is one
     UserError line naming `what`. json.JSONDecodeError passes through, for the caller's message."""
@@ -33,14 +51,48 @@ def json_document(text: str | bytes, what: str) -> Any:
         doc = json.loads(text)
     except RecursionError:
         raise UserError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
-    todo: list[tuple[Any, int]] = [(doc, 1)]
-    while todo:
-        v, depth = todo.pop()
-        if depth > MAX_JSON_DEPTH:
-            raise UserError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-        items = v.values() if isinstance(v, dict) else v
-        todo.extend((x, depth + 1) for x in items if isinstance(x, (dict, list)))
-    return doc
+    return _bounded_depth(doc, what, "JSON")
+
+
+def toml_document(text: str, what: str) -> dict[str, Any]:
+    """tomllib.loads of a file a user gave, with its nesting bounded as JSON's (tomllib recurses:
+    a 100,000-deep array raised RecursionError). tomllib.TOMLDecodeError passes through."""
+    import tomllib          # here for start-up time: most commands read no TOML
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:
+        raise UserError(f"{what}: TOML nested deeper than {MAX_JSON_DEPTH} levels") from None
+    return _bounded_depth(doc, what, "TOML")
+
+
+def read_document(path: Any, what: str, fmt: str, *, limit: int = MAX_DOCUMENT_BYTES,
+                  expected: str = "") -> Any:
+    """The one reader of a JSON or TOML file a user gives (`fmt` "json" or "toml"; "text" gives the
+    text itself): at most `limit` bytes (errors.read_input: a FIFO never blocks, a folder is one
+    line), UTF-8 with or without a byte-order mark, nesting bounded (MAX_JSON_DEPTH). Every failure
+    is one UserError line naming the file: `PATH:LINE: not valid JSON (MSG)`, `PATH: not valid
+    TOML (MSG)`, `PATH: not a text file`, the size bound; `expected` (what the file should be, such
+    as "`corecast sim --json` output") is added to a parse error."""
+    raw = read_input(path, what, limit=limit)[0]
+    hint = f"; {expected} expected" if expected else ""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file ({'text' if fmt == 'text' else fmt.upper()} expected)") from None
+    if fmt == "text":
+        return text
+    if fmt == "json":
+        try:
+            return json_document(text, str(path))
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}){hint}") from None
+    if fmt == "toml":
+        import tomllib
+        try:
+            return toml_document(text, str(path))
+        except tomllib.TOMLDecodeError as err:
+            raise UserError(f"{path}: not valid TOML ({err}){hint}") from None
+    raise ValueError(f"read_document: unknown format {fmt!r}")
 
 
 def core_count_bound(v: float, what: str) -> None:

@@ -32,6 +32,8 @@ from .errors import UserError
 
 FIELDS = ("task_clock_ns", "context_switches", "page_faults", "instructions", "cycles")
 _SPECS = "task_clock,context_switches,page_faults,instr,cycles"
+#: The largest region results file read (a line per region and report: kilobytes in practice).
+MAX_RESULTS_BYTES = 64 << 20
 
 _lock = threading.Lock()
 _totals: dict[str, dict[str, Any]] = {}
@@ -116,25 +118,28 @@ def report(path: str | os.PathLike | None = None) -> Path | None:
 
 def load(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """Region totals from a results file, summed over processes and reports."""
+    from .parsing import json_document, read_document   # here: a measured program imports this module
     out: dict[str, dict[str, Any]] = {}
     p = Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except OSError as err:
-        raise UserError(f"{p}: cannot read region results: {err.strerror}") from None
-    for i, line in enumerate(lines, 1):
+    # written by the measured program: bounded as any file a user gives (its size, each line's nesting)
+    text = read_document(p, "region results file", "text", limit=MAX_RESULTS_BYTES)
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json_document(line, f"{p}:{i}")
             name = rec["region"]
-        except (ValueError, KeyError, TypeError):
+            calls, wall = int(rec.get("calls", 0)), int(rec.get("wall_ns", 0))
+            values = {f: rec.get(f) for f in FIELDS}
+            if not isinstance(name, str) or not all(v is None or isinstance(v, (int, float))
+                                                    for v in values.values()):
+                raise TypeError(name)
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             raise UserError(f"{p}:{i}: not a region record") from None
         tot = out.setdefault(name, {"calls": 0, "wall_ns": 0, **{f: None for f in FIELDS}})
-        tot["calls"] += int(rec.get("calls", 0))
-        tot["wall_ns"] += int(rec.get("wall_ns", 0))
-        for f in FIELDS:
-            v = rec.get(f)
+        tot["calls"] += calls
+        tot["wall_ns"] += wall
+        for f, v in values.items():
             if v is not None:
                 tot[f] = (tot[f] or 0) + v
     return out

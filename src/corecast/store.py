@@ -32,9 +32,10 @@ import sqlite3
 import stat
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from . import __version__, messages, outputs
 from .errors import UserError, opened
@@ -141,9 +142,13 @@ _KIND_NAMES = {str: "a string", int: "a whole number", list: "a list", dict: "an
 LOCK_WAIT_S = 30.0
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
     """A connection that waits for a file another program has locked -- after saying so once
-    on stderr, never in silence -- and gives up with a UserError after LOCK_WAIT_S."""
+    on stderr, never in silence -- and gives up with a UserError after LOCK_WAIT_S.
+    `immutable`: the main file alone, read-only, with no journal file opened or made beside it."""
+    if immutable:
+        return sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro&immutable=1", uri=True,
+                               isolation_level=None)
     con = sqlite3.connect(str(path), timeout=0.2, isolation_level=None)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -163,6 +168,99 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
+#: The files SQLite keeps beside a campaign under fixed names: its journal, WAL and WAL index.
+SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def _wal_header(p: Path) -> bool:
+    """Whether the database header says WAL (its read and write versions are 2)."""
+    try:
+        with open(p, "rb") as fh:
+            return fh.read(20)[18:20] == b"\x02\x02"
+    except OSError:
+        return False
+
+
+def _hold_side_files(p: Path, wal: bool) -> list[tuple[Path, int]]:
+    """Make SQLite's files beside the campaign ours before SQLite opens them by name: it opens
+    them without O_EXCL (following no link, but taking any regular file there), so in /tmp
+    another user could plant `c.db-wal` or a hot `c.db-journal` and have their pages read into
+    the campaign -- its command included, which `--resume` runs. A name that exists must be a
+    regular file of the campaign's owner with one name (else a UserError); one that does not is
+    made here with O_EXCL|O_NOFOLLOW, by the owner (or root) only: an empty journal (never hot)
+    always, the WAL and its index in WAL mode (`wal`). In a sticky folder nobody else can remove
+    or replace them. The journal made (path, inode) is removed by `_release_side_files`; the WAL
+    and its index are SQLite's (it removes them at the last close: removing an empty WAL here
+    could pull it from under another connection)."""
+    try:
+        owner = os.stat(p)
+    except OSError:
+        return []                           # SQLite's own open says what is wrong
+    held: list[tuple[Path, int]] = []
+    euid = os.geteuid()
+    for suffix in SIDE_SUFFIXES:
+        if euid not in (0, owner.st_uid) or (suffix != "-journal" and not wal):
+            continue
+        q = p.with_name(p.name + suffix)
+        try:
+            fd = os.open(q, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         stat.S_IMODE(owner.st_mode) & 0o666)
+        except OSError:
+            continue                        # there already (checked below), or a folder we cannot write to
+        try:
+            if euid == 0 and owner.st_uid != 0:
+                os.fchown(fd, owner.st_uid, owner.st_gid)      # as SQLite gives them, run by root
+            if suffix == "-journal":
+                held.append((q, os.fstat(fd).st_ino))
+        finally:
+            os.close(fd)
+    for suffix in SIDE_SUFFIXES:            # and whatever else is there already
+        q = p.with_name(p.name + suffix)
+        if os.path.lexists(q):
+            _check_side_file(p, q, owner.st_uid)
+    return held
+
+
+def _check_side_file(p: Path, q: Path, uid: int) -> None:
+    try:
+        st = os.lstat(q)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise UserError(f"{p}: cannot look at {q.name} beside it ({err.strerror or err})") from None
+    checks = ((stat.S_ISLNK(st.st_mode), "is a symbolic link"),
+              (not stat.S_ISREG(st.st_mode), "is not a regular file"),
+              (st.st_uid != uid, f"is owned by uid {st.st_uid}, not by the campaign's owner (uid {uid})"),
+              (st.st_nlink != 1, f"has {st.st_nlink} names (hard links)"))
+    why = next((w for bad, w in checks if bad), None)
+    if why:
+        raise UserError(f"{p}: {q} {why}: SQLite would use it as the campaign's journal, so it is not "
+                        "opened (remove it; another user may have put it there)")
+
+
+def _settled_and_not_mine(p: Path) -> bool:
+    """A campaign this user reads but neither owns nor may write, with no WAL beside it (no
+    measure is writing it; all is in the main file): read as it is. SQLite would make its WAL
+    and index here under this user's name -- files the campaign's owner then refuses."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return False
+    return (os.geteuid() not in (0, st.st_uid) and not os.access(p, os.W_OK)
+            and not any(os.path.lexists(p.with_name(p.name + s)) for s in SIDE_SUFFIXES))
+
+
+def _release_side_files(held: list[tuple[Path, int]]) -> None:
+    """Remove the empty journal `_hold_side_files` made, if it is still that file and empty."""
+    for q, ino in held:
+        try:
+            st = os.lstat(q)
+            if stat.S_ISREG(st.st_mode) and st.st_ino == ino and st.st_size == 0:
+                os.unlink(q)
+        except OSError:
+            pass
+
+
 def _num(v: Any) -> float | None:
     if v is None:
         return None
@@ -180,6 +278,14 @@ class Campaign:
         self.path = path
         self._con = con
         self._lock_fd = lock_fd
+        self._held: list[tuple[Path, int]] = []     # the empty journal made beside it (_hold_side_files)
+        self.after_close: list[Callable[[], None]] = []    # called once the campaign is closed
+
+    @property
+    def held_files(self) -> list[Path]:
+        """The empty journal corecast made beside the campaign, removed at `close` (a command
+        that must leave nothing behind, SIGKILL included, names it to its sentinel)."""
+        return [q for q, _ in self._held]
 
     # ------------------------------------------------------------ opening
     @staticmethod
@@ -205,6 +311,12 @@ class Campaign:
         kind = outputs.check(p)         # its folder exists; no folder, no planted link
         if kind not in ("new", "regular"):
             raise UserError(f"{p}: not a regular file (a campaign is an SQLite file): choose another -o")
+        for suffix in SIDE_SUFFIXES:         # another user's file where SQLite will keep its journal
+            side = p.with_name(p.name + suffix)
+            _check_side_file(p, side, os.geteuid())
+            if os.path.lexists(side) and not os.path.lexists(p):    # SQLite would replay a WAL into the new file
+                raise UserError(f"{p}: {side} is there without the campaign (left by an earlier file of this "
+                                "name?): remove it, or choose another -o")
         if p.exists():
             if not half_created(p):
                 raise UserError(f"{p}: already exists (continue it with --resume, or choose another -o)")
@@ -218,6 +330,7 @@ class Campaign:
         try:
             con = _connect(tmp)
             try:
+                con.execute("PRAGMA journal_mode=WAL")     # from birth: its WAL is held beside it (open)
                 con.executescript(SCHEMA)
                 con.execute("BEGIN")
                 for k, v in {"format": FORMAT, "version": VERSION, "corecast_version": __version__,
@@ -248,33 +361,46 @@ class Campaign:
                             "run the measurement again without --resume and it will be replaced")
         _check_magic(p)
         lock = cls._lock(p) if write else None
+        wal = _wal_header(p)
+        self = None
         try:
-            con = _connect(p)
-            if write:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.execute("PRAGMA synchronous=FULL")
-                con.executescript(RUN_TABLES)          # a campaign made before side tables
-            self = cls(p, con, lock)
+            held = _hold_side_files(p, wal)
+            self = cls(p, _connect(p, immutable=not write and _settled_and_not_mine(p)), lock)
+            self._held = held
             meta = self.meta()
-        except sqlite3.DatabaseError as err:
-            if lock is not None:
+            if meta.get("format") != FORMAT:
+                raise UserError(f"{p}: an SQLite file, but not a corecast campaign")
+            if int(meta.get("version", 0)) > VERSION:
+                raise UserError(f"{p}: campaign format version {meta['version']} is newer than this corecast "
+                                "understands")
+            if write:                                  # only a campaign is written to
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=FULL")
+                self._con.executescript(RUN_TABLES)          # a campaign made before side tables
+                if not wal:                            # the WAL SQLite has just made: ours, not a plant
+                    _hold_side_files(p, False)
+        except BaseException as err:
+            if self is not None:
+                self.close()
+            elif lock is not None:
                 os.close(lock)
-            raise UserError(f"{p}: not a readable campaign file ({err})") from None
-        if meta.get("format") != FORMAT:
-            self.close()
-            raise UserError(f"{p}: an SQLite file, but not a corecast campaign")
-        if int(meta.get("version", 0)) > VERSION:
-            self.close()
-            raise UserError(f"{p}: campaign format version {meta['version']} is newer than this corecast understands")
+            if isinstance(err, sqlite3.DatabaseError):
+                raise UserError(f"{p}: not a readable campaign file ({err})") from None
+            raise
         return self
 
     def close(self) -> None:
         try:
             self._con.close()
+            _release_side_files(self._held)
+            self._held = []
         finally:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+            hooks, self.after_close = self.after_close, []
+            for hook in hooks:
+                hook()
 
     def __enter__(self) -> "Campaign":
         return self
@@ -436,7 +562,9 @@ def half_created(p: Path) -> bool:
     except OSError:
         return False
     try:
-        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=1.0)
+        # immutable: the main file alone, with no lock and no journal or WAL opened or made beside
+        # it (a campaign's metadata is in its main file from birth: created, then linked)
+        con = sqlite3.connect(f"file:{urllib.parse.quote(str(p))}?mode=ro&immutable=1", uri=True, timeout=1.0)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "meta" in tables and con.execute("SELECT 1 FROM meta WHERE key='format'").fetchone():

@@ -4,12 +4,10 @@ A `MachineSpec` says how many sockets, cores per socket and hardware threads per
 has (and, where known, NUMA nodes, clock, memory bandwidth and a calibration profile). It is
 read from any of the forms a user has at hand (`parse_spec`):
 
-- a bundled name (`corecast.targets`, `src/corecast/targets/*.toml`),
-- a TOML file (the same keys as the bundled ones; `chase_profile = "memory.json"` names a
-  memory profile, corecast.memprofile, whose peak bandwidth per socket is used when the TOML
-  gives none),
-- the JSON `corecast calibrate` writes (`"kind": "corecast-target"`, shape in
-  `calibration_doc`; its memory profile gives the bandwidth per socket),
+- a bundled machine's name (`src/corecast/machines/*.toml`: those with a [topology] of identical
+  cores), or a machine description file, TOML or the JSON `corecast calibrate` writes: the
+  one schema of docs/machines.md, read by `corecast.machines.schema` (the old forms too); its
+  [memory] profile (corecast.memprofile) gives the bandwidth per socket where none is given,
 - hwloc's XML (`lstopo --of xml` run on the target),
 - `lscpu` or `lscpu -J` output saved to a file,
 - an inline form: `sockets=2,cores=32,smt=2[,ghz=2.4][,numa=4]` (cores per socket; smt threads
@@ -30,30 +28,20 @@ from __future__ import annotations
 import json
 import math
 import re
-import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import outputs
 from .errors import UserError, read_input
+from .machines import schema
+from .machines.schema import MAX_DESCRIPTION_BYTES
 from .parsing import json_document
-from .memprofile import profile_from_doc, read_profile
 
 ORDERS = ("compact", "spread", "smt-last")
 
-#: The largest machine a description may give (docs/predict.md): real machines stay well inside
-#: (the largest x86 and Arm servers: 8 sockets, under 300 cores a socket, 2 to 8 threads a core),
-#: and a count past them is a typo, not a machine to plan a placement for (a billion sockets took
-#: 22 GB before the kernel stopped it).
-MAX_SOCKETS = 64
-MAX_CORES_PER_SOCKET = 4096
-MAX_THREADS_PER_CORE = 16
-MAX_CPUS = 65536
-MAX_NUMA_NODES = 1024
-MAX_DESCRIPTION_BYTES = 16 << 20
+#: The bounds on a machine (sockets, cores, threads, CPUs, NUMA nodes) are the reader's, for
+#: every form read here: corecast.machines.schema.check_counts (docs/machines.md).
 
 
 @dataclass
@@ -74,26 +62,12 @@ class MachineSpec:
 
     def __post_init__(self) -> None:
         src = self.source or "machine"
-        bounds = {"sockets": MAX_SOCKETS, "cores_per_socket": MAX_CORES_PER_SOCKET,
-                  "threads_per_core": MAX_THREADS_PER_CORE}
-        for k in ("sockets", "cores_per_socket", "threads_per_core"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise UserError(f"{src}: {k} must be a whole number of at least 1 (got {v!r})")
-            if v > bounds[k] and not (k == "cores_per_socket" and self.known == "cpus"):
-                raise UserError(f"{src}: {k} = {v:,} is above {bounds[k]:,}, the most corecast takes")
-        if self.cpus > MAX_CPUS:
-            raise UserError(f"{src}: {self.cpus:,} logical CPUs is above {MAX_CPUS:,}, the most corecast takes")
-        if self.numa_nodes is not None and (not isinstance(self.numa_nodes, int) or isinstance(self.numa_nodes, bool)
-                                            or self.numa_nodes < 1):
-            raise UserError(f"{src}: numa_nodes must be a whole number of at least 1")
-        if self.numa_nodes is not None and self.numa_nodes > MAX_NUMA_NODES:
-            raise UserError(f"{src}: numa_nodes = {self.numa_nodes:,} is above {MAX_NUMA_NODES:,}, "
-                            "the most corecast takes")
+        schema.check_counts(src, self.sockets, self.cores_per_socket, self.threads_per_core, self.numa_nodes,
+                            cpus_only=self.known == "cpus")
         for k in ("ghz", "memory_bandwidth_gbs_per_socket"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise UserError(f"{self.source or 'machine'}: {k} must be a positive number (got {v!r})")
+                raise UserError(f"{src}: {k} must be a positive number (got {v!r})")
 
     @property
     def cores(self) -> int:
@@ -186,25 +160,25 @@ def placement(spec: MachineSpec, threads: int, order: str = "compact") -> Positi
 
 # ------------------------------------------------------------------------------ reading
 def bundled() -> list[str]:
-    """Names of the bundled machine descriptions."""
-    d = resources.files("corecast") / "targets"
-    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".toml"))
+    """Names of the bundled machines predict takes: those with a [topology] of identical cores
+    (docs/machines.md)."""
+    return sorted(d.name for d in schema.bundled_for("predict"))
 
 
 _INLINE = re.compile(r"^[a-z_]+=[^,=]+(,[a-z_]+=[^,=]+)*$")
 
 
 def parse_spec(text: str) -> MachineSpec:
-    """A MachineSpec from a bundled name, a file (TOML, calibrate JSON, hwloc XML, lscpu text
-    or JSON), or the inline form. Mistakes end in one UserError line."""
+    """A MachineSpec from a bundled name, a file (a machine description in TOML or calibrate's
+    JSON, hwloc XML, lscpu text or JSON), or the inline form. Mistakes end in one UserError line."""
     text = text.strip()
     if not text:
         raise UserError("machine description: empty")
     if _INLINE.match(text) and not Path(text).exists():
         return _inline(text)
-    if text in bundled():
-        d = resources.files("corecast") / "targets" / f"{text}.toml"
-        return _from_toml(d.read_text(encoding="utf-8"), f"bundled machine {text}", default_name=text)
+    real = schema.bundled_name(text)
+    if real is not None:
+        return spec_of(schema.bundled_description(real), f"bundled machine {real}")
     p = Path(text)
     if not p.exists():
         names = ", ".join(bundled())
@@ -224,9 +198,10 @@ def parse_spec(text: str) -> MachineSpec:
             raise UserError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from None
         if isinstance(doc, dict) and "lscpu" in doc:
             return _from_lscpu(_flatten_lscpu(doc["lscpu"]), str(p))
-        if isinstance(doc, dict) and doc.get("kind") == "corecast-target":
-            return _from_calibration(doc, str(p))
-        raise UserError(f"{p}: a JSON file, but neither `lscpu -J` output nor `corecast calibrate` output")
+        if isinstance(doc, dict) and doc.get("kind") in (schema.KIND, "corecast-target"):
+            return spec_of(schema.parse(doc, str(p), default_name=p.stem, base=p.parent), str(p))
+        raise UserError(f"{p}: a JSON file, but neither `lscpu -J` output nor a machine description "
+                        f"(\"kind\": \"{schema.KIND}\", what `corecast calibrate` writes)")
     if re.search(r"^\s*(Socket\(s\)|Core\(s\) per socket|Thread\(s\) per core)\s*:", body, re.M):
         fields = {}
         for line in body.splitlines():
@@ -234,7 +209,30 @@ def parse_spec(text: str) -> MachineSpec:
                 k, v = line.split(":", 1)
                 fields[k.strip() + ":"] = v.strip()
         return _from_lscpu(fields, str(p))
-    return _from_toml(body, str(p), default_name=p.stem)
+    return spec_of(schema.read_text(body, str(p), default_name=p.stem, base=p.parent), str(p))
+
+
+def spec_of(desc: schema.Description, where: str) -> MachineSpec:
+    """predict's view of a machine description: its topology, clock, memory bandwidth, and what a
+    calibration measured (core-to-core costs, the memory profile)."""
+    if "predict" not in desc.uses():
+        if len(desc.core_types) > 1:
+            kinds = " + ".join(f"{t.count} {t.name}" for t in desc.core_types)
+            raise UserError(f"{where}: an asymmetric machine ({kinds}): predict takes machines of identical "
+                            "cores (`corecast sched` simulates this one)")
+        raise UserError(f"{where}: no [topology]: predict needs sockets and cores_per_socket (docs/machines.md)")
+    t = desc.topology
+    assert t is not None
+    cal: dict[str, Any] = {}
+    if desc.core_to_core_ns is not None:
+        cal["core_to_core_ns"] = desc.core_to_core_ns
+    if desc.memory.profile is not None:
+        cal["memory"] = desc.memory.profile
+    calibrated = bool(cal) or desc.form == "calibrate" or "by" in desc.provenance
+    return MachineSpec(sockets=t.sockets, cores_per_socket=t.cores_per_socket, threads_per_core=t.threads_per_core,
+                       numa_nodes=t.numa_nodes, ghz=desc.frequency_hz / 1e9 if desc.frequency_hz else None,
+                       memory_bandwidth_gbs_per_socket=desc.memory.bandwidth_gbs_per_socket, name=desc.name,
+                       model=desc.model, source=where, calibration=cal if calibrated else None)
 
 
 def _inline(text: str) -> MachineSpec:
@@ -270,41 +268,6 @@ def _inline(text: str) -> MachineSpec:
                        ghz=num("ghz", float) if "ghz" in kv else None,
                        memory_bandwidth_gbs_per_socket=num("bandwidth", float) if "bandwidth" in kv else None,
                        source=f"inline '{text}'")
-
-
-_TOML_KEYS = {"name", "description", "model", "sockets", "cores_per_socket", "threads_per_core", "numa_nodes",
-              "ghz", "memory_bandwidth_gbs_per_socket", "source", "notes", "chase_profile"}
-
-
-def _from_toml(body: str, where: str, default_name: str = "") -> MachineSpec:
-    try:
-        d = tomllib.loads(body)
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{where}: not a machine description (TOML: {err})") from None
-    except RecursionError:
-        raise UserError(f"{where}: not a machine description (TOML nested too deep)") from None
-    unknown = sorted(set(d) - _TOML_KEYS)
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_TOML_KEYS))})")
-    for k in ("sockets", "cores_per_socket"):
-        if k not in d:
-            raise UserError(f"{where}: '{k}' is missing")
-    spec = MachineSpec(sockets=d["sockets"], cores_per_socket=d["cores_per_socket"],
-                       threads_per_core=d.get("threads_per_core", 1), numa_nodes=d.get("numa_nodes"),
-                       ghz=d.get("ghz"), memory_bandwidth_gbs_per_socket=d.get("memory_bandwidth_gbs_per_socket"),
-                       name=d.get("name", default_name), model=d.get("model", ""), source=where)
-    if "chase_profile" in d:
-        # a memory profile (`corecast chase --profile` or `corecast calibrate` output), relative
-        # to the TOML file; the bandwidth given in the TOML wins over the profile's
-        ref = d["chase_profile"]
-        if not isinstance(ref, str) or not ref:
-            raise UserError(f"{where}: chase_profile must name a file")
-        path = Path(ref) if Path(ref).is_absolute() or where.startswith("bundled") else Path(where).parent / ref
-        profile = read_profile(path)
-        spec.calibration = {"memory": profile.to_dict()}
-        if spec.memory_bandwidth_gbs_per_socket is None:
-            spec.memory_bandwidth_gbs_per_socket = profile.bandwidth_gbs_per_socket
-    return spec
 
 
 def _flatten_lscpu(items: list[Mapping[str, Any]]) -> dict[str, str]:
@@ -355,61 +318,3 @@ def _from_hwloc(body: str, where: str) -> MachineSpec:
                   for i in o.iter("info") if i.get("name") == "CPUModel"), "")
     return MachineSpec(sockets=sockets, cores_per_socket=cores // sockets, threads_per_core=count["PU"] // cores,
                        numa_nodes=count["NUMANode"] or None, model=model, name=model, source=where)
-
-
-def _from_calibration(doc: Mapping[str, Any], where: str) -> MachineSpec:
-    m = doc.get("machine") or {}
-    try:
-        spec = MachineSpec(sockets=int(m["sockets"]), cores_per_socket=int(m["cores_per_socket"]),
-                           threads_per_core=int(m.get("threads_per_core") or 1),
-                           numa_nodes=int(m["numa_nodes"]) if m.get("numa_nodes") else None,
-                           ghz=float(m["ghz"]) if m.get("ghz") else None, model=str(m.get("model", "")),
-                           name=str(m.get("model", "")), source=where)
-    except (KeyError, TypeError, ValueError) as err:
-        raise UserError(f"{where}: calibration file without a usable machine block ({err})") from None
-    spec.calibration = {k: doc.get(k) for k in ("core_to_core_ns", "memory") if doc.get(k) is not None}
-    if doc.get("memory") is not None:
-        profile = profile_from_doc(doc["memory"], f"{where}: memory")     # checked here, once
-        spec.memory_bandwidth_gbs_per_socket = profile.bandwidth_gbs_per_socket
-    return spec
-
-
-CALIBRATION_KIND = "corecast-target"
-CALIBRATION_VERSION = 1
-
-
-def calibration_doc(machine: Mapping[str, Any], core_to_core: Mapping[str, Any] | None,
-                    memory: Mapping[str, Any] | None, **extra: Any) -> dict[str, Any]:
-    """The JSON `corecast calibrate` writes and `parse_spec` reads back (`_from_calibration`):
-
-        {"kind": "corecast-target", "version": 1,
-         "machine": {"sockets", "cores_per_socket", "threads_per_core", "numa_nodes", "cpus",
-                     "ghz", "model"},
-         "core_to_core_ns": {"smt", "same_socket", "cross_socket": ns per one-way cache-line
-                             transfer (median over pairs; null where the machine has no such
-                             pair), "pairs": [{"cpus": [a, b], "kind", "ns", "min_ns",
-                             "max_ns"}], "not_measured": {kind: why}, "method": "..."},
-         "memory": a memory profile (corecast.memprofile: "kind": "corecast-memory-profile"),
-         "memory_bandwidth_gbs_per_socket": the profile's peak per socket, GB/s,
-         ... and what `extra` adds (elapsed_s, created, corecast_version, warnings, host)}
-
-    `machine` is a corecast.dataset.Machine as a dict (sockets, cores, threads_per_core,
-    logical_cpus, numa_nodes, nominal_freq_hz, cpu_model)."""
-    sockets = int(machine.get("sockets") or 1)
-    cores = int(machine.get("cores") or machine.get("logical_cpus") or 1)
-    freq = machine.get("nominal_freq_hz")
-    bw = (memory or {}).get("peak_bandwidth_bytes_s_per_socket")
-    return {"kind": CALIBRATION_KIND, "version": CALIBRATION_VERSION,
-            "machine": {"sockets": sockets, "cores_per_socket": max(1, cores // sockets),
-                        "threads_per_core": int(machine.get("threads_per_core") or 1),
-                        "numa_nodes": machine.get("numa_nodes"), "cpus": machine.get("logical_cpus"),
-                        "ghz": round(freq / 1e9, 3) if freq else None, "model": machine.get("cpu_model") or ""},
-            "core_to_core_ns": dict(core_to_core) if core_to_core is not None else None,
-            "memory": dict(memory) if memory is not None else None,
-            "memory_bandwidth_gbs_per_socket": bw / 1e9 if bw else None, **extra}
-
-
-def write_calibration(doc: Mapping[str, Any], path: str | Path) -> None:
-    """Write a calibration document (after checking that `parse_spec` reads it back)."""
-    _from_calibration(doc, str(path))
-    outputs.write_text(path, json.dumps(doc, indent=1, allow_nan=False) + "\n", "the calibration")

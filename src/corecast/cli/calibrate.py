@@ -18,8 +18,9 @@ It measures the latency of handing one cache line between two pinned threads for
 CPU pair the topology has (SMT siblings, two cores of a socket, two sockets; kinds the machine
 lacks are named), and a short `corecast chase` memory profile: the latency staircase (cache
 levels and DRAM), the idle latency, the per-core concurrency limit and the peak bandwidth per
-socket (threads: 1, one socket's CPUs, all CPUs). The file holds the machine's topology too
-(shape: docs/chase.md, "The calibration file")."""
+socket (threads: 1, one socket's CPUs, all CPUs). The file is a machine description (the schema
+of docs/machines.md, as JSON) holding the machine's topology too (docs/chase.md, "The
+calibration file")."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from .. import __version__
-    from .. import target as T
     from ..collect import chase as C
     from ..collect.topology import machine_info
+    from ..machines import schema
     from ..model import memory as M
     from ..report import chase as R
     from ..report import terminal
@@ -50,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
     datasets = {m: C.to_dataset(r) for m, r in runs.items()}
     profile = M.analyse(datasets).profile(datasets) if datasets else None
     machine = machine_info()
-    doc = T.calibration_doc(machine.to_dict(), c2c, profile.to_dict() if profile else None,
+    doc = schema.calibration_doc(machine.to_dict(), c2c, profile.to_dict() if profile else None,
                             elapsed_s=time.monotonic() - started, created=datetime.now(timezone.utc).isoformat(),
                             corecast_version=__version__, host=machine.to_dict(),
                             warnings=[w for r in runs.values() for w in r.warnings])
-    T.write_calibration(doc, args.output)
+    schema.write_calibration(doc, args.output)
     if args.json:
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:

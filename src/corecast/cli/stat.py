@@ -162,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         # file; a device or a pipe written in place), named on standard error at the end
         sink = outputs.Output(args.output, what=f"{args.format} report", live=True)
     out = sys.stderr
+    rows = None
     try:
         if sink is not None:
             out = sink.open()
@@ -187,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         if region_file is not None:
             writer.regions(load_regions(region_file))
     except BaseException:
+        if rows is not None:
+            rows.close()                    # an error here ends the monitoring now: its command is killed
         if sink is not None:
             sink.abort()                    # live: what was written is kept
         raise

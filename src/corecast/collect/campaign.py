@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from ..errors import UserError
 from ..store import Campaign, RunRecord
 from . import plugins as plug
+from . import procs
 from . import runsources
 from .runner import CampaignConfig, Reporter, Runner, find_program, placeholders, plan
 from .source import Host
@@ -33,6 +34,19 @@ def parse_env(items: Sequence[str] | None) -> dict[str, str]:
             raise UserError(f"--env: '{it}' is not NAME=VALUE")
         out[name] = value
     return out
+
+
+def _watched(camp: Campaign) -> Campaign:
+    """The empty journal corecast made beside the campaign (store: `held_files`) named to
+    corecast-sentinel, so that a SIGKILL of measure does not leave it behind; forgotten at close."""
+    try:
+        for q in camp.held_files:
+            procs.sentinel().tell("file", q)
+            camp.after_close.append(lambda q=q: procs.untrack(q))
+    except BaseException:
+        camp.close()
+        raise
+    return camp
 
 
 class Prepared:
@@ -103,8 +117,8 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
     machine = machine_info(topo)
     host = Host(machine.nominal_freq_hz)
     sources = runsources.create(cfg, host)          # a bad --events is refused before the file exists
-    camp = Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine.to_dict(),
-                           topology=topo.to_dict())
+    camp = _watched(Campaign.create(output, command=cfg.command, config=cfg.to_dict(), machine=machine.to_dict(),
+                                    topology=topo.to_dict()))
     try:
         runner = Runner(cfg, camp, reporter=reporter, sources=sources, host=host)
     except BaseException:
@@ -155,7 +169,7 @@ def _one_line(argv: Sequence[str], limit: int = 120) -> str:
 def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
     """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
     reporter = reporter or Reporter()
-    camp = Campaign.open(output)
+    camp = _watched(Campaign.open(output))
     try:
         meta = camp.meta()
         cfg = _stored_config(meta.get("config") or {}, output)

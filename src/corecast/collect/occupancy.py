@@ -33,7 +33,7 @@ from ..errors import UserError
 from . import sources
 from .events.spec import resolve
 from .perf.counting import open_counters
-from .perf.launch import launch
+from .procs import Supervised, track_cgroup, untrack
 
 RESCTRL = Path("/sys/fs/resctrl")
 
@@ -167,6 +167,7 @@ class Group:
         self.l3, self.path = l3, l3.root / name
         self.mon = self.path
         self.made: list[Path] = []
+        track_cgroup(self.path)             # removed by corecast-sentinel if corecast dies before `remove`
         try:
             self.path.mkdir(exist_ok=True)
         except OSError as err:
@@ -236,6 +237,8 @@ class Group:
                 os.rmdir(p)
             except OSError:
                 ok = False
+        if ok:
+            untrack(self.path)
         return ok
 
 
@@ -292,24 +295,36 @@ def measure(cmd: Sequence[str], ways: Sequence[int], l3: L3, *, interval: float 
 
 def _run(cmd: Sequence[str], ways: int, mask: int, group: Group, interval: float,
          env: dict[str, str] | None) -> WayPoint:
-    child = launch(cmd, env=env)
+    # through corecast-launch, as measure, stat and sched run: stopped before exec, and its whole
+    # tree killed when it ends, when it is stopped and when corecast dies (SIGKILL included)
+    child = Supervised(cmd, env=env)
+    counters = None
     try:
         group.add(child.pid)                 # before exec: every thread it makes is in the group
         counters = _counters(child.pid)
         mem0 = group.read("mbm_total_bytes")
         t0 = time.monotonic()
         child.start()
+        if child.exec_error is not None:
+            raise UserError(f"cannot run '{cmd[0]}': {os.strerror(child.exec_error)}")
     except BaseException:
-        child.abandon()
+        if counters is not None:
+            counters.close()
+        if child.started:
+            child.close()
+        else:
+            child.abandon()
         raise
     occ: list[int] = []
     try:
-        while child.poll() is None:
+        while True:
             v = group.read("llc_occupancy")
             if v is not None:
                 occ.append(v)
-            time.sleep(interval)
-    except KeyboardInterrupt:
+            child.poll(interval)             # the supervisor's report, for up to one interval
+            if child.ended:
+                break
+    except BaseException:
         child.stop()
         raise
     seconds = time.monotonic() - t0

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import UserError, opened
+from ..errors import UserError, read_input
+from ..parsing import read_document
 
 AGGREGATES = ("sum", "min", "max", "avg", "last")
+#: The most of a program's output file a plugin reads after each run.
+MAX_OUTPUT_BYTES = 64 << 20
 PLUGIN_KINDS = ("stall", "counter", "time", "memory", "throughput", "cpu", "other")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED = {"cores", "repetition", "size"}
@@ -64,11 +66,7 @@ def compile_number_regex(text: str, where: str) -> re.Pattern:
 
 def load_plugin(path: str | Path) -> list[Category]:
     p = Path(path)
-    try:
-        with opened(p, "rb", what="plugin file") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{p}: not valid TOML ({err})") from None
+    doc = read_document(p, "plugin file", "toml")
     cats = doc.get("category")
     unknown = sorted(set(doc) - {"category"})
     if unknown:
@@ -170,11 +168,11 @@ def apply(cats: list[Category], stdout: str, stderr: str, cwd: str | Path,
             if not path.is_absolute():
                 path = Path(cwd) / path
             label = str(path)
-            try:
-                text = path.read_text(errors="replace")
-            except OSError as err:
+            try:     # a FIFO is not waited for, a device or a huge file is not read without end
+                text = read_input(path, "plugin output file", limit=MAX_OUTPUT_BYTES)[0].decode(errors="replace")
+            except UserError as err:
                 values[c.name] = None
-                notes.append(f"{c.name}: cannot read {path} ({err.strerror or err})")
+                notes.append(f"{c.name}: cannot read {path} ({err})")
                 continue
         v, n, bad = extract(c.regex, text, c.aggregate)
         values[c.name] = v

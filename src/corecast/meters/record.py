@@ -82,6 +82,8 @@ class Recorder:
             if not self.in_place:
                 self._write_json()
         else:
+            if outputs.check(self.path) in ("new", "regular"):
+                outputs.check(sidecar_path(self.path))     # refused before the series is begun
             self._out = outputs.Output(self.path, what="the meter series", live=True)
             self._fh = self._out.open()
             try:

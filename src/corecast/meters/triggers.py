@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, opened
-from ..parsing import seconds
+from ..errors import UserError
+from ..parsing import read_document, seconds
 from .tree import Scope, Tree
 
 TRIGGER_KEYS = {"name", "meter", "scope", "low", "high", "dwell", "command", "log", "advise"}
@@ -85,15 +84,7 @@ class Trigger:
 
 
 def load(path: str | Path) -> tuple[list[TriggerDef], Policy]:
-    with opened(path, "rb", what="trigger file") as fh:
-        data = fh.read()
-    try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (a trigger file is TOML)") from None
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{path}: not valid TOML: {err}") from None
-    return parse(doc, str(path))
+    return parse(read_document(path, "trigger file", "toml"), str(path))
 
 
 def parse(doc: dict[str, Any], where: str) -> tuple[list[TriggerDef], Policy]:

@@ -14,7 +14,6 @@ Linux balances threads over the sockets and fills physical cores before SMT sibl
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..dataset import Dataset, read_csv
-from ..errors import UserError, read_input
+from ..errors import UserError
+from ..parsing import read_document
 from ..target import ORDERS, MachineSpec, parse_spec
 
 
@@ -58,14 +58,7 @@ def load_corpus(folder: str | Path) -> list[Series]:
         spec = src / "source.toml"
         if spec.exists():
             # read as any file a user gives: a folder or a FIFO by that name is one line
-            try:
-                meta = tomllib.loads(read_input(spec, "source description", limit=1 << 20)[0].decode("utf-8"))
-            except UnicodeDecodeError:
-                raise UserError(f"{spec}: not a text file (TOML expected)") from None
-            except tomllib.TOMLDecodeError as err:
-                raise UserError(f"{spec}: not valid TOML ({err})") from None
-            except RecursionError:
-                raise UserError(f"{spec}: not valid TOML (nested too deep)") from None
+            meta = read_document(spec, "source description", "toml", limit=1 << 20)
         machine = parse_spec(str(meta["machine"])) if meta.get("machine") else None
         for csv in sorted(src.glob("*.csv")):
             ds = read_csv(csv)

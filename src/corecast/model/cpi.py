@@ -33,17 +33,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import UserError, read_input
-from ..sim.result import check_document, read_document
+from ..errors import UserError
+from ..parsing import read_document
+from ..sim import result as sim_result
+from ..sim.result import check_document
 from . import queueing
 from .base import Prediction
 
@@ -493,23 +493,11 @@ def _parse_csv(text: str, where: str) -> dict[str, Any]:
 def load_mpki(path: str | Path) -> CPIInputs:
     """Read an `--mpki` file: TOML (.toml), JSON (.json) or CSV (.csv); see docs/throughput.md."""
     p = Path(path)
-    try:
-        text = read_input(p)[0].decode("utf-8")          # a FIFO never blocks
-    except UnicodeDecodeError as err:
-        raise UserError(f"{p}: cannot read: {err}") from None
     suffix = p.suffix.lower()
-    if suffix == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{p}:{err.lineno}: not valid JSON: {err.msg}") from None
-    elif suffix == ".csv":
-        doc = _parse_csv(text, str(p))
-    else:
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise UserError(f"{p}: not valid TOML: {err}") from None
+    fmt = {".json": "json", ".csv": "text"}.get(suffix, "toml")
+    doc = read_document(p, "file", fmt)                   # bounded; a FIFO never blocks
+    if fmt == "text":
+        doc = _parse_csv(doc, str(p))
     return parse_mpki(doc, str(p))
 
 
@@ -557,4 +545,4 @@ def inputs_from_sim(doc: Mapping[str, Any], where: str = "sim result",
 
 def load_sim(path: str | Path, baseline_cpi: float | None = None) -> CPIInputs:
     """Read a `corecast sim --json` file's CPI inputs (see `inputs_from_sim`)."""
-    return inputs_from_sim(read_document(path), str(path), baseline_cpi=baseline_cpi)
+    return inputs_from_sim(sim_result.read_document(path), str(path), baseline_cpi=baseline_cpi)

@@ -11,7 +11,6 @@ curve of the whole access stream can stand for the last level.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import UserError
+from ..parsing import read_document
 from .cpi import _num
 
 __all__ = ["MissCurve", "parse_mrc", "load_mrc", "events_at_cache_size"]
@@ -67,14 +67,7 @@ def parse_mrc(doc: Mapping[str, Any], where: str = "curve") -> MissCurve:
 def load_mrc(path: str | Path) -> MissCurve:
     """Read a `corecast sim mrc --json` file (its shared curve)."""
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{p}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{p}:{err.lineno}: not valid JSON: {err.msg}") from None
+    doc = read_document(p, "file", "json", expected="`corecast sim mrc --json` output")
     return parse_mrc(doc, str(p))
 
 

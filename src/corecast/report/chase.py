@@ -140,18 +140,18 @@ def render_profile(profile: MemoryProfile, path: str, con: Console) -> None:
 
 
 def render_calibration(doc: Mapping[str, Any], path: str, con: Console) -> None:
-    c2c = doc["core_to_core_ns"]
+    c2c = doc["costs"]["core_to_core_ns"]
     rows = [[f"{p['cpus'][0]} <-> {p['cpus'][1]}", p["kind"].replace("_", " "), p["ns"], p["min_ns"]]
             for p in c2c["pairs"]]
     con.print(make_table("core-to-core cache-line transfer (one way)", ["CPUs", "kind", "ns", "least ns"], rows))
     for kind, why in c2c["not_measured"].items():
         con.print(f"{kind.replace('_', ' ')}: not measurable — {why}")
-    m = doc["machine"]
-    con.print(f"machine: {m.get('model') or 'unknown model'}; {m['sockets']} socket(s) x {m['cores_per_socket']} "
+    m = doc["topology"]
+    con.print(f"machine: {doc.get('model') or 'unknown model'}; {m['sockets']} socket(s) x {m['cores_per_socket']} "
               f"cores x {m['threads_per_core']} thread(s)")
-    render_profile_summary(doc.get("memory"), con)
-    con.print(f"calibrated in {doc['elapsed_s']:.1f} s")
-    print_notices(con, doc.get("warnings", []))
+    render_profile_summary((doc.get("memory") or {}).get("profile"), con)
+    con.print(f"calibrated in {doc['provenance']['elapsed_s']:.1f} s")
+    print_notices(con, doc["provenance"].get("warnings", []))
 
 
 def render_profile_summary(mem: Mapping[str, Any] | None, con: Console) -> None:

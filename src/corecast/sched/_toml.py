@@ -8,7 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError, opened
+from ..errors import UserError
+from ..parsing import read_document
 
 
 def bundled(folder: str) -> list[str]:
@@ -26,19 +27,8 @@ def read(name_or_path: str | Path, folder: str, what: str) -> tuple[dict[str, An
         if not cand.is_file():
             raise UserError(f"unknown {what} '{text}': give a TOML file or one of "
                             f"{', '.join(bundled(folder))}")
-        return _parse(cand.read_bytes(), text, what), text
-    with opened(path, "rb", what) as fh:
-        raw = fh.read()
-    return _parse(raw, str(path), what), str(path)
-
-
-def _parse(raw: bytes, where: str, what: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{where}: not a text file (a {what} is TOML)") from None
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{where}: not valid TOML: {err}") from None
+        return tomllib.loads(cand.read_text(encoding="utf-8")), text      # bundled: corecast's own
+    return read_document(path, what, "toml"), str(path)
 
 
 def number(d: Mapping[str, Any], key: str, where: str, *, default: float | None = None,

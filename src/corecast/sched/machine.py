@@ -1,7 +1,9 @@
-"""Asymmetric multicore (AMP) machine descriptions: core types with a count, a relative speed and
-an active and idle power.
+"""sched's view of a machine description: an asymmetric multicore (AMP) as core types with a
+count, a relative speed and an active and idle power.
 
-A machine is TOML (bundled ones in `corecast/sched/machines/`, listed by `bundled_machines()`):
+A machine description is the one schema of docs/machines.md (`corecast.machines.schema`; the
+bundled machines in `src/corecast/machines/`, those with core types listed by
+`bundled_machines()`). sched reads its core types:
 
     name = "2b-2s"
     description = "..."
@@ -26,20 +28,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import UserError
-from . import _toml as T
+from ..machines import schema
+from ..machines.schema import CoreType
 
-MAX_TYPES = 8
-MAX_CORES = 4096
-
-
-@dataclass(frozen=True)
-class CoreType:
-    name: str
-    count: int
-    speed: float
-    active_w: float = 0.0
-    idle_w: float = 0.0
-    cpus: str = ""
+MAX_TYPES = schema.MAX_CORE_TYPES
+MAX_CORES = schema.MAX_TYPED_CORES
 
 
 @dataclass
@@ -115,48 +108,31 @@ def rates(machine: Machine, sf: np.ndarray) -> np.ndarray:
 
 
 def bundled_machines() -> list[str]:
-    return T.bundled("machines")
+    """Names of the bundled machines sched takes (those with core types)."""
+    return sorted(d.name for d in schema.bundled_for("sched"))
 
 
 def load_machine(name_or_path: str | Path) -> Machine:
     """A bundled machine name or a TOML file."""
-    data, where = T.read(name_or_path, "machines", "machine")
-    return parse_machine(data, where)
+    text = str(name_or_path)
+    if not (text.endswith(".toml") or Path(text).exists()):
+        if schema.bundled_name(text) is None:
+            raise UserError(f"unknown machine '{text}': give a TOML file or one of "
+                            f"{', '.join(bundled_machines())}")
+        return from_description(schema.bundled_description(text), text)
+    return from_description(schema.read_file(Path(text), "machine"))
 
 
 def parse_machine(data: Mapping[str, Any], where: str = "<machine>") -> Machine:
-    T.unknown_keys(data, {"name", "description", "source", "core_type", "notes"}, where)
-    raw = data.get("core_type")
-    if not isinstance(raw, list) or not raw:
-        raise UserError(f"{where}: no [[core_type]] tables: a machine needs at least one core type")
-    if len(raw) > MAX_TYPES:
-        raise UserError(f"{where}: {len(raw)} core types; at most {MAX_TYPES}")
-    types = []
-    for i, t in enumerate(raw):
-        w = f"{where}: core_type {i + 1}"
-        if not isinstance(t, dict):
-            raise UserError(f"{w}: must be a table")
-        T.unknown_keys(t, {"name", "count", "speed", "active_w", "idle_w", "cpus"}, w)
-        name = T.text(t, "name", w, f"type{i}") or f"type{i}"
-        w = f"{where}: core_type '{name}'"
-        count = T.whole(t, "count", w, low=1, high=MAX_CORES, required=True)
-        speed = T.number(t, "speed", w, low=0.0, strict_low=True, required=True)
-        active = T.number(t, "active_w", w, default=0.0, low=0.0)
-        idle = T.number(t, "idle_w", w, default=0.0, low=0.0)
-        cpus = T.text(t, "cpus", w)
-        types.append(CoreType(name, int(count), float(speed), float(active), float(idle), cpus))
-    names = [t.name for t in types]
-    if len(set(names)) != len(names):
-        raise UserError(f"{where}: two core types are named '{next(n for n in names if names.count(n) > 1)}'")
-    if sum(t.count for t in types) > MAX_CORES:
-        raise UserError(f"{where}: {sum(t.count for t in types)} cores; at most {MAX_CORES}")
-    types.sort(key=lambda t: -t.speed)      # stable: equal speeds keep the file's order
-    notes = data.get("notes", [])
-    if isinstance(notes, str):
-        notes = [notes]
-    return Machine(T.text(data, "name", where) or Path(where).stem, tuple(types),
-                   T.text(data, "description", where), T.text(data, "source", where) or where,
-                   [str(n) for n in notes])
+    return from_description(schema.parse(data, where, default_name=Path(where).stem))
+
+
+def from_description(d: schema.Description, where: str | None = None) -> Machine:
+    """sched's view of a description: its core types, fastest first."""
+    if not d.core_types:
+        raise UserError(f"{d.where}: no [[core_type]] tables: sched needs a machine's core types "
+                        "(count, speed, power; docs/machines.md)")
+    return Machine(d.name, d.core_types, d.description, d.source or where or d.where, list(d.notes))
 
 
 def inline_machine(big: int, small: int, speed_ratio: float = 2.0) -> Machine:

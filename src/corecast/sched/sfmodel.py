@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import outputs
 from ..errors import UserError, opened
-from ..parsing import finite
+from ..parsing import finite, read_document
 from .sfsource import phase_changes
 
 IDS = {"app", "window", "core", "sf", "ips", "instructions", "time_s", "cycles", "nsample"}
@@ -380,12 +380,8 @@ def save(model: SFModel, path: str | Path) -> None:
 
 
 def load_model(path: str | Path) -> SFModel:
-    try:
-        d = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such SF model file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not an SF model (JSON written by `corecast sched sfmodel fit -o`): {err}") from None
+    d = read_document(Path(path), "SF model file", "json",
+                      expected="an SF model (JSON written by `corecast sched sfmodel fit -o`)")
     if not isinstance(d, dict) or d.get("kind") != "corecast-sfmodel":
         raise UserError(f"{path}: not an SF model (JSON written by `corecast sched sfmodel fit -o`)")
 

@@ -28,7 +28,7 @@ from aiohttp_sse import sse_response
 
 from .. import __version__
 from ..errors import UserError
-from ..parsing import finite
+from ..parsing import finite, json_document
 from . import files as F
 from . import live as L
 from . import meters as M
@@ -487,7 +487,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     if not request.can_read_body:
         return {}
     try:
-        body = await request.json()
+        body = json_document(await request.text(), "the request")      # nesting bounded
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise UserError("the request is not JSON") from None
     if not isinstance(body, dict):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, opened
+from ..parsing import json_document
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".csv", ".json", ".jsonl", ".ndjson")
@@ -68,16 +69,16 @@ def _meters_notes(path: Path, head: bytes) -> bool:
         if head.lstrip().startswith((b"{", b"[")):
             if path.stat().st_size > JSON_SNIFF_BYTES:
                 return False
-            meta = json.loads(path.read_bytes())
+            meta = json_document(path.read_bytes(), str(path))
         else:
             first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
             if first.startswith("# corecast:"):
-                meta = json.loads(first[len("# corecast:"):])
+                meta = json_document(first[len("# corecast:"):], str(path))
             else:
                 side = path.with_name(path.name + SIDECAR)
-                if side.is_file():
-                    meta = json.loads(side.read_bytes())
-    except (OSError, ValueError):
+                if side.is_file() and side.stat().st_size <= JSON_SNIFF_BYTES:
+                    meta = json_document(side.read_bytes(), str(side))
+    except (OSError, ValueError, UserError):
         return False
     notes = meta.get("notes") if isinstance(meta, dict) else None
     return isinstance(notes, dict) and isinstance(notes.get("meters"), dict)
@@ -242,7 +243,7 @@ def read_trace(path: Path, expect: str) -> Trace:
         if not line:
             continue
         try:
-            obj = json.loads(line)
+            obj = json_document(line, f"{path}: line {i + 1}")
         except json.JSONDecodeError as err:
             if i == last and not raw.endswith("\n"):
                 t.notes.append(f"line {i + 1} is incomplete (the trace is still being written?): left out")

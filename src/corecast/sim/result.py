@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError, read_input
+from .. import parsing
+from ..errors import UserError
 
 FORMAT = "corecast-sim-result"
 VERSION = 1
@@ -89,14 +90,8 @@ class SimResult:
 def read_document(path: str | Path) -> Any:
     """The JSON of a `corecast sim --json` file, as written (the one reader of result files;
     `check_document` says whether it is one)."""
-    p = Path(path)
-    try:
-        return json.loads(read_input(p)[0].decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise UserError(f"{p}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{p}:{err.lineno}: not valid JSON (expected `corecast sim --json` output): "
-                        f"{err.msg}") from None
+    return parsing.read_document(Path(path), "file", "json",
+                                 expected="`corecast sim --json` output")
 
 
 def check_document(doc: Any, where: str = "sim result") -> Mapping[str, Any]:

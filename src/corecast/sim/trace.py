@@ -48,12 +48,16 @@ import numpy as np
 
 from .. import outputs
 from ..errors import UserError, need_regular_file
+from ..parsing import json_document
 from . import native as N
 from .native import RECORD_DTYPE
 
 MAGIC = b"CCTRACE1"
 FORMAT = "corecast-trace"
 VERSION = 2                 # the newest this corecast reads; it writes 2 (compressed), reads 1 too
+#: The most bytes of JSON metadata a trace header may hold (corecast writes under a kilobyte, a
+#: capture a line per loaded object).
+MAX_META_BYTES = 16 << 20
 HEADER_RESERVE = 4096
 KIND_NAMES = ("fetch", "load", "store", "modify", "branch", "marker", "uop")
 _KIND_BY_NAME = {n: i for i, n in enumerate(KIND_NAMES)}
@@ -316,15 +320,17 @@ def read_trace(path: str | Path) -> Trace:
                                 "lackey, din or CSV text with `corecast sim convert`")
             offset = int(np.frombuffer(head, "<u4", 1, 8)[0])
             jlen = int(np.frombuffer(head, "<u4", 1, 12)[0])
-            if offset < 16 + jlen or offset % 16 or offset > size:
+            if offset < 16 + jlen or offset % 16 or offset > size or jlen > MAX_META_BYTES:
                 raise UserError(f"{path}: damaged trace header")
             blob = fh.read(jlen)
     except OSError as err:
         raise UserError(f"{path}: cannot read: {err.strerror}") from None
     try:
-        meta = json.loads(blob)
+        meta = json_document(blob, f"{path}: trace metadata")
     except ValueError:
         raise UserError(f"{path}: damaged trace metadata") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{path}: damaged trace metadata (not a JSON object)")
     if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
         raise UserError(f"{path}: trace format {meta.get('format')} version "
                         f"{meta.get('version')} is not one this corecast reads")

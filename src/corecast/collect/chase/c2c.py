@@ -68,7 +68,7 @@ MIN_CLEAN = 51
 
 def core_to_core(topo: topo_mod.Topology | None = None, rounds: int = 100, samples: int = 1001,
                  per_kind: int = 3, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
-    """The core-to-core block of a calibration (shape in corecast.target.calibration_doc)."""
+    """The core-to-core block of a calibration (shape in corecast.machines.schema.calibration_doc)."""
     topo = topo or topo_mod.read_topology()
     pairs = representative_pairs(topo, per_kind)
     todo = [(k, p) for k in KINDS for p in pairs[k]]

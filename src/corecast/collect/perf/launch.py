@@ -1,4 +1,6 @@
-"""Launching a command so that counting starts exactly at its exec."""
+"""Launching a command so that counting starts exactly at its exec: the bare primitive (a fork
+that waits). corecast's commands start programs through `corecast.collect.procs.Supervised`
+(corecast-launch), which also kills the program's whole tree when it ends or corecast dies."""
 from __future__ import annotations
 
 import os

@@ -621,6 +621,7 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
         self.start()
         last = self.t0
         k = 0
+        ended_here = False
         try:
             while True:
                 k += 1
@@ -645,11 +646,16 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
                     yield r
                 last = now
                 if ended:
+                    ended_here = True
                     break
                 self._rotate()
                 if not self._buffer:
                     self._discover()
         finally:
+            if not ended_here:
+                # an error (a write error at a flush: `stat -o /dev/full`), a second signal, or
+                # the rows no longer wanted: the command's tree is killed now, not waited for
+                self.target.abort()
             self.close()
             if self.target.kind == "command" and self.target.child is not None and \
                     self.target.child.status is None and self.max_duration is not None:

@@ -11,6 +11,7 @@ watches the supervisor, whose exit follows the command's and means its report is
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Sequence
 
@@ -82,6 +83,13 @@ class Target:
         if self.child is not None:
             return self.child.poll() is None
         return Path(f"/proc/{self.pid}").is_dir() and _not_zombie(self.pid)
+
+    def abort(self) -> None:
+        """The monitoring failed (a write error, a bug) or its rows are no longer wanted: the
+        command is killed now, with no grace -- the supervisor then kills what is left of its
+        tree. `finish` still reaps it."""
+        if self.child is not None and self.child.started and not self.child.ended:
+            self.child.kill(signal.SIGKILL)
 
     def finish(self) -> None:
         """The command's exit status. A command still running (the monitoring was ended by a

@@ -26,6 +26,7 @@ import math
 import os
 import shlex
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -433,13 +434,31 @@ def _restore(old: object) -> None:
             pass
 
 
+#: How much of the end of a progress file is read (its last number is what counts).
+PROGRESS_TAIL_BYTES = 4096
+
+
 def _progress_value(path: str | None) -> float | None:
+    """The last number in a program's progress file, or None (none yet, or not a regular file).
+    Read every quantum, so read without waiting and at most its last PROGRESS_TAIL_BYTES: a FIFO
+    blocked the enforcing loop for good, and a link to /dev/zero read until memory ran out."""
     if not path:
         return None
     try:
-        return float(Path(path).read_text().split()[-1])
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        os.lseek(fd, max(0, st.st_size - PROGRESS_TAIL_BYTES), os.SEEK_SET)
+        v = float(os.read(fd, PROGRESS_TAIL_BYTES).split()[-1])
+        return v if math.isfinite(v) else None
     except (OSError, ValueError, IndexError):
         return None
+    finally:
+        os.close(fd)
 
 
 def enforce(commands: list[str], policy: str, setup: Setup, sfs: list[float | None] | None = None,
