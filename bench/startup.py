@@ -92,6 +92,7 @@ def main() -> int:
     if perf:
         cases["perf stat -- true"] = [perf, "stat", "--", "true"]
         cases["perf stat -e task-clock -- true"] = [perf, "stat", "-e", "task-clock", "--", "true"]
+        cases["perf --version"] = [perf, "--version"]
     else:
         print("# perf not installed: no peer figures")
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -114,7 +115,8 @@ def main() -> int:
     print(f"usl on a 7-point file: median wall {1e3 * statistics.median(walls['corecast usl specsdm91.csv (7 points)']):.1f} ms "
           "(issue 26's target: under 300 ms; 850 ms when it imported scipy.stats)")
     if perf:
-        for mine, peer in (("corecast stat -- true", "perf stat -- true"),
+        for mine, peer in (("corecast --version", "perf --version"),
+                           ("corecast stat -- true", "perf stat -- true"),
                            ("corecast stat -c task_clock -- true", "perf stat -e task-clock -- true"),
                            ("installed: corecast stat -- true", "perf stat -- true"),
                            ("installed: corecast stat -c task_clock -- true", "perf stat -e task-clock -- true")):
