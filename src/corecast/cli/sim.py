@@ -311,6 +311,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_online(args: argparse.Namespace) -> int:
+    from ..sim.capture import qemu_trace_meta
     from ..sim.engine import SimOptions, Simulator
     from ..sim.online import OnlineRun
     from ..sim.trace import TraceWriter
@@ -354,16 +355,7 @@ def _simulate_online(args: argparse.Namespace) -> int:
     finally:
         sim.close()
     if writer is not None:
-        tmeta: dict[str, Any] = {"exit_status": info["exit_status"], "capture": "qemu-user TCG plugin, online",
-                                 "objects": [{"path": o.path, "bias": hex(o.bias)} for o in info["objects"]],
-                                 "markers": {k: (hex(v) if v is not None else None)
-                                             for k, v in info["markers"].items()}}
-        if info["threads"] > 1:
-            tmeta["threads"] = info["threads"]
-        if info["annotated"]:
-            tmeta.update({"annotated": True, "annotated_objects": info["annotated_objects"],
-                          "annotated_fraction": info["annotated_fraction"]})
-        writer.close(tmeta)
+        writer.close(qemu_trace_meta(info))
     for w in info["warnings"]:
         messages.warning(w)
     if args.output:

@@ -231,14 +231,7 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
             raise
         r = run.info
         objects = r["objects"]
-        meta: dict[str, Any] = {"exit_status": r["exit_status"], "capture": "qemu-user TCG plugin, online",
-                                "objects": [{"path": o.path, "bias": hex(o.bias)} for o in objects],
-                                "markers": {k: (hex(v) if v is not None else None) for k, v in r["markers"].items()}}
-        if r["threads"] > 1:
-            meta["threads"] = r["threads"]
-        if r["annotated"]:
-            meta.update({"annotated": True, "annotated_objects": r["annotated_objects"],
-                         "annotated_fraction": r["annotated_fraction"]})
+        meta = qemu_trace_meta(r)
         info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[N.KIND_FETCH]),
                            threads=max(1, r["threads"]), exit_status=r["exit_status"], annotated=r["annotated"],
                            annotated_fraction=r["annotated_fraction"], markers=r["markers"],
@@ -246,6 +239,19 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
                            seconds=time.monotonic() - t0)
         writer.close(meta, what=_summary(info))
     return info
+
+
+def qemu_trace_meta(r: dict[str, Any]) -> dict[str, Any]:
+    """A trace's metadata from a finished `OnlineRun`'s `info` (sim capture, sim --online --save-trace)."""
+    meta: dict[str, Any] = {"exit_status": r["exit_status"], "capture": "qemu-user TCG plugin, online",
+                            "objects": [{"path": o.path, "bias": hex(o.bias)} for o in r["objects"]],
+                            "markers": {k: (hex(v) if v is not None else None) for k, v in r["markers"].items()}}
+    if r["threads"] > 1:
+        meta["threads"] = r["threads"]
+    if r["annotated"]:
+        meta.update({"annotated": True, "annotated_objects": r["annotated_objects"],
+                     "annotated_fraction": r["annotated_fraction"]})
+    return meta
 
 
 def _scratch(out: Path) -> Path:
