@@ -40,7 +40,8 @@ CG = ((32768, 8, 64), (32768, 8, 64), (1048576, 16, 64))
 KEEP = 50_000_000              # records held in memory for the simulator's own figure (800 MB)
 MACHINE = """name = "cachegrind-like"
 description = "cachegrind's I1/D1/LL: 32 KiB/8, 32 KiB/8, 1 MiB/16, 64-byte lines"
-frequency_hz = 1e9
+[clock]
+frequency = "1GHz"
 [[cache]]
 level = 1
 kind = "instruction"
