@@ -100,7 +100,7 @@ def main() -> int:
         lines = [f"{i}\n" for i in range(1, a.lines + 1)]
         random.Random(1).shuffle(lines)
         src.write_text("".join(lines))
-        info = capture([shutil.which("sort"), str(src)], tmp / "sort.cctrace", env={"PATH": "/usr/bin:/bin"})
+        info = capture([shutil.which("sort"), "-o", os.devnull, str(src)], tmp / "sort.cctrace", env={"PATH": "/usr/bin:/bin"})
         path = str(info.path)
         print(f"# captured sort of {a.lines:,} shuffled lines: {info.records:,} records, annotated")
     tr = load(path)
