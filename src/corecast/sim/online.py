@@ -298,7 +298,14 @@ class OnlineRun:
             raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
         ann = OnlineAnnotator(self._maps, (self.qemu, self.plugin), self.markers, self.decode)
         hex_marks = np.array([int(m, 16) for m in self.markers if m.lower().startswith("0x")], np.uint64)
-        shown = time.monotonic()
+        shown = [time.monotonic()]
+
+        def tell() -> None:             # at most twice a second, also while the program is quiet
+            if self.progress is not None and time.monotonic() - shown[0] >= 0.5:
+                records, instructions = ring.counts()
+                self.progress(instructions, records)
+                shown[0] = time.monotonic()
+
         try:
             while True:
                 n = ring.wait(TAKE_BYTES, 200)
@@ -308,6 +315,7 @@ class OnlineRun:
                         if n == 0:
                             break
                     else:
+                        tell()
                         continue
                 n = min(n, TAKE_BYTES)
                 raw = ring.view(n)
@@ -320,10 +328,7 @@ class OnlineRun:
                 yield out
                 del out, raw
                 ring.release(n)
-                if self.progress is not None and time.monotonic() - shown >= 0.5:
-                    records, instructions = ring.counts()
-                    self.progress(instructions, records)
-                    shown = time.monotonic()
+                tell()
             status = self._proc.wait()
         except BaseException:
             self.close()
