@@ -24,7 +24,7 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
 
-from corecast.model import corpus, usl  # noqa: E402
+from corecast.model import corpus, usecase, usl  # noqa: E402
 from corecast.model.priors import load as load_priors  # noqa: E402
 from corecast.report import documents as D  # noqa: E402
 from corecast.target import parse_spec  # noqa: E402
@@ -47,12 +47,11 @@ def main() -> int:
         k = corpus.train_max(s.cores, 0.25)
         ds = s.dataset().select(s.cores <= k)
         spec = parse_spec(target)
-        tgt = (spec, "compact", None)
-        meas = (s.machine, s.order)
+        tgt = usecase.Target(spec, "compact", None, s.machine, s.order)
         times, usl_times = [], []
         for _ in range(REPS):
             t0 = time.perf_counter()
-            doc, _ = D.predict_doc(ds, name, "auto", cores, 0.8, {}, target=tgt, measured=meas)
+            doc = D.predict_doc(usecase.predict(ds, usecase.PredictOptions(), tgt), name, cores, 0.8)
             times.append(time.perf_counter() - t0)
             assert doc["target_machine"] and len(doc["predictions"]) == len(cores)
             t0 = time.perf_counter()

@@ -5,7 +5,7 @@
 # REPLY: WHAT is actions, options, valued (the options that take a value) or "choices OPTION".
 _corecast_words() {
     case "$1|$2" in
-        '|actions') REPLY='calibrate chase evaluate events export info measure meters predict sched serve sim stat throughput usl' ;;
+        '|actions') REPLY='calibrate chase evaluate events export info locks measure meters predict sched serve sim stat throughput usl' ;;
         '|options') REPLY='-h --help --version' ;;
         '|valued') REPLY='' ;;
         'calibrate|actions') REPLY='' ;;
@@ -26,14 +26,18 @@ _corecast_words() {
         'events|valued') REPLY='--translate --cpu --pmu --libpfm --format' ;;
         'events|choices --format') REPLY='table json csv records' ;;
         'export|actions') REPLY='' ;;
-        'export|options') REPLY='-h --help -o --output --format --json --metadata -q --quiet -v --verbose' ;;
-        'export|valued') REPLY='-o --output --format --metadata' ;;
+        'export|options') REPLY='-h --help -o --output --format --table --json --metadata -q --quiet -v --verbose' ;;
+        'export|valued') REPLY='-o --output --format --table --metadata' ;;
         'export|choices --format') REPLY='csv json records' ;;
         'export|choices --metadata') REPLY='sidecar inline none' ;;
         'info|actions') REPLY='' ;;
         'info|options') REPLY='-h --help --json --format -q --quiet -v --verbose' ;;
         'info|valued') REPLY='--format' ;;
         'info|choices --format') REPLY='table json csv records' ;;
+        'locks|actions') REPLY='' ;;
+        'locks|options') REPLY='-h --help --top --json --format -q --quiet -v --verbose' ;;
+        'locks|valued') REPLY='--top --format' ;;
+        'locks|choices --format') REPLY='table json csv records' ;;
         'measure|actions') REPLY='' ;;
         'measure|options') REPLY='-h --help --cores --reps --warmup --timeout --order --env --threads-per-core --throughput --plugin --no-shim --events -o --output --resume --json --format -q --quiet -v --verbose' ;;
         'measure|valued') REPLY='--cores --reps --warmup --timeout --order --env --threads-per-core --throughput --plugin --events -o --output --format' ;;
@@ -54,7 +58,7 @@ _corecast_words() {
         'predict|actions') REPLY='' ;;
         'predict|options') REPLY='-h --help --cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --refit --target-machine --placement --measured-machine --measured-placement --smt-yield --json --format --plot --report -q --quiet -v --verbose' ;;
         'predict|valued') REPLY='--cores --method --level --size-ratio --target-size --freq-ratio --clock --size --stalls --kernels --checkpoints --target-machine --placement --measured-machine --measured-placement --smt-yield --format --plot --report' ;;
-        'predict|choices --method') REPLY='auto estima timex usl' ;;
+        'predict|choices --method') REPLY='auto estima mva timex usl' ;;
         'predict|choices --placement') REPLY='compact spread smt-last' ;;
         'predict|choices --measured-placement') REPLY='compact spread smt-last' ;;
         'predict|choices --format') REPLY='table json csv records' ;;

@@ -12,6 +12,7 @@ evaluate:fit every method on the smaller core counts, predict the larger ones, a
 events:list this machine''s PMUs and events with their status; translate an event spec
 export:convert a Dataset or campaign file to CSV or JSON
 info:show what a Dataset or campaign file holds: machine, columns and their sources, runs
+locks:rank a campaign''s locks and their call sites by wait share at each core count
 measure:run a program at several core counts and record time, throughput, memory and stalls
 meters:contention meters of this machine in a shared-memory blackboard, with triggers, advice and Prometheus
 predict:predict time and throughput at more cores (stall-based ESTIMA, time extrapolation, USL)
@@ -27,6 +28,7 @@ usl:fit the Universal Scalability Law, with Amdahl''s law as the nested model an
     'events' ''
     'export' ''
     'info' ''
+    'locks' ''
     'measure' ''
     'meters' 'show:print the live blackboard
 list:the meters this machine gives, and why not the others
@@ -117,7 +119,7 @@ _corecast_options=(
 --train-max-cores:fit on cores <= K, predict the rest (needed with a file)
 --corpus:evaluate on every series of a corpus instead of one file
 --train-frac:with --corpus: fit on the cores up to F of each series'' largest count (at least its two smallest; default 0.25)
---methods:methods to compare (comma-separated from auto, estima, timex, usl; default: all that apply)
+--methods:methods to compare (comma-separated from auto, estima, mva, timex, usl; default: all that apply)
 --level:level of the bands (default 0.8)
 --clock:the measured machine''s clock frequency, for data that does not record it
 --size:use the rows of this problem size
@@ -151,6 +153,7 @@ _corecast_options=(
 -o:output file (.csv or .json; a device or a pipe gets CSV); default: standard output
 --output:output file (.csv or .json; a device or a pipe gets CSV); default: standard output
 --format:output format (default: from -o''s extension, else csv)
+--table:write a side table instead of the runs: `locks` (the sync shim''s per-lock table, one row per run, lock and call site, with the run''s cores and repetition); csv, json or records
 --json:as --format json: the metadata and the rows in one object
 --metadata:CSV only: where the metadata goes (default: sidecar with -o, none on standard output)
 -q:results, warnings and errors only: no progress, notes or names of files written
@@ -161,6 +164,15 @@ _corecast_options=(
 --help:show this help message and exit
 --json:print a JSON object (as --format json)
 --format:table (default), json (one object), or a tidy table with one row per column for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
+-q:results, warnings and errors only: no progress, notes or names of files written
+--quiet:results, warnings and errors only: no progress, notes or names of files written
+-v:more detail on standard error: what was read, how long it took
+--verbose:more detail on standard error: what was read, how long it took'
+    'locks' '-h:show this help message and exit
+--help:show this help message and exit
+--top:the N busiest (lock, call site) pairs only
+--json:print a JSON object instead of tables (as --format json)
+--format:table (default), json (one object), or a tidy table with one row per (lock, call site, core count) for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
 -v:more detail on standard error: what was read, how long it took
@@ -574,8 +586,9 @@ _corecast_valued=(
     'chase' '--size --chains --threads --order --pattern --line --page --tlb-group --duration --samples --sizes --loaders --delays --seed --format --plot -o --output --profile'
     'evaluate' '--train-max-cores --corpus --train-frac --methods --level --clock --size --stalls --kernels --checkpoints --target-machine --placement --format'
     'events' '--translate --cpu --pmu --libpfm --format'
-    'export' '-o --output --format --metadata'
+    'export' '-o --output --format --table --metadata'
     'info' '--format'
+    'locks' '--top --format'
     'measure' '--cores --reps --warmup --timeout --order --env --threads-per-core --throughput --plugin --events -o --output --format'
     'meters' '--interval --window --meters --triggers --blackboard --listen --record --duration --pid --max-threads --app-mode --memory-profile --probe-cpu --probe-period'
     'meters show' '--blackboard'
@@ -613,9 +626,10 @@ _corecast_choices=(
     'export --format' 'csv json records'
     'export --metadata' 'sidecar inline none'
     'info --format' 'table json csv records'
+    'locks --format' 'table json csv records'
     'measure --format' 'table json csv records'
     'meters list --format' 'table json csv records'
-    'predict --method' 'auto estima timex usl'
+    'predict --method' 'auto estima mva timex usl'
     'predict --placement' 'compact spread smt-last'
     'predict --measured-placement' 'compact spread smt-last'
     'predict --format' 'table json csv records'

@@ -20,7 +20,7 @@ from corecast.collect.stat.rows import _reading
 from corecast.collect.stat.ticks import TickBatch
 from corecast.collect.topology import PU, Topology
 from corecast.dataset import ColumnInfo, Dataset, Machine
-from corecast.model import methods
+from corecast.model import closednet, methods
 
 
 # ============================================================================ model: synthetic datasets
@@ -74,6 +74,44 @@ def lock_stalls(cores=tuple(range(1, 13)), work: float = 2.0e11, repetitions: in
     return ds
 
 
+def lock_demands(cores=(1, 2, 3, 4, 6, 8), cpu_s: float = 8.0, hold_s: float = 1.0, acquisitions: float = 1e6,
+                 repetitions: int = 2, noise: float = 0.01, seed: int = 0) -> Dataset:
+    """A campaign as `measure` records it with the sync shim: one lock (`&queue_lock`, held
+    hold_s in all a run) and CPU time cpu_s a run; times from the closed network they make
+    (the CPU's cores as servers, the lock one server), user_s + sys_s the CPU time, and the
+    shim's per-lock table (`locks` side table) with the waits the network gives."""
+    rng = np.random.default_rng(seed)
+    rows, tables = [], []
+    for c in cores:
+        sol = closednet.solve([closednet.Centre("cpu", cpu_s - hold_s, "cpu", c),
+                               closednet.Centre("&queue_lock", hold_s, "queue")], int(c))
+        t = 1.0 / sol.throughput
+        # the threads' waits in one run's work: its residence at the lock less its hold (Little's
+        # law: Q_wait = X (R - D) waiting, for 1/X)
+        wait = max(sol.residence_time[1] - hold_s, 0.0) if c > 1 else 0.0
+        for r in range(repetitions):
+            f = float(_noise(rng, 1, noise)[0])
+            rows.append({"cores": c, "repetition": r, "time_s": t * f, "user_s": 0.95 * cpu_s * f,
+                         "sys_s": 0.05 * cpu_s * f, "lock_acquisitions": acquisitions,
+                         "lock_wait_cycles": wait * CLOCK_HZ})
+            tables.append({"cores": c, "repetition": r, "lock": "&queue_lock", "lock_kind": "mutex",
+                           "lock_file": "pool.c", "site": "pool.c:41 worker", "call": "pthread_mutex_lock(&queue_lock)",
+                           "instances": 1, "acquisitions": acquisitions, "contended": acquisitions * min(1.0, wait),
+                           "wait_s": wait, "hold_s": hold_s / acquisitions * f, "hold_samples": acquisitions / 16})
+    ds = Dataset.from_rows(rows, machine=Machine(nominal_freq_hz=CLOCK_HZ), tables={"locks": tables})
+    ds.columns["lock_acquisitions"] = ColumnInfo(name="lock_acquisitions", kind="counter", unit="count", source="fake")
+    ds.columns["user_s"] = ColumnInfo(name="user_s", kind="cpu", unit="s", source="fake")
+    ds.columns["sys_s"] = ColumnInfo(name="sys_s", kind="cpu", unit="s", source="fake")
+    ds.columns["lock_wait_cycles"] = ColumnInfo(name="lock_wait_cycles", kind="stall", unit="cycles", source="fake")
+    ds.path = "fake:lock_demands"
+    return ds
+
+
+def with_demands(ds: Dataset) -> bool:
+    """Whether a fake has measured demands (what the demand model, mva, needs)."""
+    return methods.has_demands(ds)
+
+
 def two_points(t1: float = 10.0, t2: float = 5.6) -> Dataset:
     """time_s at only 1 and 2 cores (a 2-vCPU VM)."""
     ds = Dataset(cores=[1.0, 1.0, 2.0, 2.0], metrics={"time_s": [t1, t1 * 1.01, t2, t2 * 0.99]})
@@ -98,7 +136,8 @@ def stalls_csv(path, cores=(1, 2, 3, 4, 6, 8)):
 
 
 #: Every fake above with 3 or more core counts, by name: what the method contract runs on.
-MODEL_DATASETS = {"amdahl_time": amdahl_time, "usl_throughput": usl_throughput, "lock_stalls": lock_stalls}
+MODEL_DATASETS = {"amdahl_time": amdahl_time, "usl_throughput": usl_throughput, "lock_stalls": lock_stalls,
+                  "lock_demands": lock_demands}
 
 
 def count_fits(monkeypatch, top: float) -> dict[str, int]:

@@ -160,7 +160,7 @@ def test_deeply_nested_json_is_one_line(cli, tmp_path):
     assert "JSON nested deeper than 64 levels" in _one_line(r)
     (tmp_path / "t.toml").write_text("sockets = " + deep + "\n")
     r = cli("predict", SPEC, "--cores", "64", "--target-machine", tmp_path / "t.toml")
-    assert "nested too deep" in _one_line(r)
+    assert "TOML nested deeper than 64 levels" in _one_line(r)
 
 
 def test_json_depth_bound_is_exact():

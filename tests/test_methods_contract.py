@@ -20,7 +20,8 @@ from corecast.report.prediction import prediction_doc
 
 TARGETS = [16.0, 24.0, 48.0]
 CASES = [(name, data) for name in predictors.REGISTRY for data in fakes.MODEL_DATASETS
-         if not predictors.REGISTRY[name].needs_stalls or fakes.with_stalls(fakes.MODEL_DATASETS[data]())]
+         if (not predictors.REGISTRY[name].needs_stalls or fakes.with_stalls(fakes.MODEL_DATASETS[data]()))
+         and (not predictors.REGISTRY[name].needs_demands or fakes.with_demands(fakes.MODEL_DATASETS[data]()))]
 
 
 def test_every_method_has_a_case():
@@ -32,7 +33,7 @@ def test_the_lists_of_method_names_come_from_the_registry():
     """auto's default members (learn) and the corpus' baselines (scorecard) are the registry's
     methods that run on any data, by rank; the registry refuses a rank where it means nothing."""
     from corecast.model import laws, learn, scorecard
-    anydata = {n for n, m in methods.REGISTRY.items() if not m.needs_stalls}
+    anydata = {n for n, m in methods.REGISTRY.items() if not (m.needs_stalls or m.needs_demands)}
     assert set(learn.MEMBERS) == anydata and learn.MEMBERS == methods.RANKED
     assert [methods.REGISTRY[n].rank for n in methods.RANKED] == sorted(m.rank for m in methods.REGISTRY.values()
                                                                         if m.rank is not None)
@@ -41,6 +42,8 @@ def test_the_lists_of_method_names_come_from_the_registry():
         methods._registry(methods.Method("x", laws.fit_usl, "member"))
     with pytest.raises(ValueError, match="rank"):
         methods._registry(methods.Method("x", laws.fit_usl, "method", needs_stalls=True, rank=9))
+    with pytest.raises(ValueError, match="rank"):
+        methods._registry(methods.Method("x", laws.fit_usl, "method", needs_demands=True, rank=9))
     with pytest.raises(ValueError, match="rank 0 taken"):
         methods._registry(methods.Method("x", laws.fit_usl, "member", rank=0),
                           methods.Method("y", laws.fit_amdahl, "member", rank=0))
@@ -109,7 +112,8 @@ def test_options_are_declared_and_checked(name):
         predictors.fit(name, ds, no_such_option=1)
     if "size_ratio" in m.options:
         with pytest.raises(Exception, match="--size-ratio must be a number > 0"):
-            predictors.fit(name, ds if not m.needs_stalls else fakes.lock_stalls(), size_ratio=-1.0)
+            predictors.fit(name, fakes.lock_stalls() if m.needs_stalls else fakes.lock_demands() if m.needs_demands
+                           else ds, size_ratio=-1.0)
 
 
 def test_a_fit_function_that_swallows_options_is_refused():
@@ -123,5 +127,9 @@ def test_a_fit_function_that_swallows_options_is_refused():
 
 def test_applicable_follows_the_registry():
     assert methods.applicable(fakes.amdahl_time()) == [n for n in methods.BASE
-                                                       if not methods.REGISTRY[n].needs_stalls]
-    assert methods.applicable(fakes.lock_stalls()) == list(methods.BASE)
+                                                       if not (methods.REGISTRY[n].needs_stalls
+                                                               or methods.REGISTRY[n].needs_demands)]
+    assert methods.applicable(fakes.lock_stalls()) == [n for n in methods.BASE
+                                                       if not methods.REGISTRY[n].needs_demands]
+    # a campaign with the shim's demands (and a stall column): every method
+    assert methods.applicable(fakes.lock_demands()) == list(methods.BASE)

@@ -88,9 +88,11 @@ def test_the_layers():
     for low in ("timex", "estima", "laws", "twopoint", "series", "methods"):
         up = {"corecast.model.calibration", "corecast.model.auto", "corecast.model.predictors"}
         assert not (g[f"corecast.model.{low}"] & up), f"{low} imports from above it"
-    # above predictors: the hold-out evaluation and the corpus scorecard; the corpus' data and
-    # the priors under every method, the learning of the priors above auto, below predictors.
-    top = {"corecast.model.evaluate", "corecast.model.scorecard"}
+    # above predictors: the hold-out evaluation, the corpus scorecard and the predict use case;
+    # the corpus' data and the priors under every method, the learning of the priors above auto,
+    # below predictors.
+    top = {"corecast.model.evaluate", "corecast.model.scorecard", "corecast.model.usecase"}
+    assert "corecast.model.usecase" not in set().union(*(g[m] for m in g))
     assert "corecast.model.predictors" not in set().union(*(g[m] for m in g if m not in top))
     assert "corecast.model.scorecard" not in set().union(*(g[m] for m in g))
     assert g["corecast.model.corpus"] <= {"corecast.model.base"}

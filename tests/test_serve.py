@@ -516,8 +516,12 @@ def test_meters_replay_json_is_the_recording_summarised(tmp_path, cli):
     for s in doc["meters"]:
         v = ds.metrics[s["column"]]
         v = v[np.isfinite(v)]
+        assert s["meter"] in text
+        if not len(v):               # a meter that gave no reading in the windows (a loaded machine): no numbers
+            assert s["mean"] is s["min"] is s["max"] is s["p95"] is None, s
+            continue
         assert s["mean"] == float(v.mean()) and s["min"] == float(v.min()) and s["max"] == float(v.max())
-        assert s["p95"] == float(np.percentile(v, 95)) and s["meter"] in text
+        assert s["p95"] == float(np.percentile(v, 95))
     (t,) = doc["triggers"]
     assert t["column"] == "trigger:never@node" and t["transitions"] == [] and "no change" in text
     assert not any(np.nan_to_num(ds.metrics[t["column"]]))

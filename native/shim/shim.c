@@ -455,6 +455,10 @@ static __attribute__((noinline)) void spin_fail(struct cc_thread *t, const void 
     t->spin_last = now;
 }
 
+/* Per-lock, per-call-site tables (acquisitions, waits, sampled hold times) and the unlock
+ * wrappers: a file of its own. */
+#include "locktab.c"
+
 #define ENTER(p, addr) \
     struct cc_thread *t = self(); \
     t->s[p].calls++; \
@@ -463,11 +467,13 @@ static __attribute__((noinline)) void spin_fail(struct cc_thread *t, const void 
 /* A lock-type primitive: try first, time the blocking call only when the try fails. */
 #define LOCKLIKE(p, addr, trycall, blockcall) do { \
     int r_ = (trycall); \
-    if (LIKELY(r_ == 0)) return 0; \
-    if (r_ != EBUSY) return (blockcall); \
+    if (LIKELY(r_ == 0)) { lt_acquired((const void *)(addr), LT_SITE(), lt_kind_of(p)); return 0; } \
+    if (r_ != EBUSY) { r_ = (blockcall); if (r_ == 0) lt_acquired((const void *)(addr), LT_SITE(), lt_kind_of(p)); return r_; } \
+    uint64_t w0_ = t->s[p].wait; \
     WAIT_BEGIN; \
     r_ = (blockcall); \
     WAIT_END(p); \
+    if (r_ == 0) lt_waited((const void *)(addr), LT_SITE(), lt_kind_of(p), t->s[p].wait - w0_); \
     return r_; \
 } while (0)
 
@@ -484,6 +490,7 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m) {
     int r = real_pthread_mutex_trylock(m);
     if (r == EBUSY)
         spin_fail(t, m, P_MUTEX_TRYLOCK);
+    lt_tried(m, LT_SITE(), LT_MUTEX, r);
     return r;
 }
 
@@ -512,6 +519,7 @@ EXPORT int pthread_spin_trylock(pthread_spinlock_t *l) {
     int r = real_pthread_spin_trylock(l);
     if (r == EBUSY)
         spin_fail(t, (const void *)l, P_SPIN_TRYLOCK);
+    lt_tried((const void *)l, LT_SITE(), LT_SPIN, r);
     return r;
 }
 
@@ -558,6 +566,7 @@ EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) {
     int r = real_pthread_rwlock_tryrdlock(l);
     if (r == EBUSY)
         spin_fail(t, l, P_RWLOCK_TRYRDLOCK);
+    lt_tried(l, LT_SITE(), LT_RDLOCK, r);
     return r;
 }
 
@@ -567,6 +576,7 @@ EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l) {
     int r = real_pthread_rwlock_trywrlock(l);
     if (r == EBUSY)
         spin_fail(t, l, P_RWLOCK_TRYWRLOCK);
+    lt_tried(l, LT_SITE(), LT_WRLOCK, r);
     return r;
 }
 
@@ -581,18 +591,21 @@ EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l) {
 EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
     NEED(pthread_cond_wait);
     ENTER(P_COND_WAIT, c);
+    lt_release(m);              /* the wait releases the mutex: a hold sample ends */
     TIMED(P_COND_WAIT, c, real_pthread_cond_wait(c, m));
 }
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abst) {
     NEED(pthread_cond_timedwait);
     ENTER(P_COND_TIMEDWAIT, c);
+    lt_release(m);              /* the wait releases the mutex: a hold sample ends */
     TIMED(P_COND_TIMEDWAIT, c, real_pthread_cond_timedwait(c, m, abst));
 }
 
 EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t ck, const struct timespec *abst) {
     NEED(pthread_cond_clockwait);
     ENTER(P_COND_TIMEDWAIT, c);
+    lt_release(m);              /* the wait releases the mutex: a hold sample ends */
     TIMED(P_COND_TIMEDWAIT, c, real_pthread_cond_clockwait(c, m, ck, abst));
 }
 
@@ -977,6 +990,7 @@ static void write_report(int sig) {
         report_thread(&o, &g_threads[i]);
     for (struct cc_thread *t = atomic_load(&g_overflow); t; t = t->next)
         report_thread(&o, t);
+    lt_report(&o);
     out_str(&o, "done\n");
     out_flush(&o);
     close(o.fd);
@@ -1034,6 +1048,7 @@ static void after_fork_child(void) {
     g_idle_last = cc_now();
     g_t0_ticks = cc_now();
     g_t0_ns = mono_ns();
+    lt_after_fork();
     register_self();
 }
 
@@ -1054,6 +1069,7 @@ __attribute__((constructor)) static void cc_init(void) {
     cc_resolve();
     if (!tls_self)
         register_self();
+    lt_init();
     pthread_atfork(NULL, NULL, after_fork_child);
     if (getenv("CORECAST_SHIM_REPORT")) {
         atexit(at_exit);

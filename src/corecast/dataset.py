@@ -21,7 +21,7 @@ Files:
 The readers, one per format, are all here; `load(path)` picks one by the file's content.
 Every mistake in a file ends in a `UserError` naming the file, line (or row) and column.
 
-Size: about 760 lines, one subject: the Dataset and its files -- the table, its metadata, its
+Size: about 820 lines, one subject: the Dataset and its files -- the table, its metadata, its
 writers and its three readers, which share the checks of key columns, values and metadata.
 """
 from __future__ import annotations
@@ -185,6 +185,9 @@ class Dataset:
     corecast_version: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    #: Side tables: rows that are not one number per run (a campaign's per-lock table, `locks`),
+    #: each row a JSON object with the `cores` (and `repetition`) of the run it belongs to.
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cores = np.asarray(self.cores, dtype=float)
@@ -307,7 +310,23 @@ class Dataset:
             repetition=None if self.repetition is None else self.repetition[mask],
             size=None if self.size is None else self.size[mask],
             columns=dict(self.columns), machine=self.machine, command=self.command,
-            corecast_version=self.corecast_version, notes=dict(self.notes), path=self.path)
+            corecast_version=self.corecast_version, notes=dict(self.notes), path=self.path,
+            tables=self._tables_of(mask))
+
+    def _tables_of(self, mask: np.ndarray) -> dict[str, list[dict[str, Any]]]:
+        """The side tables' rows of the runs `mask` keeps (by core count and repetition)."""
+        if not self.tables:
+            return {}
+        if self.repetition is None:
+            keep = {(float(c), None) for c in self.cores[mask]}
+        else:
+            keep = {(float(c), float(r)) for c, r in zip(self.cores[mask], self.repetition[mask])}
+
+        def kept(row: dict[str, Any]) -> bool:
+            rep = row.get("repetition") if self.repetition is not None else None
+            return (float(row.get("cores", math.nan)), None if rep is None else float(rep)) in keep
+
+        return {name: [r for r in rows if kept(r)] for name, rows in self.tables.items()}
 
     def with_column(self, name: str, values: Iterable[float], info: ColumnInfo | None = None) -> "Dataset":
         d = self.select(np.ones(len(self), dtype=bool))
@@ -351,6 +370,8 @@ class Dataset:
         meta["columns"] = {n: self.columns[n].to_dict() for n in self.metrics}
         if self.notes:
             meta["notes"] = self.notes
+        if any(self.tables.values()):
+            meta["tables"] = {k: v for k, v in self.tables.items() if v}
         return meta
 
     # ------------------------------------------------------------------ output
@@ -466,7 +487,32 @@ def _apply_meta(meta: Mapping[str, Any], names: list[str], path: object) -> dict
     if machine is not None and not isinstance(machine, Mapping):
         raise UserError(f"{path}: metadata 'machine' must be an object")
     return dict(columns=columns, machine=Machine.from_dict(machine), command=meta.get("command"),
-                corecast_version=meta.get("corecast_version"), notes=dict(meta.get("notes") or {}))
+                corecast_version=meta.get("corecast_version"), notes=dict(meta.get("notes") or {}),
+                tables=_side_tables(meta.get("tables"), path))
+
+
+def _side_tables(doc: Any, path: object) -> dict[str, list[dict[str, Any]]]:
+    """The metadata's side tables, checked: names to lists of flat objects with a `cores`,
+    MAX_ROWS rows in all."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise UserError(f"{path}: metadata 'tables' must be an object of tables (lists of rows)")
+    out: dict[str, list[dict[str, Any]]] = {}
+    total = 0
+    for name, rows in doc.items():
+        if not isinstance(rows, list):
+            raise UserError(f"{path}: metadata table '{name}' must be a list of row objects")
+        total += len(rows)
+        if total > MAX_ROWS:
+            raise UserError(f"{path}: metadata tables hold more than {MAX_ROWS:,} rows")
+        for i, r in enumerate(rows):
+            if not isinstance(r, Mapping) or not isinstance(r.get("cores"), (int, float)) or isinstance(
+                    r.get("cores"), bool) or any(isinstance(v, (dict, list)) for v in r.values()):
+                raise UserError(f"{path}: metadata table '{name}', row {i + 1}: expected a flat object with a "
+                                "'cores' number")
+        out[str(name)] = [dict(r) for r in rows]
+    return out
 
 
 # ====================================================================== readers
@@ -687,6 +733,9 @@ def read_campaign(path: str | Path) -> Dataset:
         cols = camp.columns()
         runs = [r for r in camp.runs() if not r["warmup"]]
         notices = camp.notices()
+        side: dict[str, list[dict[str, Any]]] = {}
+        for name in camp.run_table_names():      # MAX_ROWS rows in all, as in a Dataset's JSON
+            side[name] = camp.run_tables(name, MAX_ROWS - sum(map(len, side.values())))
     except sqlite3.DatabaseError as err:
         raise UserError(f"{p}: not a readable campaign file ({err})") from None
     finally:
@@ -742,11 +791,21 @@ def read_campaign(path: str | Path) -> Dataset:
         notes["failed_runs"] = failed
     if notices:
         notes["notices"] = notices
+    if config.get("threads_per_core") is not None:
+        notes["campaign"]["threads_per_core"] = config.get("threads_per_core")
     argv = meta.get("command") or []
+    # the side tables' rows of the measured runs that succeeded, with their core count and repetition
+    by_slot = {r["slot"]: r for r in runs if r["status"] == store.OK}
+    tables = {name: [{"cores": by_slot[t["slot"]]["cores"], "repetition": by_slot[t["slot"]]["repetition"],
+                      **{k: v for k, v in t.items() if k not in ("cores", "repetition")}}
+                     for t in rows if t["slot"] in by_slot]
+              for name, rows in side.items()}
+    tables = _side_tables(tables, p)
     ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
                  repetition=[r["repetition"] for r in runs], columns=columns,
                  machine=Machine.from_dict(meta.get("machine")), command=shlex.join(argv) if argv else None,
-                 corecast_version=meta.get("corecast_version"), notes=notes, path=str(p))
+                 corecast_version=meta.get("corecast_version"), notes=notes, path=str(p),
+                 tables={k: v for k, v in tables.items() if v})
     return ds
 
 

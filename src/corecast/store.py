@@ -487,20 +487,25 @@ class Campaign:
             r["values"] = values.get(r["slot"], {})
         return rows
 
-    def run_tables(self, name: str) -> list[dict[str, Any]]:
-        """The rows of a side table, each with its run's `slot`, in run and row order (none in a
-        campaign made before side tables)."""
+    def run_tables(self, name: str, limit: int = -1) -> list[dict[str, Any]]:
+        """A side table's rows (more than `limit` is one line), each with its run's `slot`, in run
+        and row order (none in a campaign made before side tables)."""
         try:
-            cur = self._con.execute("SELECT slot, row, data FROM run_tables WHERE name = ? ORDER BY slot, row",
-                                    (name,))
-            got = cur.fetchall()
+            got = self._con.execute("SELECT slot, row, data FROM run_tables WHERE name = ? ORDER BY slot, row "
+                                    "LIMIT ?", (name, limit + 1 if limit >= 0 else -1)).fetchall()
         except sqlite3.OperationalError:
             return []
-        out = []
-        for slot, row, data in got:
-            r = self._value(data, f"run {slot}'s table '{name}' row {row}", dict)
-            out.append({"slot": slot, **r})
-        return out
+        if 0 <= limit < len(got):
+            raise UserError(f"{self.path}: its side table '{name}' holds more than {limit:,} rows")
+        return [{"slot": slot, **self._value(data, f"run {slot}'s table '{name}' row {row}", dict)}
+                for slot, row, data in got]
+
+    def run_table_names(self) -> list[str]:
+        """The names of the side tables some run has rows of."""
+        try:
+            return [n for (n,) in self._con.execute("SELECT DISTINCT name FROM run_tables ORDER BY name")]
+        except sqlite3.OperationalError:
+            return []
 
     def notices(self) -> list[str]:
         return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]

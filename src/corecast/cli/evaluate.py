@@ -13,7 +13,7 @@ from ..errors import UserError
 from ..report import tables as T
 from . import add_format, output_format
 from ._args import level
-from .predict import METHODS, options
+from .predict import METHODS, options, target
 
 COMMAND = "evaluate"
 HELP = "fit every method on the smaller core counts, predict the larger ones, and score them"
@@ -75,7 +75,6 @@ def run(args) -> int:
     from ..model import evaluate as E
     from ..report import prediction as R
     from ..report import terminal
-    from ..target import parse_spec
 
     if args.corpus:
         return _corpus(args)
@@ -86,16 +85,17 @@ def run(args) -> int:
     if args.leave_one_source_out:
         raise UserError("--leave-one-source-out goes with --corpus DIR")
     data = ds_mod.load(args.file)
-    opts = options(args, data)
+    po = options(args)                      # validated once, before anything is fitted
+    data = po.with_clock(data)
+    opts = po.fit_kwargs(data)
     size = opts.pop("size")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     machine = None
-    if args.placement is not None and args.target_machine is None:
-        raise UserError("--placement is for --target-machine")
-    if args.target_machine is not None:     # '' is a mistake, not "no target"
-        if args.target_machine == "source":
-            raise UserError("--target-machine source goes with --corpus DIR; give a machine for a file")
-        machine = (parse_spec(args.target_machine), args.placement or "compact")
+    if args.target_machine == "source":
+        raise UserError("--target-machine source goes with --corpus DIR; give a machine for a file")
+    tgt = target(args)
+    if tgt is not None:
+        machine = (tgt.machine, tgt.placement or "compact")
     ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
                     **opts)
     ev.label = str(args.file)

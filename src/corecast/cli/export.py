@@ -19,12 +19,14 @@ Read a Dataset (CSV, JSON, or a campaign file written by `corecast measure`) and
            metadata (machine, command, column sources and units) goes to FILE.meta.json beside
            it, which corecast reads back with the CSV (--metadata inline puts it in a
            `# corecast:` first line instead; --metadata none leaves it out)
-  json     one object: the metadata and "rows" (a list of row objects)
+  json     one object: the metadata (with the side tables, such as the per-lock table of a
+           campaign recorded with the sync shim) and "rows" (a list of row objects)
   records  the rows alone as a JSON array of objects (pandas.read_json loads it as it is)
 
 examples:
   corecast export campaign.db -o data.csv          # data.csv and data.csv.meta.json
-  corecast export data.csv --format records > rows.json"""
+  corecast export data.csv --format records > rows.json
+  corecast export campaign.db --table locks -o locks.csv   # the per-lock table"""
 
 
 def add_arguments(p) -> None:
@@ -32,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="output file (.csv or .json; a device or a pipe gets CSV); default: standard output")
     p.add_argument("--format", choices=("csv", "json", "records"),
                    help="output format (default: from -o's extension, else csv)")
+    p.add_argument("--table", metavar="NAME",
+                   help="write a side table instead of the runs: `locks` (the sync shim's per-lock table, one row "
+                        "per run, lock and call site, with the run's cores and repetition); csv, json or records")
     p.add_argument("--json", action="store_true", help="as --format json: the metadata and the rows in one object")
     p.add_argument("--metadata", choices=("sidecar", "inline", "none"),
                    help="CSV only: where the metadata goes (default: sidecar with -o, none on standard output)")
@@ -56,6 +61,10 @@ def run(args) -> int:
     if args.metadata and fmt != "csv":
         raise UserError("--metadata is for CSV output (JSON carries its metadata; records are rows only)")
     out = Path(args.output) if args.output else None
+    if args.table is not None:
+        if args.metadata:
+            raise UserError("--metadata is for the runs' CSV, not a side table (--table)")
+        return _side_table(data, args.table, fmt, out)
     if fmt == "csv":
         how = args.metadata or ("sidecar" if kind in ("new", "regular") else "none")
         if how == "sidecar" and out is None:
@@ -68,3 +77,22 @@ def run(args) -> int:
     if out is None:
         sys.stdout.write(text)
     return 0
+
+
+def _side_table(data, name: str, fmt: str, out: Path | None) -> int:
+    import json
+
+    from ..report import tables as T
+
+    if name not in data.tables:
+        have = ", ".join(data.tables) or "none"
+        raise UserError(f"{data.label}: no side table '{name}' (side tables: {have})")
+    rows = data.tables[name]
+    text = (json.dumps({"table": name, "rows": rows}, indent=1, allow_nan=False) + "\n" if fmt == "json"
+            else T.table_text(rows, "records" if fmt == "records" else "csv"))
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        outputs.write_text(out, text, f"side table {name}, {len(rows)} rows")
+    return 0
+

@@ -28,6 +28,9 @@ methods:
           checkpoint selection; stalls per core turned into time by an extrapolated scaling
           factor; bottlenecks ranked by growth
   timex   the same kernels and selection on the time series directly
+  mva     measured service demands (CPU time, each hot lock's hold time from the sync shim's
+          per-lock table, off-CPU time) in a closed queueing network solved exactly at each
+          thread count: a campaign recorded with the shim only (not a plain CSV)
   usl     the Universal Scalability Law
   auto    (default) validates the applicable methods on the measured points (rolling
           origin); predicts with the stall method when its stall categories explain the
@@ -48,7 +51,7 @@ examples:
 
 
 #: `corecast.model.predictors.METHODS`, without importing the models (see the docstring).
-METHODS = ("auto", "estima", "timex", "usl")
+METHODS = ("auto", "estima", "mva", "timex", "usl")
 
 
 def add_arguments(p) -> None:
@@ -97,51 +100,65 @@ def add_arguments(p) -> None:
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
 
 
-def options(args, data) -> dict:
-    """Fit options shared by predict and evaluate (built by report.documents.fit_options)."""
-    from ..report import documents as D
+def options(args, method: str = "auto"):
+    """The PredictOptions of predict's and evaluate's shared options (validated there, once)."""
+    from ..model.usecase import PredictOptions
 
-    return D.fit_options(data, kernels=args.kernels, checkpoints=args.checkpoints, refit=args.refit,
-                         size=args.size, freq_ratio=getattr(args, "freq_ratio", 1.0),
-                         size_ratio=getattr(args, "size_ratio", None), target_size=getattr(args, "target_size", None),
-                         clock=getattr(args, "clock", None), stalls=args.stalls)
+    return PredictOptions(method=method, kernels=args.kernels, checkpoints=args.checkpoints, refit=args.refit,
+                          size=args.size, freq_ratio=getattr(args, "freq_ratio", 1.0),
+                          size_ratio=getattr(args, "size_ratio", None), target_size=getattr(args, "target_size", None),
+                          clock=getattr(args, "clock", None), stalls=args.stalls)
+
+
+def target(args):
+    """The Target of --target-machine and the options that go with it (None without one)."""
+    from ..model.usecase import Target
+    from ..target import parse_spec
+
+    for opt, val in (("--smt-yield", getattr(args, "smt_yield", None)),
+                     ("--measured-machine", getattr(args, "measured_machine", None)),
+                     ("--measured-placement", getattr(args, "measured_placement", None)),
+                     ("--placement", args.placement)):
+        if val is not None and args.target_machine is None:
+            raise UserError(f"{opt} is for --target-machine")
+    if args.target_machine is None:     # '' is a mistake, not "no target"
+        return None
+    measured = getattr(args, "measured_machine", None)
+    return Target(parse_spec(args.target_machine), args.placement, getattr(args, "smt_yield", None),
+                  parse_spec(measured) if measured else None, getattr(args, "measured_placement", None))
 
 
 def run(args) -> int:
     from .. import dataset as ds_mod
-    from ..model import methods
+    from ..model import methods, usecase
     from ..report import documents as D
     from ..report import html as H
     from ..report import prediction as R
     from ..report import terminal
-    from ..target import parse_spec
 
     if args.plot:
         plots.check_plot_path(args.plot)
+        if not plots.available():
+            raise UserError("--plot needs matplotlib, which is not installed (--report writes the HTML report "
+                            "without its plot)")
     if args.report:
         outputs.check(args.report)
     data = ds_mod.load(args.file)
-    opts = options(args, data)
+    opts = options(args, args.method)
+    tgt = target(args)
     label = str(args.file)
     others = []
     if args.plot or args.report:
         # The plot shows the other applicable methods too; what `auto` fitted is not fitted again.
-        others = [m for m in methods.applicable(data, opts.get("categories")) if m != args.method]
-    for opt, val in (("--smt-yield", args.smt_yield), ("--measured-machine", args.measured_machine),
-                     ("--measured-placement", args.measured_placement), ("--placement", args.placement)):
-        if val is not None and args.target_machine is None:
-            raise UserError(f"{opt} is for --target-machine")
-    target = measured = None
-    if args.target_machine is not None:     # '' is a mistake, not "no target"
-        target = (parse_spec(args.target_machine), args.placement or "compact", args.smt_yield)
-        measured = (parse_spec(args.measured_machine) if args.measured_machine else None, args.measured_placement)
+        others = [m for m in methods.applicable(data, list(opts.stalls or ()) or None) if m != args.method]
     # fitting (and, for --plot/--report, the other methods), then the figure and the report:
     # 1.6 s of silence before; the line is cleared before the results are printed
     steps = 1 + (bool(args.plot or args.report)) + bool(args.plot) + bool(args.report)
     with messages.Progress("predict", total=steps, unit="steps") as bar:
         bar.update(0, f"fitting {args.method}" + (f" and {len(others)} other methods" if others else ""))
-        doc, fits = D.predict_doc(data, label, args.method, args.cores, args.level, opts, others=others,
-                                  target=target, measured=measured)
+        result = usecase.predict(data, opts, tgt, others=others)
+        doc = D.predict_doc(result, label, args.cores, args.level)
+        fits = result.fits
         bar.update(1)
         bar.clear()
         fmt = output_format(args)
@@ -153,10 +170,12 @@ def run(args) -> int:
             R.render_terminal(doc, terminal.console())
         sys.stdout.flush()
         fig = None
-        if args.plot or args.report:
+        if args.report and not plots.available():
+            messages.note("matplotlib is not installed: the HTML report has no plot")
+        elif args.plot or args.report:
             bar.update(bar.done, "drawing the figure")
             shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
-            fig = R.figure(data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
+            fig = R.figure(result.data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
             bar.advance(1)
         if args.plot:
             bar.update(bar.done, f"writing {args.plot}")

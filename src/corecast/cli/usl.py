@@ -42,6 +42,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from .. import dataset as ds_mod
+    from ..model import usl
     from ..report import documents as D
     from ..report import html as H
     from ..report import terminal
@@ -53,7 +54,8 @@ def run(args) -> int:
         outputs.check(args.report)
     data = ds_mod.load(args.file)
     label = str(args.file)
-    doc, analysis = D.usl_doc(data, label, metric=args.metric, level=args.level, predict_at=args.predict)
+    analysis = usl.analyze_dataset(data, metric=args.metric, level=args.level)
+    doc = D.usl_doc(analysis, label, predict_at=args.predict)
     fmt = output_format(args)
     if fmt in ("csv", "records"):
         sys.stdout.write(T.table_text(T.usl_rows(doc), fmt))

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..errors import UserError
 from ..native import native_path
 from ..store import OK
+from . import locks
 from .source import Collected, Host, Option, Run, Source
 
 if TYPE_CHECKING:
@@ -351,6 +352,7 @@ class ShimSource(Source):
                 "primitives": {k: asdict(v) for k, v in sorted(summary.prims.items())},
                 "incomplete": summary.incomplete,
             }
+            self._lock_table(run, got, summary)
         for name in CATEGORIES:
             got.columns.append(ColumnInfo(name=name, kind="stall", unit="cycles", source=SHIM_SOURCE,
                                           status="ok", description=CATEGORY_HELP[name]))
@@ -363,3 +365,15 @@ class ShimSource(Source):
             got.columns.append(ColumnInfo(name=name, kind="counter", unit="count", source=SHIM_SOURCE,
                                           status="ok", description=desc))
         return got
+
+    def _lock_table(self, run: Run, got: Collected, summary: ShimSummary) -> None:
+        """The run's per-lock rows (`corecast.collect.locks`) as its `locks` side table."""
+        rate = summary.ticks_per_s
+        if rate is None and summary.clock == "tsc":
+            rate = self.host.nominal_hz
+        table = locks.lock_rows(run.folder, rate)
+        if table is None:
+            return
+        got.tables["locks"] = table.rows
+        got.provenance["locks"] = table.summary
+        got.notes.extend(table.notes)

@@ -39,7 +39,7 @@ from typing import Any, Mapping
 from .. import messages, outputs
 from ..errors import UserError, read_input
 from ..memprofile import profile_from_doc, read_profile
-from ..parsing import json_document
+from ..parsing import json_document, toml_document
 from . import legacy
 from .table import Table, pow2 as _pow2
 
@@ -299,11 +299,9 @@ def read_text(body: str, where: str, default_name: str = "", base: Path | None =
 
 def _toml(body: str, where: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(body)
+        return toml_document(body, where)
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{where}: not a machine description: not valid TOML ({err})") from None
-    except RecursionError:
-        raise UserError(f"{where}: not a machine description (TOML nested too deep)") from None
 
 
 _noted: set[str] = set()

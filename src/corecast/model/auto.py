@@ -5,8 +5,10 @@ a band calibrated on the validation errors and the corpus.
 Validation is rolling-origin (`corecast.model.calibration`): a method's score is the root mean
 square of its log errors at the last few origins.
 
-Members: the methods that apply (`estima` with stall categories, `timex`, `usl`) and the scaling
-laws `amdahl`, `power`, `pmnf`: the registry of `corecast.model.methods`, in its order.
+Members: the methods that apply (`estima` with stall categories, `mva` with measured demands,
+`timex`, `usl`) and the scaling laws `amdahl`, `power`, `pmnf`: the registry of
+`corecast.model.methods`, in its order. The demand model is fitted beside the default and used
+alone where it validates better than what the rules below chose (`prefer_demands`).
 
 Choice (the numbers are priors learned from a corpus of real many-core curves by
 `corecast.model.learn`, `corecast.model.priors`):
@@ -248,7 +250,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     # only the default, its partner and the stall method can carry weight: the others are not
     # fitted or validated (unless the default cannot be fitted).
     never = pri.switch_ratio >= NEVER_SWITCH
-    first = [m for m in cand if m in ("estima", pri.default, pri.partner)] if never else cand
+    first = [m for m in cand if m in ("estima", "mva", pri.default, pri.partner)] if never else cand
     for group in (first, [m for m in cand if m not in first]):
         for meth in group:
             try:
@@ -297,11 +299,26 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
         weights, reason = choose({k: v for k, v in finite.items() if k != "estima" or not estima_note}, pri)
         if estima_note:
             reason = estima_note + "; " + reason
+    weights, reason = prefer_demands(weights, reason, scores)
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
                    top=float(ts.cores.max()), reason=reason, noise=noise_of(ds1),
                    prior_growth=pri.band_growth, prior_weight=pri.band_weight, warnings=warns,
                    analysis=la if la is not None and la.charges else None)
+
+
+def prefer_demands(weights: dict[str, float], reason: str, scores: dict[str, float]) -> tuple[dict[str, float], str]:
+    """auto's one rule for the demand model (`mva`, fitted where the data have measured demands):
+    it is used alone when it validated better than every member the other rules gave weight to
+    (a model built from the program's measured demands, not from the curve, that also predicts
+    the held-out points best); otherwise the choice stands and mva is shown."""
+    s = scores.get("mva", math.inf)
+    used = {k: scores.get(k, math.inf) for k in weights if k != "mva"}
+    if not math.isfinite(s) or "mva" in weights or not used or s >= min(used.values()):
+        return weights, reason
+    best = min(used, key=lambda k: used[k])
+    return {"mva": 1.0}, (f"the demand model (mva) validated at {100 * s:.1f}% RMS error, better than "
+                          f"{best} at {100 * used[best]:.1f}% (the choice otherwise: {reason})")
 
 
 def default_weights(fits: dict[str, Any], pri: Priors) -> dict[str, float]:

@@ -84,7 +84,8 @@ class MethodEvaluation:
                 "coverage": _num(self.coverage), "best_cores_measured": _intish(self.best_true),
                 "best_cores_predicted": _intish(self.best_predicted), "best_found": self.best_found,
                 "points": [{"cores": _intish(p.cores), "measured": p.measured, "predicted": p.predicted,
-                            "low": p.low, "high": p.high, "abs_pct_error": p.abs_pct_error,
+                            # a band open on one side (the USL's, where it allows a collapse) is None there
+                            "low": _num(p.low), "high": _num(p.high), "abs_pct_error": p.abs_pct_error,
                             "inside": p.inside} for p in self.points],
                 "warnings": list(self.warnings)}
 

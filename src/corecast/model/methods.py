@@ -22,7 +22,7 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
-from . import estima, laws, timex
+from . import estima, laws, mva, timex
 from .base import Fitted
 from .series import check_categories
 
@@ -45,6 +45,9 @@ class Method:
     fit: Callable[..., Fitted]
     role: str                       # "method" or "member"
     needs_stalls: bool = False      # applicable only to data with stall categories
+    #: Applicable only to data with measured service demands (a campaign recorded with the sync
+    #: shim: `mva.missing(ds)` says why not); like needs_stalls, it takes no rank.
+    needs_demands: bool = False
     combines: bool = False          # combines the registered methods: takes all their options
     #: Where a method that runs on any data (no stall categories) stands when one of them is
     #: chosen -- auto's default member (model.learn), the baselines a corpus is scored against
@@ -65,8 +68,9 @@ def _registry(*entries: Method) -> dict[str, Method]:
         if m.role not in ("method", "member") or m.combines:
             raise ValueError(f"method '{m.name}': not a single method (role '{m.role}')")
         declared(m.fit)             # a **kwargs fit function is refused at import, not at the first fit
-        if (m.rank is None) != m.needs_stalls:
-            raise ValueError(f"method '{m.name}': a rank if and only if it runs without stall categories")
+        if (m.rank is None) != (m.needs_stalls or m.needs_demands):
+            raise ValueError(f"method '{m.name}': a rank if and only if it runs without stall categories "
+                             "or demands")
         if m.rank is not None and m.rank in {o.rank for o in out.values()}:
             raise ValueError(f"method '{m.name}': rank {m.rank} taken")
         out[m.name] = m
@@ -77,6 +81,8 @@ def _registry(*entries: Method) -> dict[str, Method]:
 REGISTRY: Mapping[str, Method] = _registry(
     # stall categories extrapolated one by one, turned into time by a scaling factor
     Method("estima", estima.fit_dataset, "method", needs_stalls=True),
+    # measured service demands (CPU, the hot locks' holds, off-CPU) in a closed queueing network
+    Method("mva", mva.fit_mva, "method", needs_demands=True),
     Method("timex", timex.fit_dataset, "method", rank=4),     # the time series extrapolated directly
     Method("usl", laws.fit_usl, "method", rank=0),            # the Universal Scalability Law
     Method("amdahl", laws.fit_amdahl, "member", rank=1),      # Amdahl's law: the USL with β = 0
@@ -124,7 +130,15 @@ def has_stalls(ds: Dataset, categories: Sequence[str] | None = None) -> bool:
     return any(len(np.unique(ds.cores[np.isfinite(ds.metrics[n])])) >= 3 for n in ds.stall_names)
 
 
+def has_demands(ds: Dataset) -> bool:
+    """Measured service demands: a campaign recorded with the sync shim (`mva.missing`)."""
+    return mva.missing(ds) is None
+
+
 def applicable(ds: Dataset, categories: Sequence[str] | None = None) -> list[str]:
-    """The methods (role "method") that can run on this dataset (estima only with stall categories)."""
+    """The methods (role "method") that can run on this dataset (estima only with stall categories,
+    mva only with measured demands)."""
     stalls = has_stalls(ds, categories)
-    return [n for n in BASE if stalls or not REGISTRY[n].needs_stalls]
+    demands = has_demands(ds)
+    return [n for n in BASE if (stalls or not REGISTRY[n].needs_stalls)
+            and (demands or not REGISTRY[n].needs_demands)]

@@ -100,6 +100,10 @@ def on_layout(ds: Dataset, layout: Layout | None) -> Dataset:
     eff = layout.effective(ds.cores)
     out = ds.select(np.ones(len(ds), dtype=bool))
     out.cores = eff
+    # the side tables' rows (the per-lock table the demand model reads) follow their runs
+    to_eff = dict(zip(ds.cores.tolist(), eff.tolist()))
+    out.tables = {name: [{**r, "cores": to_eff.get(float(r["cores"]), r["cores"])} for r in rows]
+                  for name, rows in out.tables.items()}
     return out
 
 

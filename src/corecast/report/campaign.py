@@ -2,7 +2,8 @@
 left on a terminal's standard error, a line for every failed run and every notice) and the
 summary of a campaign file per core count (the table, and the rows `measure --json` prints).
 
-rich is imported where it draws (for start-up time): `corecast measure -q --json` never loads it.
+rich is imported where it draws (for start-up time): `corecast measure -q --json` never loads it;
+without rich the tables are plain text (report.terminal).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .. import messages
 from ..collect.runner import Reporter, Slot
 from ..dataset import Dataset
 from ..store import OK, RunRecord
-from .terminal import fmt
+from .terminal import escape, fmt, new_table
 
 
 # ====================================================================== progress
@@ -108,13 +109,10 @@ def summary_rows(ds: Dataset) -> list[dict[str, Any]]:
 
 def render_summary(ds: Dataset, console: Any) -> None:
     """Two tables: time/throughput/memory per core count, then the stall categories."""
-    from rich.markup import escape
-    from rich.table import Table
-
     rows = summary_rows(ds)
     # Titles are lines of their own, not table titles (rich wraps those to the table's width).
     console.print(escape(f"{ds.path}: {ds.command or ''}"))
-    t = Table()
+    t = new_table()
     t.add_column("cores", justify="right")
     t.add_column("runs ok", justify="right")
     t.add_column("time_s", justify="right")
@@ -140,7 +138,7 @@ def render_summary(ds: Dataset, console: Any) -> None:
     names = [n for n in ds.stall_names if any(r["stalls"].get(n, 0) > 0 for r in rows)]
     if names:
         console.print("stall categories: median cycles per run, summed over threads")
-        st = Table()
+        st = new_table()
         st.add_column("cores", justify="right")
         for n in names:
             st.add_column(n.removesuffix("_cycles"), justify="right")

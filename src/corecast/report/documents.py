@@ -2,16 +2,16 @@
 line and `corecast serve` show the same numbers: `corecast predict --json`, `usl --json`,
 `info --json` and `measure --json` call these, and so does the web dashboard.
 
-Each function takes a loaded Dataset (`corecast.dataset.load`) and the command's options as
-plain values, and returns a dict ready for `json.dumps(..., allow_nan=False)` (and, where the
-command needs it for a plot, the fitted object beside it).
+Each function takes a loaded Dataset (`corecast.dataset.load`) or a model's result and returns
+a dict ready for `json.dumps(..., allow_nan=False)` (and, where the command needs it for a plot,
+the fitted object beside it). Predictions are made by the model layer's use case
+(`model.usecase.predict`); this module only renders them.
 
 Each function imports the models (and the campaign summary) it calls, for start-up time: the
 predicting methods load scipy and take about a second to import, which `info` never needs.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -19,93 +19,32 @@ import numpy as np
 from ..dataset import IDLE_PART_SUFFIX, Dataset
 from ..errors import UserError
 
-#: ESTIMA's six kernels, chosen with `--kernels paper`.
-PAPER_KERNELS = ["Rat22", "Rat23", "Rat33", "CubicLn", "ExpRat", "Poly25"]
 
-
-# ============================================================================ predict / evaluate
-def fit_options(data: Dataset, *, kernels: str | None = None, checkpoints: int | None = None,
-                refit: bool = False, size: float | None = None, freq_ratio: float = 1.0,
-                size_ratio: float | None = None, target_size: float | None = None,
-                clock: float | None = None, stalls: str | None = None) -> dict[str, Any]:
-    """The fit options of `predict` and `evaluate` from their command-line values (`kernels`
-    and `stalls` comma-separated, as typed). `clock` (GHz) is recorded into `data.machine`."""
-    from ..model import estima
-    from ..model.kernels import kernels as kernel_set
-
-    if kernels:
-        names = [k.strip() for k in kernels.split(",") if k.strip()]
-        try:
-            ks = kernel_set(PAPER_KERNELS if names == ["paper"] else names)
-        except KeyError as err:
-            raise UserError(f"--kernels: {err.args[0]}") from None
-    else:
-        ks = None
-    if checkpoints is not None and checkpoints < 1:
-        # 0 left nothing to validate on, and the in-sample error was reported as "validated at"
-        raise UserError(f"--checkpoints {checkpoints}: at least 1 (leave it out for the default, which "
-                        "grows with the number of points)")
-    if clock is not None:
-        if not (math.isfinite(clock) and 0.01 <= clock <= 100):
-            raise UserError(f"--clock {clock:g}: give the clock frequency in GHz (e.g. 2.5)")
-        data.machine.nominal_freq_hz = clock * 1e9
-    for value, option in ((freq_ratio, "--freq-ratio"), (size_ratio, "--size-ratio")):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise UserError(f"{option} must be a number > 0 (got {value:g})")
-    if target_size is not None:
-        if size_ratio is not None:
-            raise UserError("give --size-ratio or --target-size, not both")
-        size_ratio = estima.size_ratio_for(data, target_size)
-    opts: dict[str, Any] = dict(kernels=ks, checkpoints=checkpoints, use="all" if refit else "prefix",
-                                size=size, freq_ratio=freq_ratio, size_ratio=1.0 if size_ratio is None else size_ratio)
-    if stalls:
-        opts["categories"] = [s.strip() for s in stalls.split(",") if s.strip()]
-    return opts
-
-
-def predict_doc(data: Dataset, label: str, method: str, cores: Sequence[float], level: float,
-                opts: dict[str, Any], others: Sequence[str] = (),
-                target: tuple[Any, str, float | None] | None = None,
-                measured: tuple[Any, str | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`corecast predict --json`: (the document, the fits by method name: `method`'s, and those
-    of `others` fitted beside it for a plot, an exception in place of one that could not be).
-    `target`: (MachineSpec, placement, SMT yield or None) to predict for another machine;
-    `measured`: (MachineSpec or None, placement or None) of the machine measured, where the data
-    do not record it (--measured-machine)."""
-    from ..model import predictors
-    from ..model import topo
+# ============================================================================ predict
+def predict_doc(result: Any, label: str, cores: Sequence[float], level: float) -> dict[str, Any]:
+    """`corecast predict --json` of a `model.usecase.PredictResult` (the prediction is made by
+    `model.usecase.predict`; this only renders it)."""
     from . import prediction as R
 
-    if method not in predictors.METHODS:
-        raise UserError(f"unknown method '{method}' (choose from {', '.join(predictors.METHODS)})")
-    names = [method] + [m for m in others if m != method]
-    if target is None:
-        fits = predictors.fit_many(names, data, calibrate=True, **opts)
-        fitted = fits[method]
-        if isinstance(fitted, Exception):
-            raise fitted
-    else:
-        # The method fitted once, on the effective cores of the measured machine; the plot's
-        # curves are that fit's and the others' along the measured axis.
-        spec, placement, smt_yield = target
-        m_spec, m_order = topo.measured_machine(data, *(measured or (None, None)))
-        fitted = topo.fit_for_target(lambda d: predictors.fit(method, d, calibrate=True, **opts), data, spec,
-                                     placement, measured=m_spec, measured_order=m_order, smt_yield=smt_yield)
-        fits = {method: fitted.base, **predictors.fit_many(names[1:], data, calibrate=True, **opts)}
-    doc = R.prediction_doc(label, method, fitted, cores, level, work=predictors.work_per_run(data))
-    return doc, fits
+    from . import locks as L
+
+    doc = R.prediction_doc(label, result.method, result.fitted, cores, level, work=result.work)
+    # the hot locks with their call sites and the demand model's share of thread time at each
+    # target count, where the data have demands, whatever the method
+    outlook = result.lock_outlook(cores)
+    if outlook is not None:
+        block = L.predicted_locks(result.data, cores, outlook)
+        if block:
+            doc["locks"] = block
+    return doc
 
 
 # ============================================================================ usl
-def usl_doc(data: Dataset, label: str, metric: str | None = None, level: float = 0.95,
-            predict_at: Sequence[float] | None = None) -> tuple[dict[str, Any], Any]:
-    """`corecast usl --json`: (the document, the analysis)."""
-    from ..model import usl
-
-    analysis = usl.analyze_dataset(data, metric=metric, level=level)
+def usl_doc(analysis: Any, label: str, predict_at: Sequence[float] | None = None) -> dict[str, Any]:
+    """`corecast usl --json` of a `model.usl` analysis (`usl.analyze_dataset`)."""
     doc = analysis.to_dict(predict_at=predict_at)
     doc["file"] = label
-    return doc, analysis
+    return doc
 
 
 # ============================================================================ info / measure
@@ -124,7 +63,8 @@ def dataset_summary(data: Dataset) -> dict[str, Any]:
              for c in data.distinct_cores]
     return {"file": data.label, "rows": len(data), "machine": data.machine.to_dict(), "command": data.command,
             "corecast_version": data.corecast_version, "notes": data.notes, "columns": cols, "cores": cores,
-            "stall_categories": data.stall_names, "waits": wait_split(data)}
+            "stall_categories": data.stall_names, "waits": wait_split(data),
+            "tables": _tables_summary(data)}
 
 
 def wait_split(data: Dataset) -> list[dict[str, Any]]:
@@ -144,6 +84,22 @@ def wait_split(data: Dataset) -> list[dict[str, Any]]:
             rows.append({"cores": int(c) if float(c).is_integer() else float(c), "wait_cycles": float(v),
                          "idle_cycles": iv, "overlap_cycles": None if iv is None else max(float(v) - iv, 0.0)})
         out.append({"category": name, "idle_column": idle, "per_count": rows})
+    return out
+
+
+def _tables_summary(data: Dataset) -> dict[str, Any]:
+    """The side tables: rows of each, and for the per-lock table its busiest locks
+    (`corecast locks` ranks them all)."""
+    from . import locks as L
+
+    out: dict[str, Any] = {name: {"rows": len(rows)} for name, rows in data.tables.items()}
+    if data.tables.get(L.TABLE):
+        try:
+            doc = L.locks_doc(data, top=3)
+        except UserError:
+            return out
+        out[L.TABLE]["busiest"] = [{"lock": g["lock"], "site": g["site"], "call": g["call"],
+                                    "per_cores": g["per_cores"]} for g in doc["locks"]]
     return out
 
 

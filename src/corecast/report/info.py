@@ -7,11 +7,14 @@ import json
 import re
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from ..dataset import Dataset
 from . import terminal
+from .terminal import escape
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def render_terminal(s: dict[str, Any], data: Dataset, con: Console) -> None:
@@ -43,6 +46,14 @@ def render_terminal(s: dict[str, Any], data: Dataset, con: Console) -> None:
     con.print("[bold]Sources[/bold]")
     for names, source in source_groups(s["columns"]):
         con.print(f"  {escape(', '.join(names))}: {escape(source)}")
+    for name, t in (s.get("tables") or {}).items():
+        con.print(f"[bold]side table {escape(name)}[/bold]: {t['rows']} rows"
+                  + (f" (`corecast locks {escape(s['file'])}` ranks them)" if name == "locks" else ""))
+        for g in t.get("busiest", []):
+            last = g["per_cores"][-1] if g["per_cores"] else {}
+            share = last.get("wait_share")
+            con.print(f"  {escape(g['site'])}: {escape(str(g['call']))}"
+                      + ("" if share is None else f": waits {100 * share:.1f}% of thread time at {last['cores']} cores"))
     for line in note_lines(data.notes or {}):
         con.print(line)
 

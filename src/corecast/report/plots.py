@@ -10,6 +10,13 @@ from ..errors import UserError
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 
+def available() -> bool:
+    """Whether matplotlib is installed (a bare machine may have NumPy and SciPy only)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def pyplot() -> Any:
     import matplotlib
 

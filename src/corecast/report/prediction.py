@@ -9,10 +9,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dataset import Dataset
+from ..errors import UserError
 from ..model.base import Prediction
 from ..model.evaluate import Evaluation
 from ..model.series import convert
 from . import html as H
+from . import locks as L
 from . import terminal as T
 from .plots import pyplot
 
@@ -151,6 +153,7 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
                                ["rank", "category", "model", "growth", "share now", f"share at {top}",
                                 "charged", "verdict"],
                                brow, justify=["right", "left", "left", "right", "right", "right", "right", "left"]))
+    L.render_predicted(doc.get("locks"), con)
     T.print_notices(con, doc.get("warnings") or [])
 
 
@@ -262,6 +265,12 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     est = fits.get("estima")
     if est is None and "auto" in fits:
         est = getattr(fits["auto"], "fits", {}).get("estima")
+    sv = None
+    if est is not None:
+        try:        # stalls it cannot extrapolate (zero at most counts): no panel of them
+            sv = est.solve(hi)
+        except UserError:
+            est = None
     curves = None
     if est is None:
         hook = next((getattr(f, "stall_extrapolations", None) for f in fits.values()
@@ -315,7 +324,6 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
     ax.grid(alpha=0.3)
     if est is not None:
         ax2 = axes[1, 0]
-        sv = est.solve(hi)
         for i, (name, sel) in enumerate(sv.stalls.items()):
             col = plt.cm.tab10(i % 10)
             v, lo, hi_ = sel.band(grid, level)
@@ -376,6 +384,7 @@ def render_html(doc: dict[str, Any], fig: Any | None = None, evaluation: Evaluat
         blocks.append(H.section("Bottlenecks", H.table(
             ["rank", "category", "model", "growth per core", "share (measured)", "share (largest target)",
              "charged to time", "verdict"], brow)))
+    blocks.append(L.html_section(doc.get("locks")))
     mrows = []
     for col, m in (doc.get("models") or {}).items():
         if isinstance(m, dict) and "kernel" in m:

@@ -189,42 +189,35 @@ class Dashboard:
     async def predict(self, request: web.Request) -> dict[str, Any]:
         """`corecast predict FILE --json` with the options given; `curve`: the same document
         over a grid of core counts (the fitted predictor evaluated, not fitted again; for another
-        machine, `predict` over the grid with the same target). `target_machine` and
+        machine, over whole thread counts). `target_machine` and
         `measured_machine` are a bundled name or the inline form (sockets=2,cores=32,smt=2,
         cpus=64), as `--target-machine` takes them; the page reads no file path."""
         from ..report import documents as D
-        from ..report import prediction as R
-        from ..model import predictors
+        from ..model import usecase
         q = request.query
         cores = _cores(q.get("cores", ""))
         level = _level(q.get("level", "0.8"))
-        method = q.get("method", "auto")
-        target, measured = _machines(q)
+        # the options of `corecast predict`, validated once, before the file is read
+        opts = usecase.PredictOptions(method=q.get("method", "auto"), kernels=q.get("kernels") or None,
+                                      checkpoints=_opt_int(q, "checkpoints"), refit=q.get("refit") == "1",
+                                      size=_opt_float(q, "size"), freq_ratio=_opt_float(q, "freq_ratio") or 1.0,
+                                      size_ratio=_opt_float(q, "size_ratio"),
+                                      target_size=_opt_float(q, "target_size"), clock=_opt_float(q, "clock"),
+                                      stalls=q.get("stalls") or None)
+        target = _target(q)
         e, data = await self._load(_arg(request, "file"))
 
-        def options() -> dict[str, Any]:
-            return D.fit_options(data, kernels=q.get("kernels") or None,
-                                 checkpoints=_opt_int(q, "checkpoints"), refit=q.get("refit") == "1",
-                                 size=_opt_float(q, "size"), freq_ratio=_opt_float(q, "freq_ratio") or 1.0,
-                                 size_ratio=_opt_float(q, "size_ratio"), target_size=_opt_float(q, "target_size"),
-                                 clock=_opt_float(q, "clock"), stalls=q.get("stalls") or None)
-
         def build() -> dict[str, Any]:
-            doc, fits = D.predict_doc(data, str(e.path), method, cores, level, options(), target=target,
-                                      measured=measured)
-            fitted = fits[method]
+            result = usecase.predict(data, opts, target)
+            doc = D.predict_doc(result, str(e.path), cores, level)
             lo = float(min(data.cores.min(), min(cores)))
             hi = float(max(data.cores.max(), max(cores)))
             grid = sorted({round(lo + (hi - lo) * i / (GRID_POINTS - 1), 6) for i in range(GRID_POINTS)}
                           | set(cores) | {float(c) for c in data.distinct_cores})
-            try:
-                if target is None:
-                    curve = R.prediction_doc(str(e.path), method, fitted, grid, level,
-                                             work=predictors.work_per_run(data))
-                else:                          # a machine runs whole threads
-                    whole = sorted({max(1, round(c)) for c in grid})
-                    curve = D.predict_doc(data, str(e.path), method, whole, level, options(), target=target,
-                                          measured=measured)[0]
+            if target is not None:             # a machine runs whole threads
+                grid = sorted({max(1, round(c)) for c in grid})
+            try:                               # the fitted predictor evaluated over the grid, not fitted again
+                curve = D.predict_doc(result, str(e.path), grid, level)
             except Exception as err:           # the table stands without the curve
                 log.warning("prediction curve of %s: %s", e.path, err)
                 curve = None
@@ -234,6 +227,7 @@ class Dashboard:
     async def usl(self, request: web.Request) -> dict[str, Any]:
         """`corecast usl FILE --json` (with --metric, --level, --predict); `curve`: the fitted
         law and its band over a grid (the same analysis)."""
+        from ..model import usl
         from ..report import documents as D
         q = request.query
         level = _level(q.get("level", "0.95"))
@@ -241,8 +235,8 @@ class Dashboard:
         e, data = await self._load(_arg(request, "file"))
 
         def build() -> dict[str, Any]:
-            doc, analysis = D.usl_doc(data, str(e.path), metric=q.get("metric") or None, level=level,
-                                      predict_at=at)
+            analysis = usl.analyze_dataset(data, metric=q.get("metric") or None, level=level)
+            doc = D.usl_doc(analysis, str(e.path), predict_at=at)
             top = max([p["cores"] for p in doc["points"]] + list(at or []))
             right = top * 1.6
             if doc.get("n_max") and math.isfinite(doc["n_max"]):
@@ -495,9 +489,6 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-PLACEMENTS = ("compact", "spread", "smt-last")
-
-
 def _machine(text: str, what: str) -> Any:
     """A MachineSpec from a bundled name or the inline form (never a file: the page sends the
     text, and the server reads no path it was not given on the command line)."""
@@ -509,22 +500,19 @@ def _machine(text: str, what: str) -> Any:
     return parse_spec(text)
 
 
-def _machines(q: Any) -> tuple[Any, Any]:
-    """(target, measured) for report.documents.predict_doc, as `predict` builds them from
-    --target-machine, --placement, --smt-yield and --measured-machine."""
+def _target(q: Any) -> Any:
+    """The model.usecase.Target of the page's target machine, placement, SMT yield and measured
+    machine, as `predict` builds it from --target-machine and its options (None without one)."""
+    from ..model.usecase import Target
     text = (q.get("target_machine") or "").strip()
     smt_yield = _opt_float(q, "smt_yield")
-    placement = q.get("placement") or "compact"
     measured_text = (q.get("measured_machine") or "").strip()
     if not text:
         if smt_yield is not None or measured_text:
             raise UserError("the SMT yield and the measured machine are for a target machine")
-        return None, None
-    if placement not in PLACEMENTS:
-        raise UserError(f"placement '{placement}': choose from {', '.join(PLACEMENTS)}")
-    target = (_machine(text, "target machine"), placement, smt_yield)
-    measured = (_machine(measured_text, "measured machine") if measured_text else None, None)
-    return target, measured
+        return None
+    return Target(_machine(text, "target machine"), q.get("placement") or None, smt_yield,
+                  _machine(measured_text, "measured machine") if measured_text else None)
 
 
 def _arg(request: web.Request, name: str) -> str:

@@ -652,6 +652,17 @@ function renderPrediction(out, r) {
     out.append(h("h3", {}, `Bottlenecks (stalls per core, largest measured → ${top} cores)`),
       table(["rank", "category", "model", "growth", "share now", `share at ${top}`, "verdict"], bn.map((b) => [b.rank, b.category, b.model, b.growth, b.share_measured, b.share_at_largest_target, b.verdict]), { text: [1, 2, 6], cls: "bottlenecks" }));
   }
+  // the locks, with their call sites: measured share of thread time and the demand model's at each target
+  const lk = (d.locks && d.locks.locks) || [];
+  if (lk.length) {
+    const pct = (v) => (v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`);
+    const meas = lk[0].measured.slice(-1).map((p) => `measured @${p.cores}`);
+    out.append(h("h3", {}, "Locks (share of thread time waiting for or holding each; predicted by the demand model)"),
+      table(["lock (call site)", ...meas, ...lk[0].predicted.map((p) => `@${p.cores}`)],
+        lk.map((l) => [l.label, ...l.measured.slice(-1).map((p) => pct(p.share)), ...l.predicted.map((p) => pct(p.share))]),
+        { text: [0], cls: "locks" }),
+      h("p", { class: "note" }, `from the ${d.locks.source}`));
+  }
   const models = Object.entries(d.models || {}).filter(([k, m]) => m && typeof m === "object" && "kernel" in m);
   if (models.length) out.append(h("h3", {}, "Models"), table(["series", "kernel", "points", "checkpoint RMSE", "formula"], models.map(([k, m]) => [k, m.kernel, m.points ?? "-", m.checkpoint_rmse ?? null, m.formula || ""]), { text: [1, 4] }));
 }

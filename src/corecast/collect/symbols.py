@@ -1,0 +1,351 @@
+"""Addresses of a finished process turned into names: which ELF object, function, file:line, and
+which global or static variable.
+
+The sync shim records, when a process exits, its file-backed mappings (`/proc/self/maps`); the
+addresses it saw (locks, call sites) are symbolized here, after the run, from the files those
+mappings name:
+
+- the object and its load bias from the mappings and the object's program headers (PT_LOAD), so
+  that `.bss` (an anonymous mapping after the file's last page) is found too;
+- functions and variables from the ELF symbol tables (`.symtab`, else `.dynsym`), read here in
+  Python; a local (static) symbol's source file from the STT_FILE symbol before it;
+- file:line of a call site from the object's DWARF line table through binutils' `addr2line`
+  (present wherever gcc is), one process per object for all its addresses; without debug
+  information, or without addr2line, a site has its function only.
+
+Why after the run and not in the shim (libdw, libunwind): the shim stays small, async-signal-safe
+where it writes its report, adds no library to the measured program, and costs nothing while it
+runs; an address needs its object only once the run has ended, and the files are still there.
+
+Bounds: at most MAX_MAPS mappings, MAX_SECTION_BYTES per symbol or string table, only regular
+files that start with the ELF magic, addr2line for at most MAX_ADDR2LINE addresses per object
+and ADDR2LINE_TIMEOUT_S seconds.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import stat
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+MAX_MAPS = 4096
+MAX_SECTION_BYTES = 64 << 20
+MAX_ADDR2LINE = 4096
+ADDR2LINE_TIMEOUT_S = 20.0
+
+PT_LOAD = 1
+SHT_SYMTAB, SHT_DYNSYM = 2, 11
+STT_OBJECT, STT_FUNC, STT_FILE, STT_TLS = 1, 2, 4, 6
+SHN_UNDEF = 0
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Symbol:
+    value: int
+    size: int
+    name: str
+    file: str | None          # the source file of a local (static) symbol, when the table says it
+    local: bool
+
+
+@dataclass
+class Elf:
+    """What corecast needs of one ELF file: its loadable segments and its symbols."""
+
+    path: str
+    kind: int                                   # e_type: 2 executable, 3 shared object / PIE
+    loads: list[tuple[int, int, int, int]]      # (p_offset, p_vaddr, p_filesz, p_memsz)
+    funcs: list[Symbol] = field(default_factory=list)
+    objects: list[Symbol] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.funcs.sort(key=lambda s: s.value)
+        self.objects.sort(key=lambda s: s.value)
+        self._fkeys = [s.value for s in self.funcs]
+        self._okeys = [s.value for s in self.objects]
+
+    @property
+    def span(self) -> tuple[int, int]:
+        lo = min((v for _, v, _, _ in self.loads), default=0)
+        hi = max((v + m for _, v, _, m in self.loads), default=0)
+        return lo, hi
+
+    def vaddr_of_offset(self, offset: int) -> int | None:
+        """The virtual address the file offset `offset` is loaded at (before the bias)."""
+        for off, vaddr, filesz, _ in self.loads:
+            if off - (off % 4096) <= offset < off + max(filesz, 1):
+                return vaddr - off + offset
+        return None
+
+    @staticmethod
+    def _lookup(keys: list[int], syms: list[Symbol], vaddr: int) -> Symbol | None:
+        i = bisect.bisect_right(keys, vaddr) - 1
+        while i >= 0:
+            s = syms[i]
+            if s.value <= vaddr < s.value + max(s.size, 1):
+                return s
+            if s.size == 0 or vaddr - s.value > (1 << 24):
+                return None
+            i -= 1                              # a symbol inside a larger one (aliases): look back
+        return None
+
+    def function(self, vaddr: int) -> Symbol | None:
+        return self._lookup(self._fkeys, self.funcs, vaddr)
+
+    def variable(self, vaddr: int) -> Symbol | None:
+        return self._lookup(self._okeys, self.objects, vaddr)
+
+
+def parse_maps(lines: Iterable[str]) -> list[Mapping]:
+    """The shim's `map START END OFFSET PATH` lines (hex numbers), at most MAX_MAPS."""
+    out = []
+    for ln in lines:
+        parts = ln.split(" ", 4)
+        if len(parts) < 5 or parts[0] != "map" or not parts[4].startswith("/"):
+            continue                # a mapping of a file names it by its absolute path
+        try:
+            m = Mapping(int(parts[1], 16), int(parts[2], 16), int(parts[3], 16), parts[4].rstrip("\n"))
+        except ValueError:
+            continue
+        out.append(m)
+        if len(out) >= MAX_MAPS:
+            break
+    return out
+
+
+def _read_section(fh, offset: int, size: int) -> bytes:
+    if size < 0 or size > MAX_SECTION_BYTES:
+        return b""
+    fh.seek(offset)
+    return fh.read(size)
+
+
+def read_elf(path: str) -> Elf | None:
+    """The ELF file at `path` (64-bit little-endian), or None when it is not one or cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return _read_elf_cached(path, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=64)
+def _read_elf_cached(path: str, mtime_ns: int, size: int) -> Elf | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            return _parse_elf(fh, path)
+    except (OSError, struct.error, ValueError, IndexError):
+        return None
+
+
+def _parse_elf(fh, path: str) -> Elf | None:
+    ident = fh.read(64)
+    if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        return None                                  # not a 64-bit little-endian ELF file
+    (e_type, _machine, _version, _entry, e_phoff, e_shoff, _flags, _ehsize, e_phentsize, e_phnum,
+     e_shentsize, e_shnum, _shstrndx) = struct.unpack_from("<HHIQQQIHHHHHH", ident, 16)
+    loads = []
+    if e_phnum and e_phentsize >= 56 and e_phnum <= 4096:
+        fh.seek(e_phoff)
+        ph = fh.read(e_phentsize * e_phnum)
+        for i in range(e_phnum):
+            p_type, _fl, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _al = struct.unpack_from(
+                "<IIQQQQQQ", ph, i * e_phentsize)
+            if p_type == PT_LOAD:
+                loads.append((p_offset, p_vaddr, p_filesz, p_memsz))
+    if not loads:
+        return None
+    sections = []
+    if e_shnum and e_shentsize >= 64 and e_shnum <= 65535:
+        fh.seek(e_shoff)
+        sh = fh.read(e_shentsize * e_shnum)
+        for i in range(min(e_shnum, len(sh) // e_shentsize)):
+            (_name, sh_type, _fl, _addr, sh_offset, sh_size, sh_link, _info, _al,
+             sh_entsize) = struct.unpack_from("<IIQQQQIIQQ", sh, i * e_shentsize)
+            sections.append((sh_type, sh_offset, sh_size, sh_link, sh_entsize))
+    funcs: list[Symbol] = []
+    objects: list[Symbol] = []
+    for want in (SHT_SYMTAB, SHT_DYNSYM):
+        for sh_type, off, size, link, entsize in sections:
+            if sh_type != want or entsize < 24 or link >= len(sections):
+                continue
+            data = _read_section(fh, off, size)
+            strtab = _read_section(fh, sections[link][1], sections[link][2])
+            _symbols(data, entsize, strtab, funcs, objects)
+        if funcs or objects:
+            break                   # .symtab has everything .dynsym has
+    return Elf(path=path, kind=e_type, loads=loads, funcs=funcs, objects=objects)
+
+
+def _name(strtab: bytes, at: int) -> str:
+    if at >= len(strtab):
+        return ""
+    end = strtab.find(b"\0", at)
+    return strtab[at:end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+
+
+def _symbols(data: bytes, entsize: int, strtab: bytes, funcs: list[Symbol], objects: list[Symbol]) -> None:
+    current_file: str | None = None
+    for i in range(len(data) // entsize):
+        st_name, st_info, _other, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", data, i * entsize)
+        typ, bind = st_info & 0xF, st_info >> 4
+        if typ == STT_FILE:
+            current_file = _name(strtab, st_name) or None
+            continue
+        if st_shndx == SHN_UNDEF or typ not in (STT_FUNC, STT_OBJECT):
+            continue
+        name = _name(strtab, st_name)
+        if not name:
+            continue
+        local = bind == 0
+        sym = Symbol(st_value, st_size, name, current_file if local else None, local)
+        (funcs if typ == STT_FUNC else objects).append(sym)
+
+
+# ============================================================================ a process's addresses
+@dataclass(frozen=True)
+class Located:
+    """An address inside an object: the object's path and the address as the object sees it."""
+
+    path: str
+    vaddr: int
+
+
+class AddressSpace:
+    """The objects of one exited process, from its recorded mappings."""
+
+    def __init__(self, maps: Sequence[Mapping]):
+        self.ranges: list[tuple[int, int, str, int]] = []      # (start, end, path, bias)
+        seen: dict[str, int] = {}
+        for m in sorted(maps, key=lambda m: (m.path, m.offset)):
+            if m.path in seen or m.path.endswith(" (deleted)"):
+                continue
+            elf = read_elf(m.path)
+            if elf is None:
+                continue
+            v = elf.vaddr_of_offset(m.offset)
+            if v is None:
+                continue
+            bias = m.start - v
+            seen[m.path] = bias
+            lo, hi = elf.span
+            self.ranges.append((bias + lo, bias + hi, m.path, bias))
+        self.ranges.sort()
+
+    def locate(self, addr: int) -> Located | None:
+        for start, end, path, bias in self.ranges:
+            if start <= addr < end:
+                return Located(path, addr - bias)
+        return None
+
+
+@dataclass
+class Site:
+    """A code address symbolized: its function and, with debug information, its file and line."""
+
+    object: str | None = None
+    offset: int | None = None
+    function: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+
+def addr2line(path: str, vaddrs: Sequence[int]) -> dict[int, tuple[str | None, str | None, int | None]]:
+    """(function, file, line) of each address in the object at `path`, from its DWARF line table,
+    through binutils' addr2line; empty where it is missing, times out or fails."""
+    tool = shutil.which("addr2line")
+    todo = sorted(set(vaddrs))[:MAX_ADDR2LINE]
+    if not tool or not todo:
+        return {}
+    try:
+        p = subprocess.run([tool, "-f", "-C", "-e", path, *(hex(a) for a in todo)], capture_output=True,
+                           text=True, timeout=ADDR2LINE_TIMEOUT_S, errors="replace",
+                           env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    lines = p.stdout.splitlines()
+    if p.returncode != 0 or len(lines) < 2 * len(todo):
+        return {}
+    out = {}
+    for i, a in enumerate(todo):
+        fn, where = lines[2 * i].strip(), lines[2 * i + 1].strip()
+        where = where.split(" (discriminator", 1)[0]
+        file, _, num = where.rpartition(":")
+        line = int(num) if num.isdigit() and int(num) > 0 else None
+        out[a] = (None if fn in ("??", "") else fn, None if file in ("??", "") or line is None else file, line)
+    return out
+
+
+def symbolize_sites(space: AddressSpace, addrs: Iterable[int]) -> dict[int, Site]:
+    """Each call site (a return address) symbolized; the call instruction is the byte before it."""
+    located: dict[int, Located] = {}
+    for a in set(addrs):
+        loc = space.locate(a)
+        if loc is not None:
+            located[a] = loc
+    by_obj: dict[str, list[int]] = {}
+    for loc in located.values():
+        by_obj.setdefault(loc.path, []).append(max(loc.vaddr - 1, 0))
+    lines = {path: addr2line(path, vs) for path, vs in by_obj.items()}
+    out: dict[int, Site] = {}
+    for a in set(addrs):
+        loc = located.get(a)
+        if loc is None:
+            out[a] = Site()
+            continue
+        elf = read_elf(loc.path)
+        sym = elf.function(loc.vaddr - 1) if elf is not None else None
+        fn, file, line = lines.get(loc.path, {}).get(max(loc.vaddr - 1, 0), (None, None, None))
+        # addr2line names the nearest symbol before an address it has no debug information for
+        # (an exported function of a stripped library, far from the code): only with a line
+        if not file:
+            fn = None
+        out[a] = Site(object=loc.path, offset=loc.vaddr, function=fn or (sym.name if sym else None),
+                      file=file, line=line)
+    return out
+
+
+@dataclass
+class Variable:
+    """A data address symbolized: the global or static it lies in, and where in it."""
+
+    object: str | None = None
+    name: str | None = None
+    offset: int = 0                 # bytes into the variable
+    size: int = 0
+    file: str | None = None         # the source file of a static
+
+
+def symbolize_variable(space: AddressSpace, addr: int) -> Variable:
+    loc = space.locate(addr)
+    if loc is None:
+        return Variable()
+    elf = read_elf(loc.path)
+    sym = elf.variable(loc.vaddr) if elf is not None else None
+    if sym is None:
+        return Variable(object=loc.path)
+    return Variable(object=loc.path, name=sym.name, offset=loc.vaddr - sym.value, size=sym.size, file=sym.file)
+
+
+def short(path: str | None) -> str:
+    return Path(path).name if path else ""
