@@ -214,6 +214,13 @@ def test_compressed_traces_read_as_written_and_damage_is_one_line(tmp_path):
     (tmp_path / "body.cctrace").write_bytes(bytes(body))
     with pytest.raises(UserError, match="body.cctrace: (damaged trace \\(a frame at byte|record \\d+: kind)"):
         list(read_trace(tmp_path / "body.cctrace").chunks())    # zstd's error, or the kinds' check
+    big = tmp_path / "big.cctrace"            # a frame header naming 64 MiB, in a (sparse) file that long:
+    with open(big, "wb") as fh:               # refused, not read into a buffer of that size
+        fh.write(data[:first - 16] + (64 << 20).to_bytes(4, "little") + data[first - 12:first])
+        fh.truncate(first + (64 << 20))
+    with pytest.raises(UserError, match=f"big.cctrace: damaged trace \\(a bad frame header at byte {first - 16:,}\\)"):
+        read_trace(big)
+    assert zframes.MAX_FRAME_BYTES < 17 << 20
     second = int(t.frames.offsets[1])
     (tmp_path / "gap.cctrace").write_bytes(data[:first - 16] + data[second - 16:])
     with pytest.raises(UserError, match="promises 2,500,000 records but the file holds 1,451,424"):

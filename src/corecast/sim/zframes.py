@@ -23,6 +23,9 @@ from .native import RECORD_DTYPE
 COMPRESSION = "zstd"
 LEVEL = 3
 FRAME_RECORDS = 1 << 20              # 16 MiB of records a frame
+#: The most bytes a frame of FRAME_RECORDS records compresses to (zstd's ZSTD_COMPRESSBOUND for
+#: inputs of 128 KiB and more): a frame header naming more is damaged, not a buffer to allocate.
+MAX_FRAME_BYTES = FRAME_RECORDS * 16 + (FRAME_RECORDS * 16 >> 8)
 _FRAME_HEAD = np.dtype([("size", "<u4"), ("records", "<u4"), ("zero", "<u8")])
 
 
@@ -121,7 +124,7 @@ def index(path: str, offset: int, size: int, promised: Any) -> Frames:
                     raise UserError(f"{path}: truncated trace (a frame header is cut off at byte {pos:,})")
                 h = np.frombuffer(raw, _FRAME_HEAD)[0]
                 k, n = int(h["size"]), int(h["records"])
-                if k == 0 or n == 0 or n > FRAME_RECORDS or int(h["zero"]) != 0:
+                if k == 0 or n == 0 or n > FRAME_RECORDS or k > MAX_FRAME_BYTES or int(h["zero"]) != 0:
                     raise UserError(f"{path}: damaged trace (a bad frame header at byte {pos:,})")
                 pos += _FRAME_HEAD.itemsize
                 if pos + k > size:
