@@ -1,7 +1,9 @@
 """What `corecast meters` costs: CPU time of the daemon at --interval 1ms (and 10 ms), as a
 percentage of one core, against its peers measured in the same run: `perf stat -a -I 1000`
 and Prometheus's node_exporter answering one scrape per second; and the floor, a C loop that
-only wakes every millisecond.
+only wakes every millisecond. Then, in the same run, the blackboard's seqlock: the writer's
+rate with 4 readers against its rate alone, by wall time (bench/meters_seqlock.py's runs,
+interleaved; --seq-reps 0 leaves them out).
 
 The daemon runs with every meter this machine gives (the default, the memory-latency probe at
 one 2 ms burst a second included) unless a line says otherwise.
@@ -11,7 +13,7 @@ configurations are interleaved and repeated (--reps, default 3); medians and the
 printed, and the daemon's cost as ratios to the peers'. The machine's load is printed before
 and after: on a shared machine the figures move with it.
 
-    .venv/bin/python bench/meters_overhead.py [--seconds 20] [--reps 3]
+    .venv/bin/python bench/meters_overhead.py [--seconds 20] [--reps 3] [--seq-reps 5]
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
+import meters_seqlock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,10 +131,34 @@ def url_ready(url: str):
     return ready
 
 
+def tick_work_us(meters: str, ticks: int = 20000) -> tuple[float, int]:
+    """The work of one tick without its wake-up: the daemon's engine ticked back to back on
+    this thread (every source read and parsed, every meter computed and published), CPU
+    microseconds a tick; and how many meters are live."""
+    import resource
+    from corecast.meters.daemon import Daemon, Options
+    d = Daemon(Options(interval_s=0.001, window_s=0.1, meters=meters, blackboard=f"bench-tick-{os.getpid()}"))
+    try:
+        d.writer.running()
+        t = time.monotonic_ns()
+        for i in range(200):
+            d.engine.tick(t + i * 1_000_000)
+        r0 = resource.getrusage(resource.RUSAGE_THREAD)
+        for i in range(ticks):
+            d.engine.tick(t + (200 + i) * 1_000_000)
+        r1 = resource.getrusage(resource.RUSAGE_THREAD)
+        return 1e6 * (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / ticks, \
+            sum(i.available for i in d.instances)
+    finally:
+        d.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seq-reps", type=int, default=5, help="seqlock runs (0: none)")
+    ap.add_argument("--seq-seconds", type=float, default=3.0)
     a = ap.parse_args()
     _machine.header("corecast meters: daemon CPU, % of one core (median of reps; min-max)")
     print(f"# load before: {os.getloadavg()}")
@@ -148,6 +175,9 @@ def main() -> None:
         "corecast meters --interval 1ms, /metrics scraped every 1 s":
             (py + ["--interval", "1ms", "--blackboard", "bench2", "--listen", str(port)], board_ready("bench2"),
              f"http://127.0.0.1:{port}/metrics"),
+        "corecast meters --interval 1ms, without the memory-latency probe":
+            (py + ["--interval", "1ms", "--blackboard", "bench5", "--meters", "software,hardware"],
+             board_ready("bench5"), None),
         "corecast meters --interval 1ms --meters cpu_busy,psi_cpu_some":
             (py + ["--interval", "1ms", "--blackboard", "bench4", "--meters", "cpu_busy,psi_cpu_some"],
              board_ready("bench4"), None),
@@ -168,18 +198,37 @@ def main() -> None:
         for name, (cmd, ready, scrape) in configs.items():
             got[name].append(measure(cmd, a.seconds, ready, scrape))
             print(f"  rep {rep + 1} {name}: {got[name][-1]:.3f}%", flush=True)
-    print(f"# load after: {os.getloadavg()}")
+    print(f"# load after the daemon runs: {os.getloadavg()}")
     print(f"{'configuration':62s} {'median %':>9s} {'min':>7s} {'max':>7s}")
     med = {}
     for name, v in got.items():
         med[name] = statistics.median(v)
         print(f"{name:62s} {med[name]:9.3f} {min(v):7.3f} {max(v):7.3f}")
     d1 = med["corecast meters --interval 1ms"]
+    floor = med["floor: a C loop waking every 1 ms"]
     for peer in ("perf stat -a -I 1000", "node_exporter, a scrape every 1 s", "floor: a C loop waking every 1 ms"):
         if peer in med and med[peer] > 0:
-            print(f"ratio corecast meters 1 ms / {peer}: {d1 / med[peer]:.1f}")
-    print(f"corecast meters at 1 ms less the floor (the sampling itself): {d1 - med['floor: a C loop waking every 1 ms']:.3f}% "
-          "of one core")
+            print(f"ratio corecast meters 1 ms / {peer}: {d1 / med[peer]:.2f}")
+    print(f"corecast meters at 1 ms less the floor (the sampling itself): {d1 - floor:.3f}% of one core; "
+          f"without the probe {med['corecast meters --interval 1ms, without the memory-latency probe'] - floor:.3f}%")
+    print(f"target: at most 1% of one core at 1 ms -- {'met' if d1 <= 1.0 else 'not met'} ({d1:.2f}%); "
+          f"the floor alone is {floor:.2f}%")
+    for meters in ("software,hardware", "psi_cpu_some"):
+        w = [tick_work_us(meters) for _ in range(3)]
+        print(f"work of a tick without its wake-up, --meters {meters} ({w[0][1]} meters): "
+              f"{statistics.median(x[0] for x in w):.2f} us (median of 3; {min(x[0] for x in w):.2f}-"
+              f"{max(x[0] for x in w):.2f}) = {statistics.median(x[0] for x in w) / 10:.2f}% of a core at 1 ms")
+    if a.seq_reps > 0 and (os.cpu_count() or 1) >= 2:
+        rt = meters_seqlock.rt_ok()
+        print(f"# seqlock: writer pinned to CPU 0 at {'real-time priority (chrt -f 1)' if rt else 'normal priority'}, "
+              "4 readers pinned to CPU 1, alone and with readers interleaved")
+        stress = str(meters_seqlock.native_path("corecast-meters-stress"))
+        res = meters_seqlock.series(stress, a.seq_seconds, 64, a.seq_reps, [0, 1000], rt)
+        print(f"# load after: {os.getloadavg()}")
+        ratios = meters_seqlock.summary(res, a.seq_seconds)
+        print(f"target: writer with 4 readers within 10% of alone, by wall time -- "
+              f"{'met' if ratios[0][0] >= 0.9 else 'not met'} ({ratios[0][0]:.3f} with readers reading as fast as "
+              f"they can, {ratios[1000][0]:.3f} pausing 1 us between passes)")
 
 
 if __name__ == "__main__":

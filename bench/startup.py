@@ -92,6 +92,7 @@ def main() -> int:
     if perf:
         cases["perf stat -- true"] = [perf, "stat", "--", "true"]
         cases["perf stat -e task-clock -- true"] = [perf, "stat", "-e", "task-clock", "--", "true"]
+        cases["perf --version"] = [perf, "--version"]
     else:
         print("# perf not installed: no peer figures")
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -114,12 +115,17 @@ def main() -> int:
     print(f"usl on a 7-point file: median wall {1e3 * statistics.median(walls['corecast usl specsdm91.csv (7 points)']):.1f} ms "
           "(issue 26's target: under 300 ms; 850 ms when it imported scipy.stats)")
     if perf:
-        for mine, peer in (("corecast stat -- true", "perf stat -- true"),
+        for mine, peer in (("corecast --version", "perf --version"),
+                           ("corecast stat -- true", "perf stat -- true"),
                            ("corecast stat -c task_clock -- true", "perf stat -e task-clock -- true"),
                            ("installed: corecast stat -- true", "perf stat -- true"),
                            ("installed: corecast stat -c task_clock -- true", "perf stat -e task-clock -- true")):
             if mine in med and med[peer] > 0:
                 print(f"ratio {mine!r} / {peer!r}: {med[mine] / med[peer]:.1f}x")
+        for mine in ("corecast stat -c task_clock -- true", "installed: corecast stat -c task_clock -- true"):
+            if mine in med:
+                r = med[mine] / med["perf stat -e task-clock -- true"]
+                print(f"target: {mine!r} at most 3x perf's -- {'met' if r <= 3 else 'not met'} ({r:.1f}x)")
     floor = med["python -c pass (floor)"]
     print(f"corecast stat -- true above the interpreter's floor: {1e3 * (med['corecast stat -- true'] - floor):.1f} ms")
     print(f"# load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

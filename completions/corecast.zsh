@@ -58,13 +58,15 @@ convert:convert lackey, Dinero or CSV text into a corecast trace
 gen:write a synthetic trace with known behaviour
 machines:list the bundled machine descriptions, or show one
 mrc:miss-rate curves of a trace in one pass (LRU stack distances, SHARDS)
-mrc-online:a program''s LLC occupancy and misses by cache ways (resctrl)'
+mrc-online:a program''s LLC occupancy and misses by cache ways (resctrl)
+online:simulate a program as it runs (QEMU plugin, shared-memory ring, no trace file)'
     'sim capture' ''
     'sim convert' ''
     'sim gen' ''
     'sim machines' ''
     'sim mrc' ''
     'sim mrc-online' ''
+    'sim online' ''
     'stat' ''
     'throughput' ''
     'usl' ''
@@ -457,10 +459,12 @@ _corecast_options=(
 --verbose:more detail on standard error: what was read, how long it took'
     'sim mrc' '-h:show this help message and exit
 --help:show this help message and exit
+--online:run the program after -- under the QEMU plugin and build the curves as it runs (no trace file)
 --sizes:cache sizes, e.g. 32KiB,1MiB,32MiB (default: powers of two up to the footprint)
 --line:line size in bytes (default 64)
 --assoc:also simulate N-way LRU caches at the sizes (default: full only)
 --sample:SHARDS sampling rate in (0, 1] (default 1: exact)
+--sample-max:fixed-size SHARDS: track at most N lines, the rate falling from --sample as the footprint asks (bounded memory; e.g. 8192)
 --accesses:which accesses make the curve (default all: a unified cache)
 --count:which accesses'' misses are counted: all (default), or those a core waits for (fetches, loads, read-modify-writes; stores still move lines), as the CPI stack''s events count them: the curve `throughput --mrc` takes
 --per-thread:a curve per thread beside the shared one
@@ -482,6 +486,27 @@ _corecast_options=(
 --plot:draw the curve (PNG, SVG or PDF)
 -o:write the points as a Dataset
 --output:write the points as a Dataset
+-q:results, warnings and errors only: no progress, notes or names of files written
+--quiet:results, warnings and errors only: no progress, notes or names of files written
+-v:more detail on standard error: what was read, how long it took
+--verbose:more detail on standard error: what was read, how long it took'
+    'sim online' '-h:show this help message and exit
+--help:show this help message and exit
+--machine:bundled machine name or TOML file (see `corecast sim machines`)
+-m:bundled machine name or TOML file (see `corecast sim machines`)
+--cores:simulated cores (default 1)
+--json:print the result as JSON (as --format json)
+--format:table (default), json (one object), or a tidy table with one row per cache and TLB for data frames: csv, or records (a JSON array of objects); see docs/outputs.md
+-o:also write the JSON result here
+--output:also write the JSON result here
+--save-trace:also write the trace simulated (compressed)
+--split:how the records are spread over cores: by thread (the transactions and chunks splits need the whole trace first: capture it, then `sim TRACE`)
+--warmup:instructions simulated before counting starts
+--straddle:a line-straddling miss sends the missing line (line, default) or the whole access (access, as cachegrind) to the next level
+--no-tlb:leave the TLBs out
+--seed:seed of random replacement
+--marker:a function or address whose execution starts a transaction (repeatable)
+--no-annotate:no decoding (no branch or uop records: caches and TLBs only)
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
 -v:more detail on standard error: what was read, how long it took
@@ -587,8 +612,9 @@ _corecast_valued=(
     'sim convert' '-o --output --from --marker'
     'sim gen' '-o --output -n --stride --working-set --write-fraction --threads --pattern --width --seed'
     'sim machines' '--format'
-    'sim mrc' '--sizes --line --assoc --sample --accesses --count --format --plot -o --output'
+    'sim mrc' '--sizes --line --assoc --sample --sample-max --accesses --count --format --plot -o --output'
     'sim mrc-online' '--ways --interval --resctrl --plot -o --output'
+    'sim online' '--machine -m --cores --format -o --output --save-trace --split --warmup --straddle --seed --marker'
     'stat' '-c --events --event -V --virtual -T --interval --interval-print -p --pid -m --metric -o --output --format --field-separator --threads --wake --duration'
     'throughput' '--sim --mpki --machine --baseline-cpi --instructions --lock-fraction --lock-model --cores --frequency --penalty --target --percentile --clients --think-time --measured --mrc --cache-size --format'
     'usl' '--metric --level --predict --format --plot --report'
@@ -625,6 +651,9 @@ _corecast_choices=(
     'sim mrc --accesses' 'all data instr'
     'sim mrc --count' 'all exposed'
     'sim mrc --format' 'table json csv records'
+    'sim online --format' 'table json csv records'
+    'sim online --split' 'auto threads'
+    'sim online --straddle' 'line access'
     'stat --format' 'csv json jsonl table'
     'stat --threads' 'kernel poll'
     'stat --wake' 'auto records tick'

@@ -138,7 +138,7 @@ def test_bash_completion_offers_every_action_and_every_option_of_each():
         assert sorted(out[2 * i + 1].split()) == sorted(opts), (n.words, out[2 * i + 1])
         assert "--help" in opts and ("--verbose" in opts or not n.words)
     by = {n.words: (out[2 * i], out[2 * i + 1]) for i, n in enumerate(nodes)}
-    assert by[("sim",)][0].split() == ["capture", "convert", "gen", "machines", "mrc", "mrc-online"]
+    assert by[("sim",)][0].split() == ["capture", "convert", "gen", "machines", "mrc", "mrc-online", "online"]
     assert "--sf-source" in by[("sched", "sim")][1].split()
 
 

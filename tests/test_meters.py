@@ -412,6 +412,75 @@ def test_slow_sources_read_every_10_ms_rates_over_their_span(tmp_path):
         d.close()
 
 
+def test_window_min_max_follow_a_brute_force_window(tmp_path):
+    """The window's minimum and maximum (monotonic queues, O(1) a tick) are those of the last
+    window of per-tick values, on values that repeat (a rate of 0 tick after tick), that rise
+    and fall in runs, and ticks with no value at all (the file's line missing: NaN, skipped)."""
+    import random
+    rng = random.Random(28)
+    proc = FakeProc(tmp_path / "proc")
+    env = Env(proc=tmp_path / "proc", sys=tmp_path / "sys", user_hz=HZ, status=lambda spec: None, cpu="skylake")
+    pmu = FakePMU({"context_switches": 1e-6, "cpu_migrations": 0.0, "page_faults": 0.0}, {})
+    o = Options(interval_s=0.01, window_s=0.07, meters="runnable,psi_cpu_some", blackboard=board_name())
+    d = Daemon(o, backend=pmu, env=env, tree=build(two_cpus()))
+    try:
+        d.writer.running()
+        gauge: list[float] = []
+        rate: list[float] = []
+        for k in range(400):
+            phase = (k // 40) % 4
+            running = (rng.choice([1, 1, 1, 2]) if phase == 0 else k % 9 + 1 if phase == 1
+                       else 12 - k % 11 if phase == 2 else rng.randint(1, 6))
+            missing = rng.random() < 0.08
+            proc.running = running
+            step = rng.choice([0, 0, 0, 2500, 5000]) if phase != 1 else 1000 * (k % 7)
+            proc.psi["cpu"][0] += step
+            proc.write()
+            if missing:
+                stat = proc.root / "stat"
+                stat.write_text("".join(ln for ln in stat.read_text().splitlines(True)
+                                        if not ln.startswith("procs_running")))
+            tick(d, pmu, 1.0 + 0.01 * k)
+            gauge.append(math.nan if missing else running - 1.0)
+            if k:
+                rate.append(step / 1e6 / 0.01)
+            for meter, vals in (("runnable", gauge), ("psi_cpu_some", rate)):
+                win = [v for v in vals[-7:] if not math.isnan(v)]
+                r = read(d, meter)
+                if win:
+                    assert (r.min, r.max) == (pytest.approx(min(win)), pytest.approx(max(win))), (meter, k)
+                    assert r.count == len(win)
+                else:
+                    assert r.min is None and r.max is None
+    finally:
+        d.close()
+
+
+def test_per_cpu_software_events_are_one_group_read(tmp_path):
+    """On the real perf backend the software events of a CPU are opened as one group read in one
+    call (one inter-processor interrupt a CPU, not one a counter), and their meters still count."""
+    o = Options(interval_s=0.01, window_s=0.05, meters="context_switches,migrations,page_faults",
+                blackboard=board_name())
+    d = Daemon(o)
+    try:
+        if not all(i.available for i in d.instances):
+            pytest.skip("per-CPU software events cannot be counted here: "
+                        + next(i.source for i in d.instances if not i.available))
+        groups = [h for h, _ in d.handles if getattr(h, "group", False)]
+        assert len(groups) == len(d.tree.cpus) and all(len(g.counters) == 3 for g in groups)
+        assert all([c.group_index for c in g.counters] == [0, 1, 2] for g in groups)
+        assert len(d.perf_fds) == 3 * len(d.tree.cpus)
+        assert all(isinstance(v, tuple) and v[2] == 3 for v in d.perf_fds.values())
+        assert len({v[0] for v in d.perf_fds.values()}) == len(d.tree.cpus)     # one leader a CPU
+        d.writer.running()
+        d.engine.run(30)
+        assert read(d, "context_switches").current is not None
+        assert read(d, "context_switches").current > 0
+        assert read(d, "page_faults").count > 0
+    finally:
+        d.close()
+
+
 # ============================================================================================
 # the memory-latency probe (chase's kernel, for real)
 

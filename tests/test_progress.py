@@ -179,7 +179,7 @@ def test_capture_says_when_its_trace_passes_a_size(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(sim, "LARGE_TRACE_BYTES", 1e6)
     r = cli("sim", "capture", "--no-annotate", "-o", tmp_path / "t.cctrace", "--", "/bin/true")
     assert r.code == 0, r.err
-    notes = re.findall(r"note: the trace has passed ([\d.]+ [kMG]?B) \(.* instructions\)", r.err)
+    notes = re.findall(r"note: the trace has passed ([\d.]+ [kMG]?B) of records \(.* instructions\)", r.err)
     records = int(re.search(r"wrote \S+: ([\d,]+) records", r.err).group(1).replace(",", ""))
     size = 16 * records
     assert size > 2e6 and notes[:2] == ["1 MB", "2 MB"]

@@ -52,6 +52,86 @@ def test_stack_distances_of_a_small_sequence():
     assert list(h.misses([64, 128, 192, 256, 320])) == [8, 8, 5, 4, 4]
 
 
+def test_vector_pick_takes_the_records_the_scalar_one_does():
+    """The sampled pass's pick with AVX-512 (where the CPU has it) against the scalar loop, on
+    records of every kind (and a foreign one), several threads, line-straddling accesses, sizes
+    0 to 255 and lengths that leave a tail: identical histograms and counts, all threads and one,
+    fixed-rate and fixed-size."""
+    L = mrc.lib()
+    if not L.cc_mrc_simd(-1):
+        pytest.skip("this CPU has no AVX-512: the scalar pick is the only one")
+    rng = np.random.default_rng(11)
+    n = 200_003
+    r = np.zeros(n, dtype=N.RECORD_DTYPE)
+    r["addr"] = rng.integers(0, 1 << 22, n, dtype=np.uint64) * np.uint64(8) + rng.integers(0, 8, n).astype(np.uint64)
+    r["addr"][::97] = np.uint64((1 << 64) - 64)                # near the top of the address space
+    r["kind"] = rng.choice([0, 1, 2, 3, 4, 5, 6], n)
+    r["size"] = rng.integers(0, 256, n)
+    r["tid"] = rng.integers(0, 3, n)
+
+    def run(simd, **kw):
+        L.cc_mrc_simd(simd)
+        try:
+            return [(c.misses, c.accesses, c.instructions) for c in mrc.analyse([r], **kw).curves]
+        finally:
+            L.cc_mrc_simd(1)
+    sizes = [1 << k for k in range(10, 24, 2)]
+    for kw in ({"rate": 0.05}, {"rate": 0.3, "accesses": "data", "per_thread": True},
+               {"rate": 0.2, "count": "exposed"}, {"rate": 0.5, "sample_max": 500, "per_thread": True}):
+        assert run(1, sizes=sizes, **kw) == run(0, sizes=sizes, **kw), kw
+    bad = r.copy()
+    bad["kind"][150_001] = 9
+    for simd in (0, 1):
+        L.cc_mrc_simd(simd)
+        with pytest.raises(UserError, match="record 150001: kind 9"):
+            mrc.analyse([bad], rate=0.1)
+    L.cc_mrc_simd(1)
+
+
+def test_fixed_size_shards_without_eviction_is_exact():
+    """Fixed-size SHARDS at rate 1 with room for every line tracks all of them: the curve is
+    the exact one, in the weighted histogram (estimated accesses by distance in lines)."""
+    rng = np.random.default_rng(5)
+    lines = rng.integers(0, 3000, 60_000)
+    recs = records(lines * 64)
+    sizes = [64 * k for k in (1, 16, 256, 1024, 2048, 4096)]
+    exact = mrc.analyse([recs], sizes=sizes)
+    fixed = mrc.analyse([recs], sizes=sizes, sample_max=4096)
+    assert fixed.sample_rate == 1.0 and fixed.curves[0].histogram.weighted
+    assert fixed.curves[0].misses == pytest.approx(exact.curves[0].misses, abs=1e-6)
+    assert fixed.curves[0].footprint_bytes == exact.curves[0].footprint_bytes
+
+
+def test_fixed_size_shards_bounds_its_sample_and_follows_the_exact_curve():
+    """A footprint of 200,000 lines through a sample of at most 2,000: the rate falls to about
+    2,000/200,000, no more than 2,000 lines are ever tracked, the estimated footprint is within
+    10% and the curve within 0.02 of the exact one (mean absolute error, from the sample's
+    resolution up); with more room, closer."""
+    rng = np.random.default_rng(7)
+    parts = []
+    for _ in range(4):                                     # a hot loop, a warm set, a cold scan
+        parts += [rng.integers(0, 500, 100_000), rng.integers(0, 20_000, 100_000),
+                  rng.integers(0, 200_000, 100_000)]
+    lines = np.concatenate(parts).astype(np.uint64)
+    recs = records(lines * np.uint64(64))
+    exact = mrc.analyse([recs])
+    fixed = mrc.analyse([recs], sample_max=2000, sizes=None)
+    h = fixed.curves[0].histogram
+    assert h.weighted and h.lines <= 2000
+    assert 0.002 < fixed.sample_rate < 0.05
+    assert fixed.curves[0].footprint_bytes == pytest.approx(exact.curves[0].footprint_bytes, rel=0.1)
+    sizes = fixed.curves[0].sizes_bytes
+    assert sizes[0] >= mrc.resolution_bytes(64, fixed.sample_rate)
+    ref = mrc.analyse([recs], sizes=sizes)
+    err = np.mean(np.abs(np.array(ref.curves[0].miss_ratio) - np.array(fixed.curves[0].miss_ratio)))
+    assert err < 0.02, err
+    roomier = mrc.analyse([recs], sample_max=20_000, sizes=sizes)
+    err2 = np.mean(np.abs(np.array(ref.curves[0].miss_ratio) - np.array(roomier.curves[0].miss_ratio)))
+    assert err2 < err and roomier.sample_rate > fixed.sample_rate
+    with pytest.raises(UserError, match="--sample-max 0"):
+        mrc.analyse([recs], sample_max=0)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_one_pass_equals_each_size_simulated(seed):
     rng = np.random.default_rng(seed)
@@ -348,6 +428,20 @@ def test_debian_tool_shards_at_one_percent(sort_trace):
         assert sampled.curves[0].accesses == exact.curves[0].accesses
 
 
+@pytest.mark.slow
+def test_debian_tool_fixed_size_shards(sort_trace):
+    """Fixed-size SHARDS with 2,048 lines from rate 1 on sort's accesses (a footprint of about
+    23,000 lines, so the rate falls to about a tenth): the sample stays within it and the curve
+    within 0.02 of the exact one from its resolution up."""
+    for accesses in ("data", "all"):
+        fixed = mrc.analyse(sort_trace, accesses=accesses, sample_max=2048)
+        assert fixed.curves[0].histogram.lines <= 2048 and 0.02 < fixed.sample_rate < 0.2
+        sizes = fixed.curves[0].sizes_bytes
+        exact = mrc.analyse(sort_trace, accesses=accesses, sizes=sizes)
+        a, b = np.array(exact.curves[0].miss_ratio), np.array(fixed.curves[0].miss_ratio)
+        assert np.mean(np.abs(a - b)) < 0.02, (accesses, a, b)
+
+
 # ------------------------------------------------------------------ the command
 @pytest.mark.slow
 def test_cli_json_dataset_and_plot(cli, tmp_path):
@@ -378,7 +472,8 @@ def test_cli_damaged_trace(cli, tmp_path, args):
     """The kinds are checked by the passes themselves (the trace is not read twice): a record of
     no known kind is named, whichever pass meets it first."""
     from corecast.sim.trace import HEADER_RESERVE, Trace, write_trace
-    t = write_trace(tmp_path / "t.cctrace", Trace(records(np.arange(3_000_000) * 64 % (1 << 22)), {}))
+    t = write_trace(tmp_path / "t.cctrace", Trace(records(np.arange(3_000_000) * 64 % (1 << 22)), {}),
+                    compress=False)                             # version 1: its bytes are its records
     raw = bytearray(t.read_bytes())
     raw[HEADER_RESERVE + 2_500_000 * 16 + 14] = 9              # record 2,500,000's kind byte
     t.write_bytes(bytes(raw))

@@ -173,11 +173,59 @@ def _some_records(n: int) -> np.ndarray:
 
 def test_header_promising_more_records_than_the_file_holds(tmp_path):
     from corecast.sim.trace import Trace, read_trace, write_trace
-    p = write_trace(tmp_path / "t.cctrace", Trace(_some_records(200_000), {}))
+    p = write_trace(tmp_path / "t.cctrace", Trace(_some_records(200_000), {}), compress=False)
     data = p.read_bytes()
     (tmp_path / "cut.cctrace").write_bytes(data[:len(data) - 199_000 * 16])
     with pytest.raises(UserError, match="promises 200,000 records but the file holds 1,000"):
         read_trace(tmp_path / "cut.cctrace")
+
+
+def test_compressed_traces_read_as_written_and_damage_is_one_line(tmp_path):
+    """A trace is written compressed (version 2: zstd frames of at most 1 Mi records), read back
+    record for record, much smaller than 16 bytes a record; a file cut short, a frame header
+    broken, a frame's bytes damaged or a frame missing each end in one line naming the file; a
+    version-1 trace (16 bytes a record) still reads. (The frames carry no checksum, as the records
+    of version 1 did not: damage inside a frame is found by zstd or by the kinds' check.)"""
+    from corecast.sim import zframes
+    from corecast.sim.trace import Trace, read_trace, write_trace
+    recs = _some_records(2_500_000)
+    recs["tid"] = np.arange(len(recs)) % 3
+    p = write_trace(tmp_path / "t.cctrace", Trace(recs, {"source": "test"}))
+    t = read_trace(p)
+    assert t.meta["version"] == 2 and t.meta["compression"] == "zstd" and t.meta["threads"] == 3
+    assert len(t) == len(recs) and len(t.frames.counts) == 3
+    assert np.array_equal(np.concatenate(list(t.chunks(1 << 19))), recs)
+    assert np.array_equal(t.records, recs)                       # read whole when asked for
+    assert p.stat().st_size * 5 < recs.nbytes
+    v1 = write_trace(tmp_path / "v1.cctrace", Trace(recs[:1000], {}), compress=False)
+    assert v1.stat().st_size == 4096 + 16_000 and np.array_equal(read_trace(v1).records, recs[:1000])
+    data = p.read_bytes()
+    first = int(t.frames.offsets[0])
+    (tmp_path / "cut.cctrace").write_bytes(data[:len(data) - 100])
+    with pytest.raises(UserError, match="cut.cctrace: truncated trace"):
+        read_trace(tmp_path / "cut.cctrace")
+    head = bytearray(data)
+    head[first - 16:first - 12] = (0).to_bytes(4, "little")
+    (tmp_path / "head.cctrace").write_bytes(bytes(head))
+    with pytest.raises(UserError, match="head.cctrace: damaged trace \\(a bad frame header"):
+        read_trace(tmp_path / "head.cctrace")
+    body = bytearray(data)
+    body[first + 100:first + 140] = bytes(40)
+    (tmp_path / "body.cctrace").write_bytes(bytes(body))
+    with pytest.raises(UserError, match="body.cctrace: (damaged trace \\(a frame at byte|record \\d+: kind)"):
+        list(read_trace(tmp_path / "body.cctrace").chunks())    # zstd's error, or the kinds' check
+    big = tmp_path / "big.cctrace"            # a frame header naming 64 MiB, in a (sparse) file that long:
+    with open(big, "wb") as fh:               # refused, not read into a buffer of that size
+        fh.write(data[:first - 16] + (64 << 20).to_bytes(4, "little") + data[first - 12:first])
+        fh.truncate(first + (64 << 20))
+    with pytest.raises(UserError, match=f"big.cctrace: damaged trace \\(a bad frame header at byte {first - 16:,}\\)"):
+        read_trace(big)
+    assert zframes.MAX_FRAME_BYTES < 17 << 20
+    second = int(t.frames.offsets[1])
+    (tmp_path / "gap.cctrace").write_bytes(data[:first - 16] + data[second - 16:])
+    with pytest.raises(UserError, match="promises 2,500,000 records but the file holds 1,451,424"):
+        read_trace(tmp_path / "gap.cctrace")
+    assert zframes.FRAME_RECORDS == 1 << 20
 
 
 def test_records_of_no_known_kind_are_refused(tmp_path):
@@ -208,6 +256,13 @@ def test_writer_leaves_nothing_behind_when_the_disk_fills(tmp_path, monkeypatch)
     w._fh._fh = Full()                              # the file under corecast.outputs' guard
     with pytest.raises(UserError, match="full.cctrace: cannot write: No space left on device"):
         w.write(_some_records(10))
+        w.close()                                   # compressed: the frame goes out at close
+    assert list(tmp_path.iterdir()) == []
+    raw = TraceWriter(tmp_path / "raw.cctrace", {}, compress=False)
+    raw.write(_some_records(10))
+    raw._fh._fh = Full()
+    with pytest.raises(UserError, match="raw.cctrace: cannot write: No space left on device"):
+        raw.write(_some_records(10))                # version 1: at once
     assert list(tmp_path.iterdir()) == []
 
 

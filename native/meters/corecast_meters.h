@@ -302,6 +302,14 @@ static inline void ccm_write_rec(void *rec, const void *in, size_t size) {
 /* ------------------------------------------------------------------------------------------
  * opening a board */
 
+/* A section's place, copied from the header when the board is opened: the header's counts and
+ * offsets never change while the daemon runs, and its first two cache lines are rewritten at
+ * every tick (heartbeat, ticks), so a reader that looked its offsets up there at every read
+ * would pull those lines away from the writer each time. */
+struct ccm__section {
+    uint32_t count, desc_off, desc_size, rec_off, rec_size;
+};
+
 typedef struct {
     const struct ccm_header *h;
     const unsigned char *base;
@@ -310,6 +318,8 @@ typedef struct {
     size_t app_size;
     int app_writable;
     char name[CCM_NAME_MAX + 1];
+    struct ccm__section scopes, meters, triggers, advice;   /* the reader's own copies */
+    int64_t interval_ns;
 } ccm_board;
 
 static inline int64_t ccm_now_ns(void) {
@@ -401,21 +411,36 @@ static inline int ccm_open(ccm_board *b, const char *name) {
     if (!p)
         return err;
     const struct ccm_header *h = (const struct ccm_header *)p;
-    int ok = size >= sizeof *h && memcmp(h->magic, CCM_MAGIC, 8) == 0 && h->version == CCM_VERSION &&
+    if (size < sizeof *h) {
+        munmap(p, size);
+        return -EPROTO;
+    }
+    /* the sections are copied once, then checked: what is checked is what is used */
+    b->scopes = (struct ccm__section){h->scope_count, h->scope_off, h->scope_size, 0, 0};
+    b->meters = (struct ccm__section){h->meter_count, h->meter_desc_off, h->meter_desc_size, h->meter_rec_off,
+                                      h->meter_rec_size};
+    b->triggers = (struct ccm__section){h->trigger_count, h->trigger_desc_off, h->trigger_desc_size,
+                                        h->trigger_rec_off, h->trigger_rec_size};
+    b->advice = (struct ccm__section){h->advice_count, h->advice_desc_off, h->advice_desc_size, h->advice_rec_off,
+                                      h->advice_rec_size};
+    b->interval_ns = h->interval_ns;
+    int ok = memcmp(h->magic, CCM_MAGIC, 8) == 0 && h->version == CCM_VERSION &&
              h->byte_order == CCM_BYTE_ORDER && h->layout_size <= size &&
-             ccm__section_ok(size, h->scope_count, h->scope_off, h->scope_size, sizeof(struct ccm_scope)) &&
-             ccm__section_ok(size, h->meter_count, h->meter_desc_off, h->meter_desc_size, sizeof(struct ccm_meter_desc)) &&
-             ccm__section_ok(size, h->meter_count, h->meter_rec_off, h->meter_rec_size, sizeof(struct ccm_meter_rec)) &&
-             ccm__section_ok(size, h->trigger_count, h->trigger_desc_off, h->trigger_desc_size,
+             ccm__section_ok(size, b->scopes.count, b->scopes.desc_off, b->scopes.desc_size, sizeof(struct ccm_scope)) &&
+             ccm__section_ok(size, b->meters.count, b->meters.desc_off, b->meters.desc_size,
+                             sizeof(struct ccm_meter_desc)) &&
+             ccm__section_ok(size, b->meters.count, b->meters.rec_off, b->meters.rec_size, sizeof(struct ccm_meter_rec)) &&
+             ccm__section_ok(size, b->triggers.count, b->triggers.desc_off, b->triggers.desc_size,
                              sizeof(struct ccm_trigger_desc)) &&
-             ccm__section_ok(size, h->trigger_count, h->trigger_rec_off, h->trigger_rec_size,
+             ccm__section_ok(size, b->triggers.count, b->triggers.rec_off, b->triggers.rec_size,
                              sizeof(struct ccm_trigger_rec)) &&
-             ccm__section_ok(size, h->advice_count, h->advice_desc_off, h->advice_desc_size,
+             ccm__section_ok(size, b->advice.count, b->advice.desc_off, b->advice.desc_size,
                              sizeof(struct ccm_advice_desc)) &&
-             ccm__section_ok(size, h->advice_count, h->advice_rec_off, h->advice_rec_size,
+             ccm__section_ok(size, b->advice.count, b->advice.rec_off, b->advice.rec_size,
                              sizeof(struct ccm_advice_rec));
     if (!ok) {
         munmap(p, size);
+        memset(b, 0, sizeof *b);
         return -EPROTO;
     }
     b->h = h;
@@ -450,16 +475,16 @@ static inline void ccm_close(ccm_board *b) {
 }
 
 static inline const struct ccm_scope *ccm_scope_at(const ccm_board *b, int i) {
-    return (const struct ccm_scope *)(b->base + b->h->scope_off + (size_t)i * b->h->scope_size);
+    return (const struct ccm_scope *)(b->base + b->scopes.desc_off + (size_t)i * b->scopes.desc_size);
 }
 static inline const struct ccm_meter_desc *ccm_meter_desc(const ccm_board *b, int i) {
-    return (const struct ccm_meter_desc *)(b->base + b->h->meter_desc_off + (size_t)i * b->h->meter_desc_size);
+    return (const struct ccm_meter_desc *)(b->base + b->meters.desc_off + (size_t)i * b->meters.desc_size);
 }
 static inline const struct ccm_trigger_desc *ccm_trigger_desc(const ccm_board *b, int i) {
-    return (const struct ccm_trigger_desc *)(b->base + b->h->trigger_desc_off + (size_t)i * b->h->trigger_desc_size);
+    return (const struct ccm_trigger_desc *)(b->base + b->triggers.desc_off + (size_t)i * b->triggers.desc_size);
 }
 static inline const struct ccm_advice_desc *ccm_advice_desc(const ccm_board *b, int i) {
-    return (const struct ccm_advice_desc *)(b->base + b->h->advice_desc_off + (size_t)i * b->h->advice_desc_size);
+    return (const struct ccm_advice_desc *)(b->base + b->advice.desc_off + (size_t)i * b->advice.desc_size);
 }
 
 static inline int ccm__eq(const char *fixed, size_t n, const char *s) {
@@ -470,7 +495,7 @@ static inline int ccm__eq(const char *fixed, size_t n, const char *s) {
 static inline int ccm_find_meter(const ccm_board *b, const char *meter, const char *scope) {
     if (!scope)
         scope = "node";
-    for (uint32_t i = 0; i < b->h->meter_count; i++) {
+    for (uint32_t i = 0; i < b->meters.count; i++) {
         const struct ccm_meter_desc *d = ccm_meter_desc(b, (int)i);
         if (ccm__eq(d->name, sizeof d->name, meter) && ccm__eq(d->scope, sizeof d->scope, scope))
             return (int)i;
@@ -479,7 +504,7 @@ static inline int ccm_find_meter(const ccm_board *b, const char *meter, const ch
 }
 
 static inline int ccm_find_trigger(const ccm_board *b, const char *name, const char *scope) {
-    for (uint32_t i = 0; i < b->h->trigger_count; i++) {
+    for (uint32_t i = 0; i < b->triggers.count; i++) {
         const struct ccm_trigger_desc *d = ccm_trigger_desc(b, (int)i);
         if (ccm__eq(d->name, sizeof d->name, name) && (!scope || ccm__eq(d->scope, sizeof d->scope, scope)))
             return (int)i;
@@ -490,26 +515,26 @@ static inline int ccm_find_trigger(const ccm_board *b, const char *name, const c
 static inline int ccm_find_advice(const ccm_board *b, const char *scope) {
     if (!scope)
         scope = "node";
-    for (uint32_t i = 0; i < b->h->advice_count; i++)
+    for (uint32_t i = 0; i < b->advice.count; i++)
         if (ccm__eq(ccm_advice_desc(b, (int)i)->scope, 32, scope))
             return (int)i;
     return -1;
 }
 
 static inline int ccm_read_meter(const ccm_board *b, int i, struct ccm_meter_rec *out) {
-    if (i < 0 || (uint32_t)i >= b->h->meter_count)
+    if (i < 0 || (uint32_t)i >= b->meters.count)
         return -1;
-    return ccm_read_rec(b->base + b->h->meter_rec_off + (size_t)i * b->h->meter_rec_size, out, sizeof *out);
+    return ccm_read_rec(b->base + b->meters.rec_off + (size_t)i * b->meters.rec_size, out, sizeof *out);
 }
 static inline int ccm_read_trigger(const ccm_board *b, int i, struct ccm_trigger_rec *out) {
-    if (i < 0 || (uint32_t)i >= b->h->trigger_count)
+    if (i < 0 || (uint32_t)i >= b->triggers.count)
         return -1;
-    return ccm_read_rec(b->base + b->h->trigger_rec_off + (size_t)i * b->h->trigger_rec_size, out, sizeof *out);
+    return ccm_read_rec(b->base + b->triggers.rec_off + (size_t)i * b->triggers.rec_size, out, sizeof *out);
 }
 static inline int ccm_read_advice(const ccm_board *b, int i, struct ccm_advice_rec *out) {
-    if (i < 0 || (uint32_t)i >= b->h->advice_count)
+    if (i < 0 || (uint32_t)i >= b->advice.count)
         return -1;
-    return ccm_read_rec(b->base + b->h->advice_rec_off + (size_t)i * b->h->advice_rec_size, out, sizeof *out);
+    return ccm_read_rec(b->base + b->advice.rec_off + (size_t)i * b->advice.rec_size, out, sizeof *out);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -563,7 +588,7 @@ static inline int ccm_stale(const ccm_board *b, double max_age_s, char *why, siz
         snprintf(why, n, "the daemon (pid %d) has not started sampling yet", h->pid);
         return 1;
     }
-    double limit = max_age_s > 0 ? max_age_s : 5e-9 * (double)h->interval_ns;
+    double limit = max_age_s > 0 ? max_age_s : 5e-9 * (double)b->interval_ns;
     if (max_age_s <= 0 && limit < 1.0)
         limit = 1.0;
     double age = 1e-9 * (double)(ccm_now_ns() - __atomic_load_n(&h->heartbeat_ns, __ATOMIC_ACQUIRE));
@@ -581,7 +606,7 @@ static inline int ccm_live(const ccm_board *b) {
     const struct ccm_header *h = b->h;
     if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != CCM_RUNNING)
         return 0;
-    int64_t limit = 5 * h->interval_ns;
+    int64_t limit = 5 * b->interval_ns;
     if (limit < 1000000000LL)
         limit = 1000000000LL;
     return ccm_now_ns() - __atomic_load_n(&h->heartbeat_ns, __ATOMIC_ACQUIRE) <= limit;

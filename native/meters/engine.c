@@ -22,8 +22,11 @@
  * schedule in the tick, a file that could not be read) makes the tick's value undefined (NaN),
  * never 0. A perf counter the kernel multiplexed is scaled by its enabled/running times.
  *
- * A file read every few ticks only (ccm_set_file_period) leaves its meters without a value at
- * the ticks between; at the tick it is read, a RATE is over the time since its last reading.
+ * A file read every few ticks only (ccm_set_file_period) leaves its meters untouched at the
+ * ticks between: a meter is computed and its record written only at the ticks all its files
+ * are read (its period), a RATE over the time since its last reading, and its window holds
+ * its readings of the last window (window / (interval * period) of them, rounded up). Each
+ * tick reads every due file once and picks all of its inputs out of that one reading.
  *
  * An input marked optional (bit 31 of its fields: a thread slot summed into its process) adds 0
  * while it cannot be read instead of making the sum undefined.
@@ -43,7 +46,7 @@
 
 #define API __attribute__((visibility("default")))
 
-enum { FILE_KEYED = 0, FILE_PLAIN = 1, FILE_PERF = 2, FILE_EXTERNAL = 3 };
+enum { FILE_KEYED = 0, FILE_PLAIN = 1, FILE_PERF = 2, FILE_EXTERNAL = 3, FILE_PERF_GROUP = 4 };
 enum { WHY_ALL = 0, WHY_EVENT = 1, WHY_SIGNAL = 2, WHY_ERROR = 3 };
 enum { EV_TRIGGER = 1, EV_ADVICE = 2 };
 #define MAX_FIELDS 32
@@ -56,6 +59,7 @@ struct file {
     int cap, len;
     int *inputs;                 /* keyed: indexes of its inputs, sorted by key */
     int ninputs;
+    int members, stride;         /* a perf group: its counters, words per counter in a read */
 };
 
 struct input {
@@ -63,19 +67,33 @@ struct input {
     char key[32];
     uint32_t fields;             /* which fields after the key are summed (bit i: field i) */
     int optional;                /* missing (a thread slot with no thread): adds 0, not NaN */
-    int ok, have_prev, sampled;  /* sampled: its file was read at this tick */
+    int ok, have_prev, sampled;  /* sampled: its file has been read (a meter reads it only at
+                                    the ticks its files are read: its period) */
     uint64_t raw, en, run, praw, pen, prun;
     double delta, cur;
 };
 
+struct slot {                    /* one reading in a window */
+    double n, d, v;              /* numerator, denominator, value (NaN: none) */
+};
+
+struct qent {                    /* an entry of a monotonic queue: push number and value */
+    uint64_t p;
+    double v;
+};
+
 struct meter {
     int rec, kind, has_total;
+    int period;                  /* computed every `period` ticks: when all its files are read */
     double scale, total_scale, bias;
     int num_off, nnum, den_off, nden;
-    double acc_n, acc_d;         /* a RATIO's numerator carried over ticks without a denominator */
-    double acc_dt;               /* a RATE's seconds carried over ticks its files were not read */
-    int wcap, head, filled, nvals, dirty;
-    double *wn, *wd, *wv;        /* the window: numerators, denominators, values (NaN: none) */
+    double acc_n, acc_d;         /* a RATIO's numerator carried over readings without a denominator */
+    int64_t last_t;              /* the tick of its last reading (a RATE is over the time since) */
+    int wcap, head, filled, nvals;
+    struct slot *w;              /* the window: its last `wcap` readings */
+    uint64_t pushed;             /* readings pushed since the window was cleared */
+    struct qent *qmin, *qmax;    /* monotonic queues (circular, wcap each): the window's */
+    int qmin_h, qmin_n, qmax_h, qmax_n;   /* minimum and maximum in O(1) a reading */
     double sn, sd, mn, mx, current, total;
     uint64_t aux;
     int64_t t_ns;
@@ -105,7 +123,7 @@ struct ccm_event {               /* 32 bytes, read by Python */
 struct engine {
     struct ccm_header *h;
     unsigned char *base;
-    int64_t interval, window, t0, k, last_t;
+    int64_t interval, window, t0, k;
     uint64_t tick;
     struct file *files;
     int nfiles;
@@ -154,9 +172,9 @@ API void ccm_engine_free(struct engine *e) {
         free(e->files[i].inputs);
     }
     for (int i = 0; i < e->nmeters; i++) {
-        free(e->meters[i].wn);
-        free(e->meters[i].wd);
-        free(e->meters[i].wv);
+        free(e->meters[i].w);
+        free(e->meters[i].qmin);
+        free(e->meters[i].qmax);
     }
     free(e->files);
     free(e->inputs);
@@ -179,8 +197,31 @@ API int ccm_add_file(struct engine *e, int fd, int type) {
     return f->buf ? e->nfiles++ : -1;
 }
 
+/* A perf group read in one call (PERF_FORMAT_GROUP on its leader `fd`: nr, time enabled, time
+ * running, then `stride` words per counter, its value first): one read, so one inter-processor
+ * interrupt for a CPU's counters instead of one each. Its inputs name their counter's position
+ * in the group in `fields`. */
+API int ccm_add_perf_group(struct engine *e, int fd, int members, int stride) {
+    if (members < 1 || stride < 1 || members > 64 || stride > 4)
+        return -1;
+    int i = ccm_add_file(e, fd, FILE_PERF_GROUP);
+    if (i < 0)
+        return -1;
+    struct file *f = &e->files[i];
+    int cap = 8 * (3 + members * stride);
+    char *nb = realloc(f->buf, (size_t)cap);
+    if (!nb)
+        return -1;
+    f->buf = nb;
+    f->cap = cap;
+    f->members = members;
+    f->stride = stride;
+    return i;
+}
+
 /* Read the file every `ticks` ticks only (its counts are coarse, or reading it is dear): the
- * meters over it get a value at those ticks, over the time since the last one. */
+ * meters over it get a value at those ticks, over the time since the last one. Set it before
+ * the meters over the file are added (their period and window follow from it). */
 API void ccm_set_file_period(struct engine *e, int file, int ticks) { e->files[file].period = ticks < 1 ? 1 : ticks; }
 
 API void ccm_set_file_fd(struct engine *e, int file, int fd) {
@@ -225,17 +266,29 @@ static int add_refs(struct engine *e, const int *idx, int n) {
 }
 
 static void clear_window(struct meter *m) {
-    for (int i = 0; i < m->wcap; i++) {
-        m->wn[i] = 0;
-        m->wd[i] = 0;
-        m->wv[i] = NAN;
-    }
+    for (int i = 0; i < m->wcap; i++)
+        m->w[i] = (struct slot){0, 0, NAN};
     m->head = m->filled = m->nvals = 0;
     m->sn = m->sd = 0;
     m->mn = m->mx = NAN;
-    m->dirty = 0;
-    m->acc_n = m->acc_d = m->acc_dt = 0;
+    m->pushed = 0;
+    m->qmin_h = m->qmin_n = m->qmax_h = m->qmax_n = 0;
+    m->acc_n = m->acc_d = 0;
+    m->last_t = 0;
     m->current = NAN;
+}
+
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+/* Every how many ticks all of a meter's files are read (the least common multiple of their
+ * periods): the meter is computed and published at those ticks only. */
+static int meter_period(struct engine *e, int off, int n, int period) {
+    for (int i = 0; i < n; i++) {
+        int p = e->files[e->inputs[e->refs[off + i]].file].period;
+        if (period < 1000000 / p)
+            period = period / gcd(period, p) * p;
+    }
+    return period;
 }
 
 API int ccm_add_meter(struct engine *e, int rec, int kind, double scale, double total_scale, double bias,
@@ -253,12 +306,19 @@ API int ccm_add_meter(struct engine *e, int rec, int kind, double scale, double 
     m->nnum = nnum;
     m->den_off = add_refs(e, den, nden);
     m->nden = nden;
+    if (m->num_off < 0 || m->den_off < 0)
+        return -1;
+    /* the window in ticks, then in the meter's readings (one every `period` ticks: the window
+     * holds the same readings as a window of ticks would at the ticks that read them) */
+    m->period = meter_period(e, m->den_off, nden, meter_period(e, m->num_off, nnum, 1));
     int64_t w = e->interval > 0 ? (e->window + e->interval / 2) / e->interval : 1;
-    m->wcap = w < 1 ? 1 : (int)w;
-    m->wn = malloc((size_t)m->wcap * sizeof(double));
-    m->wd = malloc((size_t)m->wcap * sizeof(double));
-    m->wv = malloc((size_t)m->wcap * sizeof(double));
-    if (m->num_off < 0 || m->den_off < 0 || !m->wn || !m->wd || !m->wv)
+    w = w < 1 ? 1 : w;
+    w = (w + m->period - 1) / m->period;
+    m->wcap = (int)w;
+    m->w = malloc((size_t)m->wcap * sizeof *m->w);
+    m->qmin = malloc((size_t)m->wcap * sizeof *m->qmin);
+    m->qmax = malloc((size_t)m->wcap * sizeof *m->qmax);
+    if (!m->w || !m->qmin || !m->qmax)
         return -1;
     clear_window(m);
     m->total = has_total ? 0.0 : NAN;
@@ -321,7 +381,7 @@ static void read_file(struct file *f, uint64_t tick) {
     if (f->type == FILE_EXTERNAL || !f->due)
         return;
     ssize_t n;
-    if (f->type == FILE_PERF) {
+    if (f->type == FILE_PERF || f->type == FILE_PERF_GROUP) {
         n = read(f->fd, f->buf, (size_t)f->cap);
     } else {
         for (;;) {
@@ -344,7 +404,7 @@ static void read_file(struct file *f, uint64_t tick) {
     f->ok = 1;
     f->err = 0;
     f->len = (int)n;
-    if (f->type != FILE_PERF)
+    if (f->type != FILE_PERF && f->type != FILE_PERF_GROUP)
         f->buf[n] = 0;
 }
 
@@ -416,9 +476,7 @@ static void parse_keyed(struct engine *e, struct file *f) {
 
 static void parse_file(struct engine *e, struct file *f) {
     for (int j = 0; j < f->ninputs; j++)
-        e->inputs[f->inputs[j]].sampled = f->due;
-    if (!f->due)
-        return;
+        e->inputs[f->inputs[j]].sampled = 1;
     if (f->type == FILE_KEYED) {
         parse_keyed(e, f);
         return;
@@ -431,6 +489,18 @@ static void parse_file(struct engine *e, struct file *f) {
             in->ok = 0;
         } else if (f->type == FILE_PLAIN) {
             in->ok = parse_fields(f->buf, f->buf + f->len, in->fields, &in->raw);
+        } else if (f->type == FILE_PERF_GROUP) {   /* nr, enabled, running, {value, ...} */
+            uint64_t head[3], v;
+            int at = 3 + (int)in->fields * f->stride;
+            in->ok = f->len >= 8 * (at + 1);
+            if (in->ok) {
+                memcpy(head, f->buf, sizeof head);
+                memcpy(&v, f->buf + 8 * at, sizeof v);
+                in->ok = head[0] > in->fields;
+                in->raw = v;
+                in->en = head[1];
+                in->run = head[2];
+            }
         } else {                         /* perf: value, time enabled, time running */
             uint64_t v[3];
             in->ok = f->len >= 24;
@@ -447,7 +517,7 @@ static void parse_file(struct engine *e, struct file *f) {
 static void input_delta(struct engine *e, struct input *in) {
     if (!in->sampled)
         return;                  /* not read at this tick: its last reading stands */
-    int perf = e->files[in->file].type == FILE_PERF ||
+    int perf = e->files[in->file].type == FILE_PERF || e->files[in->file].type == FILE_PERF_GROUP ||
                (e->files[in->file].type == FILE_EXTERNAL && in->en != 0);
     in->delta = NAN;
     in->cur = in->ok ? (double)in->raw : NAN;
@@ -497,65 +567,66 @@ static double sum_delta(struct engine *e, int off, int n) {
     return s;
 }
 
-static void minmax(struct meter *m) {
-    m->mn = m->mx = NAN;
-    for (int i = 0; i < m->filled; i++) {
-        double v = m->wv[i];
-        if (isnan(v))
-            continue;
-        if (isnan(m->mn) || v < m->mn)
-            m->mn = v;
-        if (isnan(m->mx) || v > m->mx)
-            m->mx = v;
+/* The window's minimum and maximum: a monotonic queue each (the readings still in the window
+ * that no later, smaller (larger) reading has made irrelevant, with their values), so a reading
+ * costs O(1) amortised whatever the window, where rescanning the window whenever its minimum
+ * or maximum left it cost O(window) a tick for a meter whose value often repeats (a rate of 0). */
+static void queue_push(struct meter *m, struct qent *q, int *h, int *n, uint64_t p, double v, int lower) {
+    while (*n > 0 && q[*h].p + (uint64_t)m->wcap <= p) {      /* left the window */
+        *h = *h + 1 == m->wcap ? 0 : *h + 1;
+        (*n)--;
     }
-    m->dirty = 0;
+    if (isnan(v))
+        return;
+    while (*n > 0) {
+        int back = *h + *n - 1;
+        double bv = q[back >= m->wcap ? back - m->wcap : back].v;
+        if (lower ? bv < v : bv > v)
+            break;
+        (*n)--;
+    }
+    int at = *h + *n;
+    q[at >= m->wcap ? at - m->wcap : at] = (struct qent){p, v};
+    (*n)++;
 }
 
 static void push(struct meter *m, double n, double d, double v) {
+    struct slot *s = &m->w[m->head];
     if (m->filled == m->wcap) {         /* evict the oldest */
-        double ov = m->wv[m->head];
-        m->sn -= m->wn[m->head];
-        m->sd -= m->wd[m->head];
-        if (!isnan(ov)) {
+        m->sn -= s->n;
+        m->sd -= s->d;
+        if (!isnan(s->v))
             m->nvals--;
-            if (ov == m->mn || ov == m->mx)
-                m->dirty = 1;
-        }
     } else {
         m->filled++;
     }
-    m->wn[m->head] = n;
-    m->wd[m->head] = d;
-    m->wv[m->head] = v;
+    uint64_t p = m->pushed++;
+    *s = (struct slot){n, d, v};
     m->sn += n;
     m->sd += d;
-    if (!isnan(v)) {
+    if (!isnan(v))
         m->nvals++;
-        if (!m->dirty) {
-            if (isnan(m->mn) || v < m->mn)
-                m->mn = v;
-            if (isnan(m->mx) || v > m->mx)
-                m->mx = v;
-        }
-    }
-    m->head = (m->head + 1) % m->wcap;
-    if (m->head == 0) {                 /* once per window: sums afresh, no drift */
+    queue_push(m, m->qmin, &m->qmin_h, &m->qmin_n, p, v, 1);
+    queue_push(m, m->qmax, &m->qmax_h, &m->qmax_n, p, v, 0);
+    m->mn = m->qmin_n ? m->qmin[m->qmin_h].v : NAN;
+    m->mx = m->qmax_n ? m->qmax[m->qmax_h].v : NAN;
+    if (++m->head == m->wcap) {         /* once per window: sums afresh, no drift */
+        m->head = 0;
         m->sn = m->sd = 0;
         for (int i = 0; i < m->filled; i++) {
-            m->sn += m->wn[i];
-            m->sd += m->wd[i];
+            m->sn += m->w[i].n;
+            m->sd += m->w[i].d;
         }
     }
-    if (m->dirty)
-        minmax(m);
 }
 
-static void compute(struct engine *e, struct meter *m, double dt) {
+/* A meter's reading at `now`, one of the ticks at which all its files were read. */
+static void compute(struct engine *e, struct meter *m, int64_t now) {
     double n, d, v = NAN;
+    double dt = m->last_t ? 1e-9 * (double)(now - m->last_t) : NAN;
+    m->last_t = now;
     if (!sampled(e, m->num_off, m->nnum) || !sampled(e, m->den_off, m->nden)) {
-        if (m->kind == CCM_RATE && !isnan(dt))
-            m->acc_dt += dt;     /* the time until the files are read again */
-        push(m, 0, 0, NAN);
+        push(m, 0, 0, NAN);          /* not reached: the period says when they are read */
         return;
     }
     if (m->kind == CCM_GAUGE) {
@@ -571,8 +642,7 @@ static void compute(struct engine *e, struct meter *m, double dt) {
         return;
     }
     n = sum_delta(e, m->num_off, m->nnum);
-    d = m->kind == CCM_RATE ? dt + m->acc_dt : sum_delta(e, m->den_off, m->nden);
-    m->acc_dt = 0;
+    d = m->kind == CCM_RATE ? dt : sum_delta(e, m->den_off, m->nden);
     if (isnan(n) || isnan(d) || d < 0) {
         push(m, 0, 0, NAN);
         if (m->kind != CCM_RATIO)
@@ -706,19 +776,23 @@ static int advise(struct engine *e, int ai, int64_t now) {
 /* One tick at time `now` (CLOCK_MONOTONIC ns; tests pass a virtual clock). Returns the number
  * of events (trigger or advice changes) waiting for ccm_events(). */
 API int ccm_tick(struct engine *e, int64_t now) {
-    for (int i = 0; i < e->nfiles; i++)
-        read_file(&e->files[i], e->tick);
-    e->tick++;
-    for (int i = 0; i < e->nfiles; i++)
-        parse_file(e, &e->files[i]);
-    for (int i = 0; i < e->ninputs; i++)
-        input_delta(e, &e->inputs[i]);
-    double dt = e->last_t ? 1e-9 * (double)(now - e->last_t) : NAN;
-    e->last_t = now;
-    for (int i = 0; i < e->nmeters; i++) {
-        compute(e, &e->meters[i], dt);
-        e->meters[i].t_ns = now;
-        publish_meter(e, &e->meters[i], now);
+    uint64_t tick = e->tick++;
+    for (int i = 0; i < e->nfiles; i++) {        /* each file read once, its inputs picked out */
+        struct file *f = &e->files[i];
+        read_file(f, tick);
+        if (!f->due)
+            continue;
+        parse_file(e, f);
+        for (int j = 0; j < f->ninputs; j++)
+            input_delta(e, &e->inputs[f->inputs[j]]);
+    }
+    for (int i = 0; i < e->nmeters; i++) {       /* only the meters whose files were all read */
+        struct meter *m = &e->meters[i];
+        if (tick % (uint64_t)m->period != 0)
+            continue;
+        compute(e, m, now);
+        m->t_ns = now;
+        publish_meter(e, m, now);
     }
     int before = e->nevents;
     for (int i = 0; i < e->ntriggers; i++)

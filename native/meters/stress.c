@@ -1,7 +1,8 @@
 /* corecast-meters-stress: the blackboard's seqlock under load, through corecast_meters.h only.
  *
  *   corecast-meters-stress write NAME SECONDS [RECORDS]   a writer as fast as it can
- *   corecast-meters-stress read NAME SECONDS              a reader checking every record
+ *   corecast-meters-stress read NAME SECONDS [GAP_NS]     a reader checking every record (and
+ *                                                         pausing GAP_NS between two passes)
  *   corecast-meters-stress read-unlocked NAME SECONDS     the same without the seqlock (a
  *                                                         control: it should see torn records)
  *
@@ -138,7 +139,7 @@ static int writer(const char *name, double seconds, int n) {
 
 static int copy_unlocked(const ccm_board *b, int i, struct ccm_meter_rec *out) {
     const volatile uint64_t *src =
-        (const volatile uint64_t *)(b->base + b->h->meter_rec_off + (size_t)i * b->h->meter_rec_size);
+        (const volatile uint64_t *)(b->base + b->meters.rec_off + (size_t)i * b->meters.rec_size);
     uint64_t w[8];
     for (int j = 0; j < 8; j++)
         w[j] = src[j];
@@ -146,7 +147,7 @@ static int copy_unlocked(const ccm_board *b, int i, struct ccm_meter_rec *out) {
     return 0;
 }
 
-static int reader(const char *name, double seconds, int locked) {
+static int reader(const char *name, double seconds, int locked, int64_t gap) {
     ccm_board b;
     int r = -ENOENT;
     for (int i = 0; i < 500 && r != 0; i++) {          /* the writer may not have made it yet */
@@ -162,11 +163,12 @@ static int reader(const char *name, double seconds, int locked) {
         fprintf(stderr, "corecast-meters-stress: cannot open board %s: %s\n", name, strerror(-r));
         return 1;
     }
-    int n = (int)b.h->meter_count;
+    int n = (int)b.meters.count;
     long long reads = 0, torn = 0, busy = 0;
-    int64_t t0 = ccm_now_ns(), end = t0 + (int64_t)(seconds * 1e9), now = t0;
+    int64_t t0 = ccm_now_ns(), end = t0 + (int64_t)(seconds * 1e9), now = t0, look = t0;
     struct ccm_meter_rec rec;
-    while (now < end && __atomic_load_n(&b.h->state, __ATOMIC_ACQUIRE) == CCM_RUNNING) {
+    int running = 1;
+    while (now < end && running) {
         for (int i = 0; i < n; i++) {
             if ((locked ? ccm_read_meter(&b, i, &rec) : copy_unlocked(&b, i, &rec)) != 0) {
                 busy++;
@@ -176,6 +178,15 @@ static int reader(const char *name, double seconds, int locked) {
             torn += !intact(&rec, i);
         }
         now = ccm_now_ns();
+        if (now >= look) {              /* the header's state once a millisecond: its line is the */
+            look = now + 1000000;       /* writer's (the heartbeat), not to be pulled at every pass */
+            running = __atomic_load_n(&b.h->state, __ATOMIC_ACQUIRE) == CCM_RUNNING;
+        }
+        if (gap) {                      /* a pause between passes, off the board's lines */
+            int64_t until = now + gap;
+            while ((now = ccm_now_ns()) < until)
+                ccm__relax();
+        }
     }
     printf("reads %lld torn %lld busy %lld seconds %.6f\n", reads, torn, busy, 1e-9 * (double)(now - t0));
     ccm_close(&b);
@@ -193,6 +204,6 @@ int main(int argc, char **argv) {
         return n > 0 ? writer(argv[2], seconds, n) : usage();
     }
     if (strcmp(argv[1], "read") == 0 || strcmp(argv[1], "read-unlocked") == 0)
-        return reader(argv[2], seconds, strcmp(argv[1], "read") == 0);
+        return reader(argv[2], seconds, strcmp(argv[1], "read") == 0, argc > 4 ? atoll(argv[4]) : 0);
     return usage();
 }

@@ -5,11 +5,15 @@
  * is writing (src/corecast/sim/capture.py), which is why this is much faster than lackey: no
  * text, no per-access formatting, no instrumentation framework of its own.
  *
- * Arguments (qemu-x86_64 -plugin libcorecast_qemu.so,fd=N,maps=PATH[,count=PATH]):
- *   fd=N       where the records go (the trace file, opened for appending)
+ * Arguments (qemu-x86_64 -plugin libcorecast_qemu.so,fd=N|ring=N,maps=PATH[,count=PATH]):
+ *   fd=N       where the records go (the trace file, opened for appending), or
+ *   ring=N     the shared-memory ring corecast reads as the program runs (native/include/
+ *              ccring.h: a memfd, inherited); when corecast is gone (its process died, or it
+ *              closed the ring) the program is killed: nothing runs on without its reader
  *   maps=PATH  at exit, the executable file mappings of the process, so that corecast can find
  *              which object each instruction came from (guest addresses are host addresses in
  *              64-bit-on-64-bit user mode)
+ *   mapsfd=N   the same, written into descriptor N (a memfd of corecast's) instead of a file
  *   count=PATH optional: a file of 8 bytes that holds, as the run goes, the instructions written
  *              so far (a native-endian uint64, updated at every block written), for progress
  *
@@ -20,6 +24,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +71,7 @@ EXPORT int qemu_plugin_version = 1;
 /* ---------------------------------------------------------------- records */
 /* corecast's trace record (cc_rec) and its kinds (CC_K_*) */
 #include "cctrace.h"
+#include "ccring.h"
 
 #define BLOCK 8192                      /* records per write */
 
@@ -74,15 +82,41 @@ typedef struct {
     uint64_t fetches;                   /* instructions in rec[0..n) */
 } tbuf;
 
-static __thread tbuf *tls;
+/* initial-exec: one load from the thread pointer, where the default model for a dlopen'ed object calls
+ * __tls_get_addr at every record (a pointer fits glibc's spare static TLS) */
+static __thread tbuf *tls __attribute__((tls_model("initial-exec")));
 static int out_fd = -1;
 static char *maps_path;
+static int maps_fd = -1;
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static tbuf **all;                      /* every buffer, flushed at exit */
 static size_t nall, capall;
 static int failed;
 static uint64_t *shown;                 /* count=PATH, mapped: instructions written so far */
+static struct cc_ring_header *ring;     /* ring=N: the shared-memory ring, and its data area */
+static unsigned char *ring_data;
+static pid_t reader;                    /* corecast: the ring's consumer */
+static pid_t owner;                     /* the process QEMU started as (not a child it forked) */
+
+/* Whether corecast still reads the ring: its process is there and the ring is not closed. */
+static int reader_alive(struct cc_ring_header *h) {
+    return !__atomic_load_n(&h->closed, __ATOMIC_ACQUIRE) && (kill(reader, 0) == 0 || errno != ESRCH);
+}
+
+/* A child process of the program (QEMU forks with the guest): it starts with none of its
+ * parent's records (they are the parent's to write), and writes its own under its own
+ * buffers. */
+static void forked(void) {
+    for (size_t i = 0; i < nall; i++) {
+        all[i]->n = 0;
+        all[i]->fetches = 0;
+    }
+    nall = 0;
+    tls = NULL;
+    pthread_mutex_init(&write_lock, NULL);
+    pthread_mutex_init(&list_lock, NULL);
+}
 
 static void write_all(const void *p, size_t len) {
     const char *c = p;
@@ -101,7 +135,14 @@ static void write_all(const void *p, size_t len) {
 static void flush(tbuf *b) {
     if (!b->n) return;
     pthread_mutex_lock(&write_lock);    /* blocks stay whole: records of a thread in order */
-    write_all(b->rec, b->n * sizeof(cc_rec));
+    if (ring) {
+        if (!failed && cc_ring_put(ring, ring_data, b->rec, b->n * sizeof(cc_rec), b->n, b->fetches, reader_alive)) {
+            failed = 1;                 /* corecast is gone or stopped reading: so does the program */
+            kill(getpid(), SIGKILL);
+        }
+    } else {
+        write_all(b->rec, b->n * sizeof(cc_rec));
+    }
     if (shown) __atomic_store_n(shown, *shown + b->fetches, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&write_lock);
     b->n = 0;
@@ -126,7 +167,11 @@ static tbuf *buf(void) {
 }
 
 static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned size) {
-    tbuf *b = buf();
+    tbuf *b = tls;
+    if (__builtin_expect(b == NULL, 0)) {
+        b = buf();
+        if (ring) cc_ring_thread(ring, vcpu);
+    }
     /* The records after a fetch, up to the next one, are its instruction's accesses (QEMU calls
      * the instruction's callback before its memory callbacks). So a data record that follows a
      * data record of the same thread belongs to the same instruction. */
@@ -184,6 +229,16 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
 }
 
 static void save_maps(void) {
+    if (maps_fd >= 0) {
+        int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+        char chunk[8192];
+        ssize_t n;
+        while (in >= 0 && (n = read(in, chunk, sizeof chunk)) > 0)
+            if (write(maps_fd, chunk, (size_t)n) != n) break;
+        if (in >= 0) close(in);
+        close(maps_fd);
+        maps_fd = -1;
+    }
     if (!maps_path) return;
     /* a new file only (corecast names one in a private folder): never through a link or over a file */
     int fd = open(maps_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -202,16 +257,46 @@ static void on_exit_cb(qemu_plugin_id_t id, void *ud) {
     pthread_mutex_lock(&list_lock);
     for (size_t i = 0; i < nall; i++) flush(all[i]);
     pthread_mutex_unlock(&list_lock);
+    if (getpid() != owner) return;      /* a child process: its records are in, that is all */
     save_maps();
+    if (ring) cc_ring_finish(ring);
     if (out_fd >= 0) close(out_fd);
     out_fd = -1;
+}
+
+/* ring=N: map the ring corecast made; the data area's size comes from the memfd's own size. */
+static int open_ring(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size <= CC_RING_HEADER) return -1;
+    uint64_t cap = (uint64_t)st.st_size - CC_RING_HEADER;
+    if (cap & (cap - 1) || cap % 4096) return -1;
+    struct cc_ring_header *h;
+    if (cc_ring_map(fd, cap, &h, &ring_data) != 0) return -1;
+    if (memcmp(h->magic, CC_RING_MAGIC, 8) != 0 || h->capacity != cap) {
+        cc_ring_unmap(h, cap);
+        return -1;
+    }
+    close(fd);
+    reader = (pid_t)h->consumer_pid;
+    /* corecast killed (SIGKILL included): the kernel kills QEMU too */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != reader) return -1;
+    h->producer_pid = (int32_t)getpid();
+    ring = h;
+    return 0;
 }
 
 EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
     (void)info;
     for (int i = 0; i < argc; i++) {
         if (!strncmp(argv[i], "fd=", 3)) out_fd = atoi(argv[i] + 3);
+        else if (!strncmp(argv[i], "ring=", 5)) {
+            if (open_ring(atoi(argv[i] + 5)) != 0) {
+                fprintf(stderr, "corecast qemu plugin: %s is not a corecast ring\n", argv[i]);
+                return -1;
+            }
+        }
         else if (!strncmp(argv[i], "maps=", 5)) maps_path = strdup(argv[i] + 5);
+        else if (!strncmp(argv[i], "mapsfd=", 7)) maps_fd = atoi(argv[i] + 7);
         else if (!strncmp(argv[i], "count=", 6)) {
             int fd = open(argv[i] + 6, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
             void *m = fd < 0 ? MAP_FAILED : mmap(NULL, sizeof *shown, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -227,10 +312,12 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
             return -1;
         }
     }
-    if (out_fd < 0) {
-        fprintf(stderr, "corecast qemu plugin: fd=N is required\n");
+    if (out_fd < 0 && !ring) {
+        fprintf(stderr, "corecast qemu plugin: fd=N or ring=N is required\n");
         return -1;
     }
+    owner = getpid();
+    pthread_atfork(NULL, NULL, forked);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
     qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
     return 0;

@@ -127,5 +127,10 @@ CC_API void cc_annot_free(cc_annot *a);
 /* out needs room for n * 8 records. Returns records written. */
 CC_API size_t cc_annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int final);
 CC_API void cc_annot_counts(const cc_annot *a, uint64_t *found, uint64_t *missing);
+CC_API int cc_annot_add(cc_annot *a, const uint64_t *pcs, const uint8_t *lens, const uint8_t *brflags,
+                        const uint32_t *uop_start, const uint8_t *uop_count, const uint64_t *uops, uint64_t n,
+                        const uint8_t *missing);
+CC_API size_t cc_annot_unknown(const cc_annot *a, const cc_rec *in, size_t n, uint64_t *pcs, size_t cap);
+CC_API size_t cc_annotate_until_unknown(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, size_t *consumed);
 
 #endif

@@ -142,7 +142,7 @@ size_t cc_lackey_parse(cc_lackey_state *st, const char *buf, size_t len, int fin
 typedef struct {
     uint64_t pc;
     uint32_t uop_start;
-    uint8_t len, brflags, nuops, pad;
+    uint8_t len, brflags, nuops, missing;   /* missing: looked for and not decoded (online) */
 } ainfo;
 
 typedef struct {
@@ -152,9 +152,9 @@ typedef struct {
 
 struct cc_annot {
     ainfo *tab;
-    uint64_t mask;
+    uint64_t mask, n;                  /* slots - 1, entries */
     uint64_t *uops;
-    uint64_t nuops_total;
+    uint64_t nuops_total, nuops_cap;
     pending_t pend[65536 / 64]; /* per thread (tid & 1023) */
     uint64_t found, missing;
 };
@@ -166,34 +166,68 @@ static inline uint64_t hmix(uint64_t x) {
     return x;
 }
 
+static int annot_grow(cc_annot *a, uint64_t want) {
+    uint64_t size = a->mask + 1;
+    if (a->tab && want * 2 <= size) return 0;
+    while (size < want * 2) size <<= 1;
+    ainfo *t = calloc(size, sizeof *t);
+    if (!t) return -1;
+    for (uint64_t i = 0; a->tab && i <= a->mask; i++) {
+        if (!a->tab[i].len) continue;
+        uint64_t h = hmix(a->tab[i].pc) & (size - 1);
+        while (t[h].len) h = (h + 1) & (size - 1);
+        t[h] = a->tab[i];
+    }
+    free(a->tab);
+    a->tab = t;
+    a->mask = size - 1;
+    return 0;
+}
+
+/* Add n decoded instructions (uop_start indexes `uops`, which holds their uops); an instruction
+ * already there is replaced. `missing` (may be NULL): those looked for and not decoded, whose
+ * fetches get the placeholder uop and count as missing, as an instruction never added does.
+ * 0, or -1 out of memory. */
+int cc_annot_add(cc_annot *a, const uint64_t *pcs, const uint8_t *lens, const uint8_t *brflags,
+                 const uint32_t *uop_start, const uint8_t *uop_count, const uint64_t *uops, uint64_t n,
+                 const uint8_t *missing) {
+    if (annot_grow(a, a->n + n)) return -1;
+    uint64_t nu = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if ((uint64_t)uop_start[i] + uop_count[i] > nu) nu = (uint64_t)uop_start[i] + uop_count[i];
+    if (a->nuops_total + nu > a->nuops_cap) {
+        uint64_t cap = a->nuops_cap ? a->nuops_cap : 1024;
+        while (cap < a->nuops_total + nu) cap *= 2;
+        uint64_t *u = realloc(a->uops, cap * sizeof *u);
+        if (!u) return -1;
+        a->uops = u;
+        a->nuops_cap = cap;
+    }
+    if (nu) memcpy(a->uops + a->nuops_total, uops, nu * sizeof *uops);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t pc = pcs[i];
+        uint64_t h = hmix(pc) & a->mask;
+        while (a->tab[h].len && a->tab[h].pc != pc) h = (h + 1) & a->mask;
+        if (!a->tab[h].len) a->n++;
+        a->tab[h].pc = pc;
+        a->tab[h].len = lens[i] ? lens[i] : 1;
+        a->tab[h].brflags = brflags[i];
+        a->tab[h].uop_start = (uint32_t)(a->nuops_total + uop_start[i]);
+        a->tab[h].nuops = uop_count[i];
+        a->tab[h].missing = missing ? missing[i] : 0;
+    }
+    a->nuops_total += nu;
+    return 0;
+}
+
 cc_annot *cc_annot_new(const uint64_t *pcs, const uint8_t *lens, const uint8_t *brflags,
                        const uint32_t *uop_start, const uint8_t *uop_count, const uint64_t *uops,
                        uint64_t n) {
     cc_annot *a = calloc(1, sizeof *a);
     if (!a) return NULL;
-    uint64_t size = 16;
-    while (size < n * 2) size <<= 1;
-    a->tab = calloc(size, sizeof *a->tab);
-    a->mask = size - 1;
-    uint64_t nu = 0;
-    for (uint64_t i = 0; i < n; i++)
-        if ((uint64_t)uop_start[i] + uop_count[i] > nu) nu = (uint64_t)uop_start[i] + uop_count[i];
-    a->uops = malloc((nu ? nu : 1) * sizeof *a->uops);
-    if (!a->tab || !a->uops) {
+    if (annot_grow(a, n > 8 ? n : 8) || cc_annot_add(a, pcs, lens, brflags, uop_start, uop_count, uops, n, NULL)) {
         cc_annot_free(a);
         return NULL;
-    }
-    memcpy(a->uops, uops, nu * sizeof *uops);
-    a->nuops_total = nu;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t pc = pcs[i];
-        uint64_t h = hmix(pc) & a->mask;
-        while (a->tab[h].len && a->tab[h].pc != pc) h = (h + 1) & a->mask;
-        a->tab[h].pc = pc;
-        a->tab[h].len = lens[i] ? lens[i] : 1;
-        a->tab[h].brflags = brflags[i];
-        a->tab[h].uop_start = uop_start[i];
-        a->tab[h].nuops = uop_count[i];
     }
     return a;
 }
@@ -210,13 +244,18 @@ void cc_annot_counts(const cc_annot *a, uint64_t *found, uint64_t *missing) {
     *missing = a->missing;
 }
 
-static inline const ainfo *lookup(const cc_annot *a, uint64_t pc) {
+static inline const ainfo *lookup_any(const cc_annot *a, uint64_t pc) {
     uint64_t h = hmix(pc) & a->mask;
     while (a->tab[h].len) {
         if (a->tab[h].pc == pc) return &a->tab[h];
         h = (h + 1) & a->mask;
     }
     return NULL;
+}
+
+static inline const ainfo *lookup(const cc_annot *a, uint64_t pc) {
+    const ainfo *i = lookup_any(a, pc);
+    return i && !i->missing ? i : NULL;
 }
 
 static inline size_t emit_branch(pending_t *pd, uint64_t next_pc, uint16_t tid, cc_rec *out) {
@@ -232,14 +271,38 @@ static inline size_t emit_branch(pending_t *pd, uint64_t next_pc, uint16_t tid, 
     return 1;
 }
 
+/* The unknown instructions of a batch (online annotation): the address of each fetch whose
+ * instruction is neither decoded nor known missing, into pcs (at most cap; repeats
+ * included); returns how many. */
+size_t cc_annot_unknown(const cc_annot *a, const cc_rec *in, size_t n, uint64_t *pcs, size_t cap) {
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < cap; i++)
+        if (in[i].kind == CC_K_FETCH && !lookup_any(a, in[i].addr)) pcs[k++] = in[i].addr;
+    return k;
+}
+
+static size_t annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int stop, size_t *consumed);
+
 size_t cc_annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int final) {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
+    (void)final; /* a branch still pending at the very end has no known outcome: dropped */
+    return annotate(a, in, n, out, 0, NULL);
+}
+
+/* cc_annotate that stops before the first fetch of an unknown instruction (online: its
+ * decoding is looked for, then the batch goes on from there); `consumed` says where. */
+size_t cc_annotate_until_unknown(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, size_t *consumed) {
+    return annotate(a, in, n, out, 1, consumed);
+}
+
+static size_t annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int stop, size_t *consumed) {
+    size_t o = 0, i = 0;
+    for (; i < n; i++) {
         const cc_rec *r = &in[i];
         if (r->kind != CC_K_FETCH) {
             out[o++] = *r;
             continue;
         }
+        if (stop && !lookup_any(a, r->addr)) break;
         pending_t *pd = &a->pend[r->tid & 1023];
         if (pd->active) o += emit_branch(pd, r->addr, r->tid, &out[o]);
         const ainfo *inf = lookup(a, r->addr);
@@ -282,6 +345,6 @@ size_t cc_annotate(cc_annot *a, const cc_rec *in, size_t n, cc_rec *out, int fin
             pd->brflags = inf->brflags & (uint8_t)~CC_ANNOT_MARKER;
         }
     }
-    (void)final; /* a branch still pending at the very end has no known outcome: dropped */
+    if (consumed) *consumed = i;
     return o;
 }

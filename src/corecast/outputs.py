@@ -45,11 +45,8 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
-import shutil
 import stat
 import sys
-import tempfile
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
 
@@ -299,6 +296,7 @@ class Output:
         if fd is not None:
             if self.seekable:
                 self._target_fd = fd
+                import tempfile     # here, for start-up time (as secrets and shutil below)
                 fh: IO[Any] = tempfile.TemporaryFile(mode=mode, **self._text_kw())
             else:
                 fh = os.fdopen(fd, mode, **self._text_kw())
@@ -321,6 +319,7 @@ class Output:
         folder, name = os.path.split(self.p)
         flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_RDWR if self.seekable else os.O_WRONLY)
         for _ in range(100):
+            import secrets
             tmp = os.path.join(folder, f".{name[:120]}.{secrets.token_hex(4)}.tmp")
             try:
                 fd = os.open(tmp, flags, 0o666)
@@ -379,6 +378,7 @@ class Output:
                     fh.seek(0)
                     with os.fdopen(self._target_fd, "wb", closefd=True) as dst:
                         self._target_fd = None
+                        import shutil
                         shutil.copyfileobj(fh.buffer if hasattr(fh, "buffer") else fh, dst, 1 << 20)
                 fh.close()
             except OSError as err:

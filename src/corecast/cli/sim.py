@@ -27,8 +27,11 @@ DESCRIPTION = """\
 Simulate a trace on a machine's caches, TLBs, branch predictor and issue logic.
 
   corecast sim TRACE --machine M [--cores N] [--json]    simulate a trace
+  corecast sim --online --machine M [--cores N] -- CMD   simulate CMD as it runs (QEMU plugin,
+                                                         no trace file; --save-trace to keep one)
   corecast sim capture -o TRACE [--marker SYM] -- CMD   record CMD (QEMU plugin, or lackey)
   corecast sim mrc TRACE [--sizes LIST] [--assoc N]      miss-rate curves in one pass
+  corecast sim mrc --online [...] -- CMD                 the same, of CMD as it runs
   corecast sim mrc-online [--ways LIST] -- CMD          LLC occupancy and misses by cache ways
                                                          (resctrl: Intel CAT/CMT, AMD PQoS)
   corecast sim convert INPUT -o TRACE [--from lackey|din|csv]
@@ -40,7 +43,8 @@ Run `corecast sim capture -h` (and so on) for each action's options. TRACE is a 
 trace file, or lackey/din/CSV text (converted on the fly). See docs/sim.md.
 """
 
-ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online")
+ACTIONS = ("capture", "convert", "gen", "machines", "mrc", "mrc-online", "online")
+ONLINE = "--online"          # `sim --online ... -- CMD`: the action `online`, wherever the flag is
 MAX_GEN_RECORDS = 1 << 30     # records `sim gen` writes: a 16GiB trace
 #: Each action's one line (its man page's NAME, its description in shell completion).
 ACTION_HELP = {
@@ -50,6 +54,7 @@ ACTION_HELP = {
     "machines": "list the bundled machine descriptions, or show one",
     "mrc": "miss-rate curves of a trace in one pass (LRU stack distances, SHARDS)",
     "mrc-online": "a program's LLC occupancy and misses by cache ways (resctrl)",
+    "online": "simulate a program as it runs (QEMU plugin, shared-memory ring, no trace file)",
 }
 
 
@@ -82,6 +87,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=arg(seed), default=1, help="seed of random replacement")
 
     route_actions(parser, _sub_parsers(parser.prog), ACTION_HELP)
+    routed = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
+        # `--online` anywhere before the program's `--` makes it the online action
+        args = list(sys.argv[1:] if args is None else args)
+        head = args[:args.index("--")] if "--" in args else args
+        if ONLINE in head and (not args or args[0] not in ACTIONS):
+            args.remove(ONLINE)
+            args.insert(0, "online")
+        if args and args[0] == "mrc" and "--" in args:     # `sim mrc --online [...] -- PROGRAM [ARGS]`
+            i = args.index("--")
+            ns, extra = routed(args[:i], namespace)
+            ns.program = args[i + 1:]
+            return ns, extra
+        return routed(args, namespace)
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
 def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
@@ -141,7 +163,10 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                               "(every fully associative size at once), SHARDS sampling for large "
                               "traces, set-associative points beside them, per-thread curves, the "
                               "knee and the working sets. See docs/sim.md.")
-    mrc.add_argument("trace", metavar="TRACE")
+    mrc.add_argument("trace", metavar="TRACE", nargs="?", help="trace file (or, with --online, the program)")
+    mrc.add_argument("--online", action="store_true",
+                     help="run the program after -- under the QEMU plugin and build the curves as it runs "
+                          "(no trace file)")
     mrc.add_argument("--sizes", default="auto", metavar="LIST|auto",
                      help="cache sizes, e.g. 32KiB,1MiB,32MiB (default: powers of two up to the footprint)")
     mrc.add_argument("--line", type=arg(size_bytes), default=64, help="line size in bytes (default 64)")
@@ -149,6 +174,9 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
                      help="also simulate N-way LRU caches at the sizes (default: full only)")
     mrc.add_argument("--sample", type=float, default=1.0, metavar="R",
                      help="SHARDS sampling rate in (0, 1] (default 1: exact)")
+    mrc.add_argument("--sample-max", type=arg(count), default=None, metavar="N",
+                     help="fixed-size SHARDS: track at most N lines, the rate falling from --sample "
+                          "as the footprint asks (bounded memory; e.g. 8192)")
     mrc.add_argument("--accesses", choices=["all", "data", "instr"], default="all",
                      help="which accesses make the curve (default all: a unified cache)")
     mrc.add_argument("--count", choices=["all", "exposed"], default="all",
@@ -159,6 +187,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     add_format(mrc, "curve and cache size", json_help="print the result as JSON")
     mrc.add_argument("--plot", metavar="FILE", help="draw the curve (PNG, SVG or PDF)")
     mrc.add_argument("-o", "--output", metavar="DATASET", help="write the curve as a Dataset (CSV or JSON)")
+    mrc.set_defaults(program=[])          # with --online: what follows `--` (see add_arguments)
     online = _Parser(prog=f"{prog} mrc-online", formatter_class=fmt,
                      description="Run a program once per number of last-level cache ways it may fill "
                                  "(resctrl cache allocation: Intel CAT, AMD PQoS), measuring its LLC "
@@ -176,7 +205,36 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
     online.add_argument("-o", "--output", metavar="DATASET", help="write the points as a Dataset")
     online.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]",
                         help="the program to run")
-    subs = {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc, "mrc-online": online}
+    onl = _Parser(prog=f"{prog} --online", formatter_class=fmt,     # (also `sim online`)
+                  description="Simulate a program as it runs: QEMU user mode with corecast's plugin hands its "
+                              "records to the simulator through a shared-memory ring (no trace file), decoded as "
+                              "they come (objdump) as `sim capture` decodes them. The counts are those of "
+                              "`sim capture` then `sim TRACE` of the same run (--save-trace writes that trace "
+                              "too). The threads of the program are spread over the cores (--split threads). "
+                              "See docs/sim.md.")
+    onl.add_argument("--machine", "-m", metavar="M",
+                     help="bundled machine name or TOML file (see `corecast sim machines`)")
+    onl.add_argument("--cores", type=int, default=1, metavar="N", help="simulated cores (default 1)")
+    add_format(onl, "cache and TLB", json_help="print the result as JSON")
+    onl.add_argument("-o", "--output", metavar="FILE", help="also write the JSON result here")
+    onl.add_argument("--save-trace", metavar="TRACE", help="also write the trace simulated (compressed)")
+    onl.add_argument("--split", default="threads", choices=["auto", "threads"],
+                     help="how the records are spread over cores: by thread (the transactions and chunks "
+                          "splits need the whole trace first: capture it, then `sim TRACE`)")
+    onl.add_argument("--warmup", type=int, default=0, metavar="INSTR",
+                     help="instructions simulated before counting starts")
+    onl.add_argument("--straddle", choices=["line", "access"], default="line",
+                     help="a line-straddling miss sends the missing line (line, default) or the whole access "
+                          "(access, as cachegrind) to the next level")
+    onl.add_argument("--no-tlb", action="store_true", help="leave the TLBs out")
+    onl.add_argument("--seed", type=arg(seed), default=1, help="seed of random replacement")
+    onl.add_argument("--marker", action="append", default=[], metavar="SYM|0xADDR",
+                     help="a function or address whose execution starts a transaction (repeatable)")
+    onl.add_argument("--no-annotate", action="store_true",
+                     help="no decoding (no branch or uop records: caches and TLBs only)")
+    onl.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]", help="the program to run")
+    subs = {"capture": cap, "convert": conv, "gen": gen, "machines": mach, "mrc": mrc, "mrc-online": online,
+            "online": onl}
     for sub in subs.values():
         add_verbosity(sub)
     return subs
@@ -198,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
         return _mrc(args)
     if action == "mrc-online":
         return _mrc_online(args)
+    if action == "online":
+        return _simulate_online(args)
     return _simulate(args)
 
 
@@ -250,6 +310,64 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate_online(args: argparse.Namespace) -> int:
+    from ..sim.capture import qemu_trace_meta
+    from ..sim.engine import SimOptions, Simulator
+    from ..sim.online import OnlineRun
+    from ..sim.trace import TraceWriter
+
+    cmd = program(args.program, "no program given: corecast sim --online --machine M [--cores N] -- PROGRAM [ARGS]")
+    if not args.machine:
+        raise UserError("--machine is required (a bundled name such as penryn-l5420, or a TOML "
+                        "file; `corecast sim machines` lists them)")
+    if args.cores < 1:
+        raise UserError(f"--cores {args.cores}: must be at least 1")
+    if args.warmup < 0:
+        raise UserError(f"--warmup {args.warmup}: 0 or more instructions")
+    machine = load_machine(args.machine)
+    for path in (args.output, args.save_trace):
+        if path:
+            outputs.check(path)          # before the work, not after it
+    opts = SimOptions(split="threads", warmup_instructions=args.warmup, seed=args.seed,
+                      straddle_all=args.straddle == "access", tlb=not args.no_tlb)
+    sim = Simulator(machine, args.cores, opts, "threads")
+    writer = TraceWriter(args.save_trace, {"source": "qemu", "command": cmd}) if args.save_trace else None
+    try:
+        # the program's own output goes to standard error when standard output is the result's
+        quiet_out = sys.stderr.fileno() if output_format(args) != "table" else None
+        with OnlineRun(cmd, annotate=not args.no_annotate, markers=args.marker, stdout=quiet_out) as run, \
+                messages.Progress("simulating", unit="instructions") as bar:
+            run.progress = lambda instructions, records: bar.update(instructions)
+            for recs in run.records():
+                sim.feed(recs)
+                if writer is not None:
+                    writer.write(recs)
+        info = run.info
+        if args.warmup and not sim.stats().warm:
+            raise UserError(f"--warmup {args.warmup}: the program ran only {int(sim.stats().instructions):,} "
+                            "instructions")
+        meta = {"source": "qemu (online)", "threads": info["threads"]}
+        res = sim.result(meta, None)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        sim.close()
+    if writer is not None:
+        writer.close(qemu_trace_meta(info))
+    for w in info["warnings"]:
+        messages.warning(w)
+    if args.output:
+        outputs.write_text(args.output, res.to_json() + "\n", "the result as JSON")
+    fmt = output_format(args)
+    if fmt in ("csv", "records"):
+        sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
+    elif fmt == "json":
+        print(res.to_json())
+    else:
+        render_result(res, machine)
+    return 0
 def _bytes(n: float) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
@@ -278,7 +396,7 @@ def _capture(args: argparse.Namespace) -> int:
         size = records * RECORD_DTYPE.itemsize
         while size >= big[0]:
             rate = size / max(time.monotonic() - bar.start, 1e-3)
-            messages.note(f"the trace has passed {_bytes(big[0])} ({_bytes(rate)}/s so far; {instructions:,} "
+            messages.note(f"the trace has passed {_bytes(big[0])} of records ({_bytes(rate)}/s so far; {instructions:,} "
                           f"instructions); Ctrl-C stops the capture")
             big[0] *= 2
         bar.update(records, f"{instructions:,} instructions, {_bytes(size)} written")
@@ -318,15 +436,31 @@ def _mrc(args: argparse.Namespace) -> int:
         check_plot_path(args.plot)
     if args.output:
         outputs.check(args.output)
-    tr = load(args.trace)
-    messages.detail(f"read {args.trace}: {len(tr):,} records")
-    with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
-        res = mrc.analyse(_counted(tr.chunks(1 << 20), bar), sizes=sizes, line=args.line,
-                          accesses=args.accesses, rate=args.sample, assoc=assoc, per_thread=args.per_thread,
-                          count=args.count)
+    kw = dict(sizes=sizes, line=args.line, accesses=args.accesses, rate=args.sample, assoc=assoc,
+              per_thread=args.per_thread, count=args.count, sample_max=args.sample_max)
+    if args.online:
+        from ..sim.online import OnlineRun
+        cmd = program([*([args.trace] if args.trace else []), *args.program],
+                      "no program given: corecast sim mrc --online [...] -- PROGRAM [ARGS]")
+        quiet_out = sys.stderr.fileno() if output_format(args) != "table" else None
+        with OnlineRun(cmd, stdout=quiet_out) as run, \
+                messages.Progress("stack distances", unit="instructions") as bar:
+            run.progress = lambda instructions, records: bar.update(instructions)
+            res = mrc.analyse(run.records(), **kw)
+        for w in run.info["warnings"]:
+            messages.warning(w)
+        name = Path(cmd[0]).name
+    else:
+        if args.trace is None or args.program:
+            raise UserError("give a trace file, or --online and a program after --")
+        tr = load(args.trace)
+        messages.detail(f"read {args.trace}: {len(tr):,} records")
+        with messages.Progress("stack distances", total=len(tr), unit="records") as bar:
+            res = mrc.analyse(_counted(tr.chunks(1 << 20), bar), **kw)
+        name = Path(args.trace).name
     _show(args, res.to_dict(), lambda: R.render_terminal(res, console()),
-          lambda: R.figure(res, f"miss-rate curve: {Path(args.trace).name}"),
-          lambda: R.to_dataset(res, str(args.trace)), rows=mrc_rows)
+          lambda: R.figure(res, f"miss-rate curve: {name}"),
+          lambda: R.to_dataset(res, str(args.trace if not args.online else name)), rows=mrc_rows)
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import secrets
 import select
 import shutil
 import signal
@@ -156,6 +155,7 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 def _fresh_name(prefix: str, suffix: str = "") -> str:
     base = os.path.abspath(tempfile.gettempdir())
+    import secrets          # here, for start-up time (hmac, hashlib, random)
     return os.path.join(base, f"{prefix}{os.getpid()}-{secrets.token_hex(6)}{suffix}")
 
 

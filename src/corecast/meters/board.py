@@ -245,7 +245,21 @@ class Board:
         base = C.cast(handle, C.POINTER(C.c_void_p))[1]      # ccm_board: h, base, size, app, ...
         self._base = int(base)
         self.header = L.Header.from_address(self._base)
-        h = self.header
+        # the sections' places, copied once: the header's first lines are rewritten at every tick,
+        # and its counts and offsets never change while the daemon runs
+        h = L.Header.from_buffer_copy(C.string_at(self._base, C.sizeof(L.Header)))
+        self._layout = h
+        size = C.cast(handle, C.POINTER(C.c_size_t))[2]
+        for count, off, elem, need in (
+                (h.scope_count, h.scope_off, h.scope_size, L.Scope),
+                (h.meter_count, h.meter_desc_off, h.meter_desc_size, L.MeterDesc),
+                (h.meter_count, h.meter_rec_off, h.meter_rec_size, L.MeterRec),
+                (h.trigger_count, h.trigger_desc_off, h.trigger_desc_size, L.TriggerDesc),
+                (h.trigger_count, h.trigger_rec_off, h.trigger_rec_size, L.TriggerRec),
+                (h.advice_count, h.advice_desc_off, h.advice_desc_size, L.AdviceDesc),
+                (h.advice_count, h.advice_rec_off, h.advice_rec_size, L.AdviceRec)):
+            if count and (elem < C.sizeof(need) or off < C.sizeof(L.Header) or off + count * elem > size):
+                raise UserError(f"{board_path(name)} is a damaged blackboard: a section outside it")
         kinds = {}
         self._scopes = []
         for i in range(h.scope_count):
@@ -280,7 +294,7 @@ class Board:
         """Every index on the board points inside it and at what its name says (the C reader
         checks the sections' bounds; a board whose descriptors disagree is damaged, never shown
         with another scope's name)."""
-        h = self.header
+        h = self._layout
         n = len(self._scopes)
 
         def bad(what: str) -> UserError:
@@ -396,7 +410,7 @@ class Board:
                         "died while writing it): the board is stale")
 
     def reading(self, index: int) -> Reading:
-        h = self.header
+        h = self._layout
         r = self._copy(self._base + h.meter_rec_off + index * h.meter_rec_size, L.MeterRec())
         return Reading(_num(r.current), _num(r.avg), _num(r.min), _num(r.max), _num(r.total), r.count, r.t_ns, r.aux)
 
@@ -404,13 +418,13 @@ class Board:
         return self.reading(self.meter(meter, scope).index)
 
     def trigger_state(self, index: int) -> TriggerState:
-        h = self.header
+        h = self._layout
         r = self._copy(self._base + h.trigger_rec_off + index * h.trigger_rec_size, L.TriggerRec())
         return TriggerState(L.STATES.get(r.state, "unknown"), _num(r.value), r.since_ns, r.pending_ns,
                             r.transitions, r.ups, r.downs)
 
     def advice_state(self, index: int) -> AdviceState:
-        h = self.header
+        h = self._layout
         r = self._copy(self._base + h.advice_rec_off + index * h.advice_rec_size, L.AdviceRec())
         return AdviceState(r.allowed, r.changed_ns, r.changes, r.high_triggers)
 

@@ -33,14 +33,22 @@ class Event:
 
 
 #: Sources read at most this often, whatever --interval: /proc/stat counts in 10 ms units (USER_HZ
-#: is 100), /proc/vmstat costs ~20 us a read, and a perf counter of another CPU costs an
-#: inter-processor interrupt each read (~9 us on a 2-vCPU VM; on a machine with many CPUs that
-#: is the bulk of the cost). PSI, gauges' other sources and threads' schedstat are read every tick.
+#: is 100), /proc/vmstat costs ~20 us a read, a perf counter of another CPU costs an
+#: inter-processor interrupt each read (~13 us on a 2-vCPU VM; on a machine with many CPUs that
+#: is the bulk of the cost; a CPU's software events are one group read), and memory and I/O
+#: pressure cost ~2 us a file (the kernel formats its averages at every read) for stalls that
+#: last milliseconds: at 1 ms they were half of the daemon's work per tick. CPU pressure, the
+#: gauges' other sources and the threads' schedstat are read every tick.
 SLOW_S = 0.01
 
 
 def slow(ref: tuple) -> bool:
-    return ref[0] == "perf" or (ref[0] == "proc" and os.path.basename(ref[1]) in ("stat", "vmstat"))
+    if ref[0] == "perf":
+        return True
+    if ref[0] != "proc":
+        return False
+    path = str(ref[1])
+    return os.path.basename(path) in ("stat", "vmstat") or path.endswith(("pressure/memory", "pressure/io"))
 
 
 class Engine:
@@ -61,7 +69,18 @@ class Engine:
         self._ev = (L.Event * 256)()
 
     # ------------------------------------------------------------------ building
-    def _file(self, ref: tuple, keyed: bool, perf_fds: dict[tuple[str, int], int | None]) -> int:
+    def _group_file(self, group: tuple[int, int, int, int]) -> int:
+        """The file of a perf group read in one call: (leader fd, position, members, words per member)."""
+        key = ("perf-group", group[0])
+        if key not in self._files:
+            idx = self.lib.ccm_add_perf_group(self.e, group[0], group[2], group[3])
+            if idx < 0:
+                raise MemoryError("ccm_add_perf_group")
+            self._files[key] = idx
+            self.lib.ccm_set_file_period(self.e, idx, self.slow_ticks)
+        return self._files[key]
+
+    def _file(self, ref: tuple, keyed: bool, perf_fds: dict[tuple[str, int], Any]) -> int:
         if ref in self._files:
             return self._files[ref]
         kind = ref[0]
@@ -87,12 +106,16 @@ class Engine:
             self.thread_files[ref[1]] = idx
         return idx
 
-    def _input(self, inp: Input, perf_fds: dict[tuple[str, int], int | None]) -> int:
+    def _input(self, inp: Input, perf_fds: dict[tuple[str, int], Any]) -> int:
         k = (inp.file, inp.key, inp.fields)
         if k in self._inputs:
             return self._inputs[k]
-        f = self._file(inp.file, bool(inp.key), perf_fds)
-        idx = self.lib.ccm_add_input(self.e, f, inp.key.encode(), inp.fields & 0xFFFFFFFF)
+        group = perf_fds.get((inp.file[1], inp.file[2])) if inp.file[0] == "perf" else None
+        if isinstance(group, tuple):     # a member of a group read in one call: fields = its place
+            f, fields = self._group_file(group), group[1]
+        else:
+            f, fields = self._file(inp.file, bool(inp.key), perf_fds), inp.fields & 0xFFFFFFFF
+        idx = self.lib.ccm_add_input(self.e, f, inp.key.encode(), fields)
         if idx < 0:
             raise MemoryError("ccm_add_input")
         self._inputs[k] = idx
@@ -102,7 +125,10 @@ class Engine:
             self.external[inp.file[1]] = idx
         return idx
 
-    def add_instance(self, rec: int, inst: Instance, perf_fds: dict[tuple[str, int], int | None]) -> int:
+    def add_instance(self, rec: int, inst: Instance, perf_fds: dict[tuple[str, int], Any]) -> int:
+        """Add a meter; `perf_fds` gives each (event, cpu) its descriptor, None (read in Python and
+        handed over with set_external), or (leader fd, position, members, words per member) for a
+        counter of a group read in one call."""
         num = [self._input(i, perf_fds) for i in inst.num]
         den = [self._input(i, perf_fds) for i in inst.den]
         n = (C.c_int * max(1, len(num)))(*num)

@@ -27,7 +27,7 @@ LOW, HIGH = 1, 2
 STATES = {0: "unknown", LOW: "low", HIGH: "high"}
 
 # files the engine reads (engine.c)
-FILE_KEYED, FILE_PLAIN, FILE_PERF, FILE_EXTERNAL = 0, 1, 2, 3
+FILE_KEYED, FILE_PLAIN, FILE_PERF, FILE_EXTERNAL, FILE_PERF_GROUP = 0, 1, 2, 3, 4
 EV_TRIGGER, EV_ADVICE = 1, 2
 WHY = ("all", "event", "signal", "error")
 
@@ -133,6 +133,7 @@ def lib() -> Any:
     sig = {
         "ccm_engine_new": ([vp, i64, i64], vp), "ccm_engine_free": ([vp], None),
         "ccm_add_file": ([vp, i32, i32], i32), "ccm_set_file_fd": ([vp, i32, i32], None), "ccm_set_file_period": ([vp, i32, i32], None),
+        "ccm_add_perf_group": ([vp, i32, i32, i32], i32),
         "ccm_add_input": ([vp, i32, C.c_char_p, u32], i32),
         "ccm_add_meter": ([vp, i32, i32, dbl, dbl, dbl, i32, ip, i32, ip, i32], i32),
         "ccm_reset_meter": ([vp, i32, u64], None),

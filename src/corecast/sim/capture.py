@@ -2,11 +2,11 @@
 with valgrind lackey (the fallback).
 
 `capture(..., backend="qemu")` runs the program under `qemu-x86_64 -plugin
-libcorecast_qemu.so,fd=N,maps=F,count=C` (native/qemu/capture_plugin.c): the plugin appends
-the same 16-byte records the trace file holds, in blocks, to the trace file being written, with
-the guest thread as the thread id, and keeps the instructions written so far in C (progress); at
-exit it saves the process's file mappings, from which the objects that ran (and their load
-addresses) are known for the annotation pass below. `backend="auto"` takes QEMU when
+libcorecast_qemu.so,ring=N,mapsfd=M` (native/qemu/capture_plugin.c) through `online.OnlineRun`:
+the plugin writes the same 16-byte records the trace file holds, in blocks, into a shared-memory
+ring, with the guest thread as the thread id; corecast reads them as they come, adds the branch
+and uop records of their instructions (objdump, decoded once per instruction as it turns up) and
+writes them compressed -- no raw file, no pass after the run. `backend="auto"` takes QEMU when
 this is an x86-64 machine with qemu-x86_64 installed, else lackey.
 
 `capture(["./app", "arg"], "app.cctrace", backend="lackey")` runs
@@ -26,7 +26,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -37,9 +36,10 @@ import numpy as np
 
 from .. import outputs
 from ..errors import UserError
-from ..native import native_path
 from . import native as N
 from . import x86
+from .online import OnlineRun
+from .x86 import objects_from_maps, resolve_markers  # noqa: F401  (objects_from_maps: moved to x86, still found here)
 from .synth import pack_uop
 from .trace import LackeyParser, TraceWriter, read_trace, write_trace
 
@@ -104,40 +104,6 @@ def _resolve_program(cmd: Sequence[str]) -> None:
         raise UserError(f"{prog}: command not found")
 
 
-def _symbol_address(path: str, name: str) -> int | None:
-    """File address of symbol `name` in `path` (static table first, then dynamic)."""
-    for args in (["nm", "--defined-only"], ["nm", "-D", "--defined-only"]):
-        try:
-            res = subprocess.run([*args, path], capture_output=True, text=True, errors="replace")
-        except OSError:
-            return None
-        for line in res.stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[2].split("@")[0] == name and parts[1] in "TtWwiI":
-                try:
-                    return int(parts[0], 16)
-                except ValueError:
-                    continue
-    return None
-
-
-def resolve_markers(markers: Sequence[str], objects: list[x86.LoadedObject]) -> dict[str, int | None]:
-    """Run-time addresses of markers given as hex addresses or symbol names."""
-    out: dict[str, int | None] = {}
-    for m in markers:
-        if re.fullmatch(r"0x[0-9a-fA-F]+", m):
-            out[m] = int(m, 16)
-            continue
-        addr = None
-        for obj in objects:
-            a = _symbol_address(obj.path, m)
-            if a is not None:
-                addr = a + obj.bias
-                break
-        out[m] = addr
-    return out
-
-
 def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
             annotate: bool = True, chunk_bytes: int = 8 << 20,
             progress: Callable[[int, int], None] | None = None,
@@ -175,7 +141,8 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
     # when there is no annotation pass to place them.
     parser = LackeyParser(markers=hex_markers if not use_objdump else ())
     raw_path = scratch / "raw.cctrace" if use_objdump else out
-    writer = TraceWriter(raw_path, {"source": "lackey", "command": list(cmd)}, announce=not use_objdump)
+    writer = TraceWriter(raw_path, {"source": "lackey", "command": list(cmd)}, announce=not use_objdump,
+                         compress=not use_objdump)       # a raw trace the decoding pass reads at once
     rfd, wfd = os.pipe()
     args = [vg, "--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "-v", "-v",
             f"--log-fd={wfd}", *cmd]
@@ -244,99 +211,47 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
                  progress: Callable[[int, int], None] | None = None,
                  decoding: Callable[[int, int], None] | None = None,
                  env: dict[str, str] | None = None) -> CaptureInfo:
-    """`capture` through QEMU user mode and corecast's TCG plugin (see the module doc)."""
-    qemu = qemu_path()
-    if qemu is None:
+    """`capture` through QEMU user mode and corecast's TCG plugin: the records come through the
+    plugin's shared-memory ring, are decoded as they come (`online.OnlineRun`) and written
+    compressed (see the module doc). `decoding` is not called: there is no pass after the run."""
+    if qemu_path() is None:
         raise UserError("qemu-x86_64 is not installed (apt-get install qemu-user)")
     _resolve_program(cmd)
     out = Path(out)
-    scratch = _scratch(out)
-    try:
-        return _capture_qemu(qemu, cmd, out, scratch, markers, annotate, progress, env, decoding)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _capture_qemu(qemu: str, cmd: Sequence[str], out: Path, scratch: Path, markers: Sequence[str],
-                  annotate: bool, progress: Callable[[int], None] | None, env: dict[str, str] | None,
-                  decoding: Callable[[int, int], None] | None) -> CaptureInfo:
-    prog = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0])
-    plugin = native_path("libcorecast_qemu.so")
+    outputs.check(out)
     t0 = time.monotonic()
-    hex_markers = np.array([int(m, 16) for m in markers if re.fullmatch(r"0x[0-9a-fA-F]+", m)],
-                           dtype=np.uint64)
-    use_objdump = annotate and x86.objdump_available()
-    warnings: list[str] = []
-    if annotate and not use_objdump:
-        warnings.append("objdump not found (apt-get install binutils): the trace has no branch "
-                        "or uop records, so branch MPKI and baseline CPI will be unavailable")
-    raw_path = scratch / "raw.cctrace" if use_objdump else out
-    maps_path = scratch / "maps"                # the private folder: nothing there can be planted
-    count_path = scratch / "count"
-    writer = TraceWriter(raw_path, {"source": "qemu", "command": list(cmd)}, announce=not use_objdump)
-    # The plugin appends its records straight to the trace file being written: no pipe, no
-    # Python in the path of the data. It keeps the instructions written so far in count_path
-    # (8 bytes it maps), which progress reads.
-    count_path.write_bytes(bytes(8))
-    wfd = os.open(f"/proc/self/fd/{writer.fileno()}", os.O_WRONLY | os.O_APPEND)
-    args = [qemu, "-plugin", f"{plugin},fd={wfd},maps={maps_path},count={count_path}", prog, *cmd[1:]]
-    try:
-        proc = subprocess.Popen(args, pass_fds=(wfd,), env=env)
-    except OSError as err:
-        os.close(wfd)
-        writer.abort()
-        _unlink(count_path)
-        raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
-    os.close(wfd)
-    try:
-        while True:
-            try:
-                proc.wait(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                if progress:
-                    progress(_instructions_so_far(count_path), writer.appended_records())
-    except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
-        writer.adopt_appended()
-        _keep_interrupted(writer, raw_path, out)
-        raise
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        writer.abort()
-        raise
-    _unlink(count_path)
-    writer.adopt_appended()
-    if len(hex_markers) and not use_objdump and writer.count:
-        writer = _with_markers(writer, hex_markers)
-    tids = set(writer.tids)
-    if progress:
-        progress(int(writer.kinds[N.KIND_FETCH]), writer.count)
-    status = proc.returncode
-    if writer.count == 0:
-        writer.abort()
-        _unlink(maps_path)
-        raise UserError(f"qemu-x86_64 produced no trace for {' '.join(cmd)} (exit status {status})")
-    if status != 0:
-        warnings.append(f"the program exited with status {status}; the trace covers what ran")
-    objects = objects_from_maps(maps_path, exclude=(qemu, str(plugin)))
-    _unlink(maps_path)
-    meta: dict[str, Any] = {"exit_status": status, "capture": "qemu-user TCG plugin"}
-    if len(tids) > 1:
-        meta["threads"] = len(tids)
-    meta["objects"] = [{"path": o.path, "bias": hex(o.bias)} for o in objects]
-    marker_addrs = resolve_markers(markers, objects) if markers else {}
-    for name, addr in marker_addrs.items():
-        if addr is None:
-            warnings.append(f"marker {name!r} was not found in any object the program loaded")
-    meta["markers"] = {k: (hex(v) if v is not None else None) for k, v in marker_addrs.items()}
-    info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[0]),
-                       threads=max(1, len(tids)), exit_status=status, annotated=False,
-                       annotated_fraction=None, markers=marker_addrs,
-                       objects=[o.path for o in objects], warnings=warnings)
-    return _finish(writer, meta, info, raw_path, out, objects, marker_addrs, use_objdump, decoding, t0)
+    with OnlineRun(cmd, annotate=annotate, markers=markers, env=env, progress=progress) as run, \
+            TraceWriter(out, {"source": "qemu", "command": list(cmd)}) as writer:
+        try:
+            for recs in run.records():
+                writer.write(recs)
+        except KeyboardInterrupt:
+            run.close()
+            writer.close({"interrupted": True}, what=f"{writer.count:,} records, interrupted")
+            raise
+        r = run.info
+        objects = r["objects"]
+        meta = qemu_trace_meta(r)
+        info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[N.KIND_FETCH]),
+                           threads=max(1, r["threads"]), exit_status=r["exit_status"], annotated=r["annotated"],
+                           annotated_fraction=r["annotated_fraction"], markers=r["markers"],
+                           objects=[o.path for o in objects], warnings=list(r["warnings"]),
+                           seconds=time.monotonic() - t0)
+        writer.close(meta, what=_summary(info))
+    return info
+
+
+def qemu_trace_meta(r: dict[str, Any]) -> dict[str, Any]:
+    """A trace's metadata from a finished `OnlineRun`'s `info` (sim capture, sim --online --save-trace)."""
+    meta: dict[str, Any] = {"exit_status": r["exit_status"], "capture": "qemu-user TCG plugin, online",
+                            "objects": [{"path": o.path, "bias": hex(o.bias)} for o in r["objects"]],
+                            "markers": {k: (hex(v) if v is not None else None) for k, v in r["markers"].items()}}
+    if r["threads"] > 1:
+        meta["threads"] = r["threads"]
+    if r["annotated"]:
+        meta.update({"annotated": True, "annotated_objects": r["annotated_objects"],
+                     "annotated_fraction": r["annotated_fraction"]})
+    return meta
 
 
 def _scratch(out: Path) -> Path:
@@ -376,93 +291,6 @@ def _keep_interrupted(writer: TraceWriter, raw_path: Path, out: Path) -> None:
     if raw_path != out:
         tr = read_trace(raw_path)
         write_trace(out, tr, what=f"{len(tr):,} records, interrupted (not decoded)")
-
-
-def _instructions_so_far(path: Path) -> int:
-    """The instructions the QEMU plugin has written so far (its count= file)."""
-    try:
-        return int.from_bytes(path.read_bytes()[:8], sys.byteorder)
-    except OSError:
-        return 0
-
-
-def _with_markers(writer: TraceWriter, markers: np.ndarray) -> TraceWriter:
-    """A writer of the same trace with a marker record before every fetch of a marker address
-    (the plugin does not know them); the unmarked part is given up."""
-    data = writer.mapped()
-    out = TraceWriter(writer.path, dict(writer.meta))       # a second temporary file for the same name
-    try:
-        for i in range(0, writer.count, 1 << 22):
-            recs = np.asarray(data[i:i + (1 << 22)])
-            at = np.flatnonzero((recs["kind"] == N.KIND_FETCH) & np.isin(recs["addr"], markers))
-            if len(at):
-                mk = recs[at].copy()
-                mk["kind"], mk["size"] = N.KIND_MARKER, 0
-                recs = np.insert(recs, at, mk)
-            out.write(recs)
-    except BaseException:
-        out.abort()
-        raise
-    finally:
-        del data
-    writer.abort()
-    return out
-
-
-_MAPS = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+\s+(/\S.*)$")
-_LOAD = re.compile(r"^\s*LOAD off\s+0x([0-9a-f]+) vaddr 0x([0-9a-f]+)")
-
-
-def _first_load(path: str) -> tuple[int, int] | None:
-    """(file offset, virtual address) of an ELF file's first loadable segment."""
-    try:
-        res = subprocess.run(["objdump", "-p", path], capture_output=True, text=True, errors="replace")
-    except OSError:
-        return None
-    for line in res.stdout.splitlines():
-        m = _LOAD.match(line)
-        if m:
-            return int(m.group(1), 16), int(m.group(2), 16)
-    return None
-
-
-def objects_from_maps(path: str | Path, exclude: Sequence[str] = ()) -> list[x86.LoadedObject]:
-    """Objects mapped from files (as /proc/PID/maps lists them) and their load addresses: where
-    each file's first mapping (offset 0) lies, against its first loadable segment's address.
-    Mappings at or above the lowest one of an `exclude`d file (QEMU itself, the plugin) are the
-    host's, not the program's, and are left out."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return []
-    skip = {os.path.realpath(e) for e in exclude}
-    rows = []
-    for line in text.splitlines():
-        m = _MAPS.match(line)
-        if m:
-            rows.append((int(m.group(1), 16), int(m.group(3), 16), m.group(4).strip()))
-    # The host side (QEMU, its libraries, the plugin) lies above the guest's address space:
-    # everything from the lowest mapping of an excluded file up is left out.
-    host = min((start for start, _, file in rows if os.path.realpath(file) in skip), default=None)
-    objs: list[x86.LoadedObject] = []
-    seen: set[tuple[str, int]] = set()
-    loads: dict[str, tuple[int, int] | None] = {}
-    for start, offset, file in rows:
-        if offset != 0 or (host is not None and start >= host):
-            continue
-        if file.startswith("/dev/") or os.path.realpath(file) in skip or not os.path.isfile(file):
-            continue
-        if (file, start) in seen:
-            continue
-        seen.add((file, start))
-        if file not in loads:
-            loads[file] = _first_load(file)
-        first = loads[file]
-        if first is None:
-            continue
-        off, vaddr = first
-        objs.append(x86.LoadedObject(file, vaddr - off, start))
-    return objs
 
 
 def _unlink(p: Path) -> None:

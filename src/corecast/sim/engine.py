@@ -329,8 +329,11 @@ def choose_split(split: str, trace: Trace, cores: int) -> str:
     if cores == 1:
         return "threads"
     threads = int(trace.meta.get("threads") or 0)
-    if threads == 0 and len(trace.records):
-        threads = int(len(np.unique(trace.records["tid"])))
+    if threads == 0 and len(trace):
+        seen = np.zeros(1 << 16, bool)
+        for chunk in trace.chunks(1 << 22, checked=False):
+            seen[chunk["tid"]] = True
+        threads = int(np.count_nonzero(seen))
     if threads > 1:
         return "threads"
     if _has_kind(trace, N.KIND_MARKER):
@@ -349,16 +352,24 @@ def guess_stack(trace: Trace, max_size: int = 8 << 20) -> tuple[int, int] | None
     """The stack's address range: the highest data addresses of the trace, up to `max_size`
     below the top, when a gap of at least 1 GiB separates them from everything else (as the
     main thread's stack is placed, natively and under valgrind)."""
-    recs = trace.records
-    data = (recs["kind"] >= N.KIND_LOAD) & (recs["kind"] <= N.KIND_MODIFY)
-    if not np.any(data):
+    top = None
+    for chunk in trace.chunks(1 << 22, checked=False):          # a frame at a time when compressed
+        addrs = chunk["addr"][(chunk["kind"] >= N.KIND_LOAD) & (chunk["kind"] <= N.KIND_MODIFY)]
+        if len(addrs):
+            m = int(addrs.max())
+            top = m if top is None else max(top, m)
+    if top is None:
         return None
-    addrs = recs["addr"][data]
-    top = int(addrs.max())
     hi = (top | 0xFFF) + 1
     lo = max(0, hi - max_size)
-    below = addrs[addrs < lo]
-    if len(below) and lo - int(below.max()) < (1 << 30):
+    below = None
+    for chunk in trace.chunks(1 << 22, checked=False):
+        addrs = chunk["addr"][(chunk["kind"] >= N.KIND_LOAD) & (chunk["kind"] <= N.KIND_MODIFY)]
+        addrs = addrs[addrs < lo]
+        if len(addrs):
+            m = int(addrs.max())
+            below = m if below is None else max(below, m)
+    if below is not None and lo - below < (1 << 30):
         return None
     return lo, hi
 

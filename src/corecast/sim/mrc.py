@@ -8,7 +8,11 @@
   threshold are tracked (spatial sampling at rate R); distances are scaled by 1/R and each
   sampled access stands for 1/R accesses; the difference between the expected and the actual
   number of sampled accesses is credited to the smallest distance (their SHARDS_adj), which
-  removes most of the bias of a fixed-rate sample.
+  removes most of the bias of a fixed-rate sample. **Fixed-size SHARDS** (the paper's bounded
+  variant, `max_lines`): at most that many lines are tracked; when one more would be, the
+  tracked line of the largest hash leaves and the threshold falls to its hash, so memory is
+  bounded whatever the footprint and the rate adapts to it; each reuse counts 1/R of the rate it
+  was tracked at, at distance d/R lines (SHARDS_adj as above, in estimated accesses).
 - **Set-associative LRU** caches of several sizes simulated together in one pass.
 
 Per-thread curves come from one analyser per thread id beside the shared one. Every access moves
@@ -44,6 +48,7 @@ KINDS["all"] = KINDS["data"] | KINDS["instr"]
 EXPOSED = (1 << KIND_FETCH) | (1 << KIND_LOAD) | (1 << KIND_MODIFY)
 COUNTS = ("all", "exposed")
 MODULUS_BITS = 24          # SHARDS: hash values in [0, 2^24); threshold = rate * 2^24
+MAX_SAMPLE_LINES = 1 << 26  # fixed-size SHARDS: at most this many lines tracked (2 GiB of state)
 _P = C.c_void_p
 
 
@@ -60,6 +65,15 @@ def lib() -> C.CDLL:
     L.cc_sd_counts.restype = C.c_size_t
     L.cc_sd_counts.argtypes = [_P, _P]
     L.cc_sd_hist.argtypes = [_P, _P, C.c_size_t]
+    L.cc_sd_set_max.restype = C.c_int
+    L.cc_sd_set_max.argtypes = [_P, C.c_size_t]
+    L.cc_sd_wcounts.restype = C.c_size_t
+    L.cc_sd_wcounts.argtypes = [_P, C.POINTER(C.c_uint64), C.POINTER(C.c_double)]
+    L.cc_sd_whist.argtypes = [_P, _P, C.c_size_t]
+    L.cc_mrc_simd.restype = C.c_int
+    L.cc_mrc_simd.argtypes = [C.c_int]
+    L.cc_scan.restype = C.c_uint64
+    L.cc_scan.argtypes = [_P, C.c_size_t]
     L.cc_sa_new.restype = _P
     L.cc_sa_new.argtypes = [C.c_int, C.c_int, _P, _P]
     L.cc_sa_free.argtypes = [_P]
@@ -104,6 +118,14 @@ class Histogram:
     lines: int              # distinct tracked lines
     counts: np.ndarray      # counts[d]: tracked reuses at distance d (in tracked lines)
     instructions: int = 0   # fetch records of the stream's thread(s), sampled or not
+    #: fixed-size SHARDS: counts[d] are estimated accesses at distance d in lines (not tracked
+    #: ones), `cold` likewise, and `rate` is the rate at the end
+    weighted: bool = False
+
+    @property
+    def lines_per_unit(self) -> float:
+        """Lines one unit of the histogram's distance stands for."""
+        return 1.0 if self.weighted else 1.0 / self.rate
 
     @property
     def footprint_bytes(self) -> float:
@@ -114,6 +136,12 @@ class Histogram:
         """Estimated misses of a fully associative LRU cache of each size."""
         sizes = np.asarray(sizes_bytes, dtype=float)
         counts = self.counts.astype(float)
+        if self.weighted:                # in estimated accesses and lines already
+            counts = counts.copy() if len(counts) else np.zeros(1)
+            counts[0] += self.offered - (counts.sum() + self.cold)        # SHARDS_adj
+            tail = np.concatenate([np.cumsum(counts[::-1])[::-1], [0.0]])
+            first_miss = np.clip(np.ceil(sizes / self.line - 1e-9).astype(np.int64), 0, len(counts))
+            return np.clip(self.cold + tail[first_miss], 0.0, float(self.offered))
         if self.rate < 1.0 and len(counts):
             counts = counts.copy()
             counts[0] += self.offered * self.rate - self.sampled     # SHARDS_adj
@@ -133,9 +161,12 @@ class Histogram:
 class StackDistances:
     """One pass of LRU stack distances (exact at rate 1, SHARDS below)."""
 
-    def __init__(self, line: int = 64, rate: float = 1.0):
+    def __init__(self, line: int = 64, rate: float = 1.0, max_lines: int | None = None):
         if not (0.0 < rate <= 1.0) or not math.isfinite(rate):
             raise UserError(f"--sample {rate}: the sampling rate must be in (0, 1]")
+        if max_lines is not None and not 1 <= max_lines <= MAX_SAMPLE_LINES:
+            raise UserError(f"--sample-max {max_lines}: from 1 to {MAX_SAMPLE_LINES:,} lines")
+        self.max_lines = max_lines
         self.line, self.rate = line, rate
         threshold = (1 << MODULUS_BITS) if rate >= 1.0 else max(1, round(rate * (1 << MODULUS_BITS)))
         self.rate = threshold / (1 << MODULUS_BITS)
@@ -143,6 +174,8 @@ class StackDistances:
         self._h = self._L.cc_sd_new(_line_shift(line), threshold, MODULUS_BITS)
         if not self._h:
             raise MemoryError("cannot allocate the stack-distance analyser")
+        if max_lines is not None and self._L.cc_sd_set_max(self._h, max_lines):
+            raise MemoryError("cannot allocate the fixed-size sample")
 
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
@@ -171,6 +204,15 @@ class StackDistances:
     def histogram(self) -> Histogram:
         c = (C.c_uint64 * 5)()
         n = self._L.cc_sd_counts(self._h, c)
+        if self.max_lines is not None:
+            thr, w = C.c_uint64(), (C.c_double * 2)()
+            n = self._L.cc_sd_wcounts(self._h, C.byref(thr), w)
+            counts = np.zeros(n, dtype=float)
+            if n:
+                self._L.cc_sd_whist(self._h, counts.ctypes.data, n)
+            self.rate = min(1.0, thr.value / (1 << MODULUS_BITS))
+            return Histogram(self.line, self.rate, int(c[0]), int(c[1]), w[1], int(c[3]), counts, int(c[4]),
+                             weighted=True)
         counts = np.zeros(n, dtype=np.uint64)
         if n:
             self._L.cc_sd_hist(self._h, counts.ctypes.data, n)
@@ -311,7 +353,7 @@ def working_sets(h: Histogram, share: float = 0.10) -> list[int]:
     counts = h.counts.astype(float)
     if not len(counts) or counts.sum() <= 0:
         return []
-    d = np.arange(len(counts)) / h.rate + 1.0                    # lines needed to hit
+    d = np.arange(len(counts)) * h.lines_per_unit + 1.0          # lines needed to hit
     band = np.floor(4 * np.log2(d)).astype(int)                  # quarter octaves
     mass = np.bincount(band, weights=counts)
     reach = np.zeros(len(mass))                                  # lines that make the band hit
@@ -346,13 +388,15 @@ def sample_error_note(rate: float, line: int, tracked_lines: int,
 
 def analyse(source: Trace | Iterable[np.ndarray], *, sizes: Sequence[int] | None = None, line: int = 64,
             accesses: str = "all", rate: float = 1.0, assoc: int | None = None,
-            per_thread: bool = False, count: str = "all") -> MrcResult:
+            per_thread: bool = False, count: str = "all", sample_max: int | None = None) -> MrcResult:
     """The miss-rate curves of a trace (or of record arrays given in order), in one pass.
 
     `accesses` (all, data, instr) picks the stream of a cache (unified, data, instruction);
     `count="exposed"` counts only the accesses a core waits for -- fetches, loads and
     read-modify-writes -- as the simulator's events do, while stores still move their lines to the
-    top of the stack (the curve that feeds a CPI stack, corecast.model.misscurve)."""
+    top of the stack (the curve that feeds a CPI stack, corecast.model.misscurve).
+    `sample_max` makes the sample fixed-size SHARDS: at most that many lines tracked, the rate
+    falling from `rate` as the footprint asks."""
     if isinstance(source, Trace):
         chunks: Iterable[np.ndarray] = source.chunks(1 << 20, checked=False)
         where = source.path or "trace"
@@ -367,14 +411,15 @@ def analyse(source: Trace | Iterable[np.ndarray], *, sizes: Sequence[int] | None
 
     try:
         return _analyse(counted(), sizes=sizes, line=line, accesses=accesses, rate=rate, assoc=assoc,
-                        per_thread=per_thread, count=count)
+                        per_thread=per_thread, count=count, sample_max=sample_max)
     except BadKind as err:
         raise UserError(f"{where}: record {start[0] + err.index}: kind {err.kind} is not a record "
                         "kind (a damaged or foreign file)") from None
 
 
 def _analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None, line: int, accesses: str,
-             rate: float, assoc: int | None, per_thread: bool, count: str) -> MrcResult:
+             rate: float, assoc: int | None, per_thread: bool, count: str,
+             sample_max: int | None = None) -> MrcResult:
     mask = _kindmask(accesses)
     if count not in COUNTS:
         raise UserError(f"--count {count}: choose all or exposed")
@@ -384,7 +429,7 @@ def _analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None, line:
         sizes = sorted({int(s) for s in sizes})
         if not sizes or sizes[0] < line:
             raise UserError(f"cache sizes must be at least one line ({line} bytes)")
-    shared = StackDistances(line, rate)
+    shared = StackDistances(line, rate, sample_max)
     threads: dict[int, StackDistances] = {}
     sa_shared = SetAssociative(sizes, assoc, line) if assoc and sizes else None
     sa_threads: dict[int, SetAssociative] = {}
@@ -399,7 +444,7 @@ def _analyse(chunks: Iterable[np.ndarray], *, sizes: Sequence[int] | None, line:
             for tid in np.unique(chunk["tid"]):
                 t = int(tid)
                 if t not in threads:
-                    threads[t] = StackDistances(line, rate)
+                    threads[t] = StackDistances(line, rate, sample_max)
                     if assoc and sizes:
                         sa_threads[t] = SetAssociative(sizes, assoc, line)
                 threads[t].feed(chunk, mask, t, countmask=cmask)

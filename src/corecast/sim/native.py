@@ -129,6 +129,36 @@ def lib() -> C.CDLL:
     L.cc_annot_free.argtypes = [_P]
     L.cc_annotate.argtypes = [_P, _P, C.c_size_t, _P, C.c_int]
     L.cc_annotate.restype = C.c_size_t
+    L.cc_annot_add.restype = C.c_int
+    L.cc_annot_add.argtypes = [_P, _P, _P, _P, _P, _P, _P, C.c_uint64, _P]
+    L.cc_annot_unknown.restype = C.c_size_t
+    L.cc_annot_unknown.argtypes = [_P, _P, C.c_size_t, _P, C.c_size_t]
+    L.cc_annotate_until_unknown.restype = C.c_size_t
+    L.cc_annotate_until_unknown.argtypes = [_P, _P, C.c_size_t, _P, C.POINTER(C.c_size_t)]
+    L.cc_ring_create.restype = _P
+    L.cc_ring_create.argtypes = [C.c_uint64]
+    L.cc_ring_fd.restype = C.c_int
+    L.cc_ring_fd.argtypes = [_P]
+    L.cc_ring_capacity.restype = C.c_uint64
+    L.cc_ring_capacity.argtypes = [_P]
+    L.cc_ring_wait.restype = C.c_uint64
+    L.cc_ring_wait.argtypes = [_P, C.c_uint64, C.c_int]
+    L.cc_ring_at.restype = _P
+    L.cc_ring_at.argtypes = [_P]
+    L.cc_ring_release.argtypes = [_P, C.c_uint64]
+    L.cc_ring_done.restype = C.c_int
+    L.cc_ring_done.argtypes = [_P]
+    L.cc_ring_counts.argtypes = [_P, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
+    L.cc_ring_close.argtypes = [_P]
+    L.cc_ring_threads.restype = C.c_int
+    L.cc_ring_threads.argtypes = [_P]
+    L.cc_trace_census.argtypes = [_P, C.c_size_t, _P, _P]
+    L.cc_zstd_bound.restype = C.c_size_t
+    L.cc_zstd_bound.argtypes = [C.c_size_t]
+    L.cc_zstd_compress.restype = C.c_size_t
+    L.cc_zstd_compress.argtypes = [_P, C.c_size_t, _P, C.c_size_t, C.c_int]
+    L.cc_zstd_decompress.restype = C.c_int
+    L.cc_zstd_decompress.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
     L.cc_annot_counts.argtypes = [_P, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
     _check_sizes(L)
     return L

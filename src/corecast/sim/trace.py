@@ -7,7 +7,11 @@ File layout (little-endian)::
     offset 12  uint32    length of the JSON metadata
     offset 16  JSON      metadata (format, version, source, command, threads, has_branches,
                          has_uops, markers, stack range, notes), space-padded
-    data offset ...      records, 16 bytes each, until the end of the file
+    data offset ...      version 1: records, 16 bytes each, until the end of the file;
+                         version 2 (metadata "compression": "zstd", what corecast writes):
+                         the records in zstd frames of at most 1 Mi records each, every frame
+                         after a 16-byte frame header (its bytes, its records), until the end
+                         of the file (`zframes`); both are read
 
 A record (`RECORD_DTYPE`): `addr` u64, `aux` u32, `tid` u16, `kind` u8, `size` u8.
 
@@ -25,9 +29,9 @@ before the fetch of the instruction that followed the branch (only then is the o
 Converters: valgrind lackey `--trace-mem=yes` text (parsed natively), Dinero "din" text, and
 CSV (`tid,kind,addr,size[,taken,target]`).
 
-Size: a little over 600 lines, one subject: the record layout and the file format, with the
-writer, the memory-mapped reader and the three converters into that format, each short; split
-apart they would each carry the layout again.
+Size: under 650 lines, one subject: the record layout and the file format, with the writer,
+the readers (memory-mapped, or a compressed frame at a time through `zframes`) and the three
+converters into that format, each short; split apart they would each carry the layout again.
 """
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ from .native import RECORD_DTYPE
 
 MAGIC = b"CCTRACE1"
 FORMAT = "corecast-trace"
-VERSION = 1
+VERSION = 2                 # the newest this corecast reads; it writes 2 (compressed), reads 1 too
 #: The most bytes of JSON metadata a trace header may hold (corecast writes under a kilobyte, a
 #: capture a line per loaded object).
 MAX_META_BYTES = 16 << 20
@@ -68,8 +72,19 @@ class Trace:
     records: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    frames: Any = None       # a compressed file's frames (zframes.Frames): `records` is then
+                             # read whole only when asked for; `chunks` reads a frame at a time
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "records" and self.__dict__.get("frames") is not None:
+            recs = self.frames.read_all()
+            self.records = recs
+            return recs
+        raise AttributeError(name)
 
     def __len__(self) -> int:
+        if self.frames is not None:
+            return self.frames.total
         return len(self.records)
 
     def chunks(self, size: int = 1 << 20, checked: bool = True) -> Iterator[np.ndarray]:
@@ -77,28 +92,36 @@ class Trace:
         `checked=False` leaves that check to a consumer that reads the kinds anyway (the miss-rate
         passes of corecast.sim.mrc): the check is a pass over the slice, as long as a fast
         consumer's. The pages of a memory-mapped slice are mapped in one call before it is handed
-        over."""
-        mapped = isinstance(self.records, np.memmap)
-        for i in range(0, len(self.records), size):
-            part = self.records[i:i + size]
+        over; a compressed file is decompressed a frame at a time."""
+        if self.frames is not None and "records" not in self.__dict__:
+            parts: Iterator[np.ndarray] = self.frames.chunks(size)
+        else:
+            parts = (self.records[i:i + size] for i in range(0, len(self.records), size))
+        mapped = self.frames is None and isinstance(self.records, np.memmap)
+        i = 0
+        for part in parts:
             if mapped:
                 _prefault(part)
             if checked and len(part) and int(part["kind"].max()) >= len(KIND_NAMES):
                 bad = int(np.argmax(part["kind"] >= len(KIND_NAMES)))
                 raise UserError(f"{self.path or 'trace'}: record {i + bad}: kind {int(part['kind'][bad])} "
                                 "is not a record kind (a damaged or foreign file)")
+            i += len(part)
             yield part
 
     @property
     def instructions(self) -> int:
-        return int(np.count_nonzero(self.records["kind"] == N.KIND_FETCH))
+        return sum(int(np.count_nonzero(c["kind"] == N.KIND_FETCH)) for c in self.chunks(1 << 22, checked=False))
 
     def summary(self) -> dict[str, Any]:
-        kinds = np.bincount(self.records["kind"], minlength=len(KIND_NAMES))
-        tids = np.unique(self.records["tid"]) if len(self.records) else np.array([], int)
-        return {"records": len(self.records),
+        kinds = np.zeros(256, np.int64)
+        tids = np.zeros(1 << 16, np.int64)
+        for c in self.chunks(1 << 22, checked=False):
+            kinds += np.bincount(c["kind"], minlength=256)
+            tids += np.bincount(c["tid"], minlength=1 << 16)
+        return {"records": len(self),
                 **{KIND_NAMES[i]: int(kinds[i]) for i in range(len(KIND_NAMES))},
-                "threads": int(len(tids))}
+                "threads": int(np.count_nonzero(tids))}
 
 
 def wrapping_access(records: np.ndarray, first: int = 0) -> str | None:
@@ -130,19 +153,31 @@ class TraceWriter:
     header and renames it into place (or copies it to the device), so a trace file is whole or
     absent (a full disk or a crash leaves no half file under the name) and names it on standard
     error (`what`, or a count of the records). `abort` (or leaving a `with` block by an
-    exception) removes the temporary file."""
+    exception) removes the temporary file.
+
+    The records are written compressed (version 2, zstd frames: `zframes`), unless `compress`
+    is False (version 1, 16 bytes a record as they are: a temporary trace another pass reads
+    at once)."""
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, *, what: str | None = None,
-                 announce: bool = True):
+                 announce: bool = True, compress: bool = True):
+        from . import zframes
         self.path = Path(path)
         self.meta = dict(meta or {})
         self.what = what
         self.count = 0
         self.kinds = np.zeros(len(KIND_NAMES), dtype=np.int64)
-        self.tids: set[int] = set()
+        self._kinds = np.zeros(256, dtype=np.uint64)          # the native census: every kind byte,
+        self._tids = np.zeros(1 << 16, dtype=np.uint8)        # and which thread ids occur
         self._out = outputs.Output(path, binary=True, seekable=True, announce=announce)
         self._fh: Any = self._out.open()
         self._fh.write(b"\0" * HEADER_RESERVE)
+        self._frames = zframes.FrameWriter(self._fh) if compress else None
+
+    @property
+    def tids(self) -> set[int]:
+        """The threads of the records written."""
+        return set(np.flatnonzero(self._tids).tolist())
 
     def write(self, records: np.ndarray) -> None:
         if self._fh is None:
@@ -151,66 +186,30 @@ class TraceWriter:
         if not len(records):
             return
         try:
-            self._fh.write(records.tobytes())
+            if self._frames is not None:
+                self._frames.write(records)
+            else:
+                self._fh.write(records.tobytes())
         except UserError:
             self._fh = None
             raise
         self.count += len(records)
-        self.kinds += np.bincount(records["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
-        self.tids.update(np.unique(records["tid"]).tolist())
-
-    def fileno(self) -> int:
-        """The descriptor of the file being written, for another process to append records to
-        (then call `adopt_appended`)."""
-        if self._fh is None:
-            raise ValueError("writer closed")
-        self._fh.flush()
-        return int(self._fh.fileno())
-
-    def appended_records(self) -> int:
-        """Records in the file so far, those another process appended included."""
-        if self._fh is None:
-            return self.count
-        return max(0, os.fstat(self._fh.fileno()).st_size - HEADER_RESERVE) // RECORD_DTYPE.itemsize
-
-    def mapped(self, n: int | None = None) -> np.ndarray:
-        """The first `n` records written so far (default: all counted), memory-mapped."""
-        if self._fh is None:
-            raise ValueError("writer closed")
-        self._fh.flush()
-        n = self.count if n is None else n
-        if n == 0:
-            return make_records(0)
-        return np.memmap(self._fh, dtype=RECORD_DTYPE, mode="r", offset=HEADER_RESERVE, shape=(n,))
-
-    def adopt_appended(self) -> None:
-        """Count what another process appended through `fileno()` as if written here (a partial
-        record at the end, from a writer killed mid-write, is cut off)."""
-        if self._fh is None:
-            raise ValueError("writer closed")
-        self._fh.seek(0, os.SEEK_END)
-        size = self._fh.tell() - HEADER_RESERVE
-        whole = size - size % RECORD_DTYPE.itemsize
-        if whole != size:
-            self._fh.truncate(HEADER_RESERVE + whole)
-            self._fh.seek(0, os.SEEK_END)
-        n = whole // RECORD_DTYPE.itemsize
-        if n > self.count:
-            data = self.mapped(n)
-            step = 1 << 22
-            for i in range(self.count, n, step):
-                part = data[i:min(n, i + step)]
-                self.kinds += np.bincount(part["kind"], minlength=len(KIND_NAMES))[:len(KIND_NAMES)]
-                self.tids.update(np.unique(part["tid"]).tolist())
-            del data
-            self.count = n
+        recs = np.ascontiguousarray(records)
+        N.lib().cc_trace_census(recs.ctypes.data, len(recs), self._kinds.ctypes.data, self._tids.ctypes.data)
+        self.kinds = self._kinds[:len(KIND_NAMES)].astype(np.int64)
 
     def close(self, meta: dict[str, Any] | None = None, what: str | None = None) -> Path:
         if self._fh is None:
             return self.path
         if meta:
             self.meta.update(meta)
-        m = _standard_meta(self.meta)
+        if self._frames is not None:
+            try:
+                self._frames.flush()
+            except UserError:
+                self._fh = None
+                raise
+        m = _standard_meta(self.meta, compressed=self._frames is not None)
         m.setdefault("threads", len(self.tids))
         m["has_branches"] = bool(self.kinds[N.KIND_BRANCH])
         m["has_uops"] = bool(self.kinds[N.KIND_UOP])
@@ -248,9 +247,11 @@ class TraceWriter:
             self.close()
 
 
-def _standard_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    m = {"format": FORMAT, "version": VERSION}
-    m.update({k: v for k, v in meta.items() if k not in ("format", "version")})
+def _standard_meta(meta: dict[str, Any], compressed: bool = False) -> dict[str, Any]:
+    m: dict[str, Any] = {"format": FORMAT, "version": 2 if compressed else 1}
+    if compressed:
+        m["compression"] = "zstd"
+    m.update({k: v for k, v in meta.items() if k not in ("format", "version", "compression")})
     return m
 
 
@@ -265,26 +266,12 @@ def _header(meta: dict[str, Any], size: int | None) -> bytes | None:
     return head + b" " * (size - len(head))
 
 
-def write_trace(path: str | Path, trace: Trace, what: str | None = None) -> Path:
-    """Write a whole trace to `path` (through corecast.outputs, which names it)."""
-    recs = N.as_records(trace.records)
-    meta = _standard_meta(trace.meta)
-    kinds = np.bincount(recs["kind"], minlength=len(KIND_NAMES))
-    meta.setdefault("threads", int(len(np.unique(recs["tid"]))) if len(recs) else 0)
-    meta["has_branches"] = bool(kinds[N.KIND_BRANCH])
-    meta["has_uops"] = bool(kinds[N.KIND_UOP])
-    meta["records"] = int(len(recs))
-    header = _header(meta, None)
-    assert header is not None
-    out = outputs.Output(path, binary=True, what=what or f"{len(recs):,} records")
-    fh = out.open()
-    try:
-        fh.write(header)
-        fh.write(recs.tobytes())
-    except BaseException:
-        out.abort()
-        raise
-    out.commit()
+def write_trace(path: str | Path, trace: Trace, what: str | None = None, compress: bool = True) -> Path:
+    """Write a whole trace to `path`, compressed unless `compress` is False (version 1: the records
+    as they are), through corecast.outputs, which names it."""
+    with TraceWriter(path, dict(trace.meta), what=what or f"{len(trace):,} records", compress=compress) as w:
+        for part in trace.chunks(1 << 20, checked=False):
+            w.write(part)
     return Path(path)
 
 
@@ -347,6 +334,14 @@ def read_trace(path: str | Path) -> Trace:
     if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
         raise UserError(f"{path}: trace format {meta.get('format')} version "
                         f"{meta.get('version')} is not one this corecast reads")
+    if meta.get("compression") is not None or int(meta.get("version", 1)) >= 2:
+        if meta.get("compression") != "zstd":
+            raise UserError(f"{path}: trace compression {meta.get('compression')!r} is not one this corecast reads")
+        from . import zframes
+        t = Trace(np.zeros(0, dtype=RECORD_DTYPE), meta, str(path), zframes.index(str(path), offset, size,
+                                                                                 meta.get("records")))
+        del t.records                     # read whole only when asked for (Trace.__getattr__)
+        return t
     nbytes = size - offset
     if nbytes % RECORD_DTYPE.itemsize:
         raise UserError(f"{path}: truncated trace ({nbytes % RECORD_DTYPE.itemsize} stray bytes "

@@ -8,12 +8,14 @@ address), and decodes every instruction into uops (`x86decode.decode`).
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -38,10 +40,9 @@ def objdump_available() -> bool:
     return shutil.which("objdump") is not None
 
 
-def disassemble(path: str | Path, lo: int | None = None, hi: int | None = None,
-                want: set[int] | None = None) -> dict[int, Decoded]:
-    """Decode the instructions objdump finds in `path` (file addresses), optionally only in
-    [lo, hi) and only those in `want`."""
+def objdump_lines(path: str | Path, lo: int | None = None, hi: int | None = None) -> dict[int, tuple[int, str]]:
+    """Each instruction objdump finds in `path` (file addresses), optionally only in [lo, hi):
+    address -> (length, text)."""
     cmd = ["objdump", "-d", "-w", str(path)]
     if lo is not None and hi is not None:
         cmd[2:2] = [f"--start-address={lo:#x}", f"--stop-address={hi:#x}"]
@@ -49,27 +50,31 @@ def disassemble(path: str | Path, lo: int | None = None, hi: int | None = None,
         res = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     except OSError:
         return {}
-    out: dict[int, Decoded] = {}
+    out: dict[int, tuple[int, str]] = {}
     for line in res.stdout.splitlines():
-        if want is not None:
-            head = line.split(":", 1)[0].strip()
-            try:
-                if int(head, 16) not in want:
-                    continue
-            except ValueError:
-                continue
         m = _LINE.match(line)
         if not m:
             continue
         text = m.group(3).strip()
         if not text or text.startswith("(bad)"):
             continue
-        addr = int(m.group(1), 16)
-        length = (len(m.group(2)) + 1) // 3
-        d = decode(text, length)
-        d.uops = _clear_first(d.uops)
-        out[addr] = d
+        out[int(m.group(1), 16)] = ((len(m.group(2)) + 1) // 3, text)
     return out
+
+
+def decoded(length: int, text: str) -> Decoded:
+    """One instruction of objdump's, decoded into the uops the trace carries."""
+    d = decode(text, length)
+    d.uops = _clear_first(d.uops)
+    return d
+
+
+def disassemble(path: str | Path, lo: int | None = None, hi: int | None = None,
+                want: set[int] | None = None) -> dict[int, Decoded]:
+    """Decode the instructions objdump finds in `path` (file addresses), optionally only in
+    [lo, hi) and only those in `want`."""
+    return {addr: decoded(length, text) for addr, (length, text) in objdump_lines(path, lo, hi).items()
+            if want is None or addr in want}
 
 
 @dataclass
@@ -104,7 +109,8 @@ def objects_from_valgrind_log(lines: Iterable[str]) -> list[LoadedObject]:
     return objs
 
 
-def _exec_ranges(path: str) -> list[tuple[int, int]]:
+@lru_cache(maxsize=256)
+def exec_ranges(path: str) -> list[tuple[int, int]]:
     try:
         res = subprocess.run(["objdump", "-h", "-w", path], capture_output=True, text=True,
                              errors="replace")
@@ -144,7 +150,7 @@ def build_annotation(objects: list[LoadedObject], pcs_seen: np.ndarray) -> Annot
     table: dict[int, Decoded] = {}
     used: list[str] = []
     for obj in objects:
-        ranges = _exec_ranges(obj.path)
+        ranges = exec_ranges(obj.path)
         hit = False
         for lo, hi in ranges:
             a, b = lo + obj.bias, hi + obj.bias
@@ -206,3 +212,103 @@ class Annotator:
         if h:
             self._L.cc_annot_free(h)
             self._h = None
+
+
+# ----------------------------------------------------------------------------------------
+# the objects a captured program loaded, and its markers' addresses in them
+
+def symbol_address(path: str, name: str) -> int | None:
+    """File address of symbol `name` in `path` (static table first, then dynamic)."""
+    for args in (["nm", "--defined-only"], ["nm", "-D", "--defined-only"]):
+        try:
+            res = subprocess.run([*args, path], capture_output=True, text=True, errors="replace")
+        except OSError:
+            return None
+        for line in res.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2].split("@")[0] == name and parts[1] in "TtWwiI":
+                try:
+                    return int(parts[0], 16)
+                except ValueError:
+                    continue
+    return None
+
+
+def resolve_markers(markers: Sequence[str], objects: list[LoadedObject]) -> dict[str, int | None]:
+    """Run-time addresses of markers given as hex addresses or symbol names."""
+    out: dict[str, int | None] = {}
+    for m in markers:
+        if re.fullmatch(r"0x[0-9a-fA-F]+", m):
+            out[m] = int(m, 16)
+            continue
+        addr = None
+        for obj in objects:
+            a = symbol_address(obj.path, m)
+            if a is not None:
+                addr = a + obj.bias
+                break
+        out[m] = addr
+    return out
+
+
+
+_MAPS = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ \d+\s+(/\S.*)$")
+_LOAD = re.compile(r"^\s*LOAD off\s+0x([0-9a-f]+) vaddr 0x([0-9a-f]+)")
+
+
+@lru_cache(maxsize=256)
+def _first_load(path: str) -> tuple[int, int] | None:
+    """(file offset, virtual address) of an ELF file's first loadable segment."""
+    try:
+        res = subprocess.run(["objdump", "-p", path], capture_output=True, text=True, errors="replace")
+    except OSError:
+        return None
+    for line in res.stdout.splitlines():
+        m = _LOAD.match(line)
+        if m:
+            return int(m.group(1), 16), int(m.group(2), 16)
+    return None
+
+
+def objects_from_maps(path: str | Path, exclude: Sequence[str] = ()) -> list[LoadedObject]:
+    """Objects mapped from files (as /proc/PID/maps lists them) and their load addresses: where
+    each file's first mapping (offset 0) lies, against its first loadable segment's address.
+    Mappings at or above the lowest one of an `exclude`d file (QEMU itself, the plugin) are the
+    host's, not the program's, and are left out."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    return objects_from_maps_text(text, exclude)
+
+
+def objects_from_maps_text(text: str, exclude: Sequence[str] = ()) -> list[LoadedObject]:
+    """`objects_from_maps` of the text of a maps file (a running process's /proc/PID/maps)."""
+    skip = {os.path.realpath(e) for e in exclude}
+    rows = []
+    for line in text.splitlines():
+        m = _MAPS.match(line)
+        if m:
+            rows.append((int(m.group(1), 16), int(m.group(3), 16), m.group(4).strip()))
+    # The host side (QEMU, its libraries, the plugin) lies above the guest's address space:
+    # everything from the lowest mapping of an excluded file up is left out.
+    host = min((start for start, _, file in rows if os.path.realpath(file) in skip), default=None)
+    objs: list[LoadedObject] = []
+    seen: set[tuple[str, int]] = set()
+    loads: dict[str, tuple[int, int] | None] = {}
+    for start, offset, file in rows:
+        if offset != 0 or (host is not None and start >= host):
+            continue
+        if file.startswith("/dev/") or os.path.realpath(file) in skip or not os.path.isfile(file):
+            continue
+        if (file, start) in seen:
+            continue
+        seen.add((file, start))
+        if file not in loads:
+            loads[file] = _first_load(file)
+        first = loads[file]
+        if first is None:
+            continue
+        off, vaddr = first
+        objs.append(LoadedObject(file, vaddr - off, start))
+    return objs

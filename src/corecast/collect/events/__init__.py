@@ -8,7 +8,8 @@
 See `spec` for the grammar, `catalogs` for the stall events and their sources, `pfm` for
 libpfm4, `cpu` for CPU identification, `kernel` for the kernel's PMUs and tracepoints.
 """
-from .catalogs import CATALOGS, SOURCES, StallEvent, raw_config
+from . import catalogs as _catalogs
+from .catalogs import SOURCES, StallEvent, raw_config
 from .cpu import CpuId, Uarch, UARCHS, host_cpu, parse_cpu, pfm_pmu_for
 from .kernel import sysfs_pmus, tracefs_dir, tracepoint_id
 from .spec import BACKEND_STALLS, MNEMONICS, EventSpec, StallEventList, backend_stall_events, resolve, split_items
@@ -17,3 +18,10 @@ __all__ = ["CATALOGS", "SOURCES", "StallEvent", "raw_config", "CpuId", "Uarch", 
            "parse_cpu", "pfm_pmu_for", "BACKEND_STALLS", "MNEMONICS", "EventSpec", "StallEventList",
            "backend_stall_events", "resolve", "split_items", "sysfs_pmus", "tracefs_dir",
            "tracepoint_id"]
+
+
+def __getattr__(name: str):
+    """CATALOGS is read on first use (see catalogs.CATALOGS)."""
+    if name == "CATALOGS":
+        return _catalogs.CATALOGS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@ use them without importing each other.
 from __future__ import annotations
 
 import ctypes
-import platform
+import os
 
 # --- event types (perf_type_id) -------------------------------------------------------------
 PERF_TYPE_HARDWARE = 0
@@ -117,7 +117,7 @@ FD_CLOEXEC = 1 << 3            # PERF_FLAG_FD_CLOEXEC
 # --- system call numbers --------------------------------------------------------------------
 _SYSCALLS = {"x86_64": 298, "amd64": 298, "aarch64": 241, "arm64": 241, "i386": 336, "i686": 336,
              "ppc64le": 319, "ppc64": 319, "s390x": 331, "riscv64": 241, "loongarch64": 241}
-NR_PERF_EVENT_OPEN = _SYSCALLS.get(platform.machine())
+NR_PERF_EVENT_OPEN = _SYSCALLS.get(os.uname().machine)     # platform.machine(), without importing it
 
 
 class PerfEventAttr(ctypes.Structure):

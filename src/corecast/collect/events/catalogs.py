@@ -101,7 +101,18 @@ def load_mnemonics() -> tuple[list[dict[str, Any]], dict[str, str]]:
     return list(d.get("mnemonic", [])), dict(d.get("aliases", {}))
 
 
-CATALOGS: dict[str, tuple[StallEvent, ...]] = load_catalogs()
+_catalogs: dict[str, tuple[StallEvent, ...]] | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """CATALOGS, read on first use: the ten micro-architecture files cost a few milliseconds to
+    parse, which a command counting software events (`corecast stat -c task_clock`) never needs."""
+    global _catalogs
+    if name == "CATALOGS":
+        if _catalogs is None:
+            _catalogs = load_catalogs()
+        return _catalogs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def raw_config(vendor: str, event: int, umask: int = 0, cmask: int = 0, inv: bool = False,

@@ -17,7 +17,6 @@ PMU that is not present). corecast sets the latter before initialising the libra
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 from dataclasses import dataclass
@@ -224,6 +223,7 @@ def load() -> Libpfm | None:
         os.environ.setdefault("LIBPFM_ENCODE_INACTIVE", "1")
         candidates = [os.environ["CORECAST_LIBPFM"]] if os.environ.get("CORECAST_LIBPFM") else []
         candidates += list(LIBPFM_PATHS)
+        import ctypes.util          # here, for start-up time: find_library may run ldconfig
         found = ctypes.util.find_library("pfm")
         if found:
             candidates.append(found)

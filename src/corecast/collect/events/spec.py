@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 
 from ...errors import UserError
 from . import abi, kernel, pfm
-from .catalogs import CATALOGS, SOURCES, load_mnemonics, raw_config
+from . import catalogs as _catalogs
+from .catalogs import SOURCES, load_mnemonics, raw_config
 from .cpu import CpuId, host_cpu, parse_cpu, pfm_pmu_for
 
 DEFAULT_EBS_PERIOD = 1_000_000
@@ -572,12 +573,12 @@ def backend_stall_events(cpu: str | CpuId | None = None) -> StallEventList:
     out = StallEventList()
     out.cpu = c
     u = c.uarch
-    if u is None or u.key not in CATALOGS:
+    if u is None or u.key not in _catalogs.CATALOGS:
         out.reason = (f"no backend-stall catalog for {c.describe()} (known: Intel Haswell to Golden "
                       "Cove, AMD Family 10h and Zen 1-5)")
         return out
     vendor = u.vendor
-    for se in CATALOGS[u.key]:
+    for se in _catalogs.CATALOGS[u.key]:
         cfg = raw_config(vendor, se.event, se.umask, se.cmask, se.inv, se.edge)
         enc = f"event={se.event:#x},umask={se.umask:#x}" + (f",cmask={se.cmask:#x}" if se.cmask else "")
         out.append(EventSpec(

@@ -94,6 +94,11 @@ class Counter:
         self.read_format = read_format
         self.note = note
         self.last: CounterValue | None = None
+        self.group_index = -1        # its place in a group read with PERF_FORMAT_GROUP
+
+    def words(self) -> int:
+        """Words per counter in a PERF_FORMAT_GROUP read (value, id, lost)."""
+        return 1 + bool(self.read_format & abi.FORMAT_ID) + bool(self.read_format & abi.FORMAT_LOST)
 
     @property
     def name(self) -> str:
@@ -102,7 +107,10 @@ class Counter:
     def read(self) -> CounterValue:
         if self.fd is None:
             return CounterValue(self.spec.name, None, None, 0, 0, self.status, self.message, spec=self.spec)
+        group = bool(self.read_format & abi.FORMAT_GROUP)
         n = 3 + bool(self.read_format & abi.FORMAT_ID) + bool(self.read_format & abi.FORMAT_LOST)
+        if group:                    # nr, enabled, running, then each counter's words
+            n = 3 + 64 * self.words()
         try:
             data = os.read(self.fd, 8 * n)
         except OSError as err:
@@ -111,8 +119,15 @@ class Counter:
         if len(data) < 24:
             return CounterValue(self.spec.name, None, None, 0, 0, "invalid", "short read", spec=self.spec)
         vals = struct.unpack(f"<{len(data) // 8}Q", data)
-        raw, en, run = vals[0], vals[1], vals[2]
-        lost = vals[-1] if self.read_format & abi.FORMAT_LOST else None
+        if group:
+            at = 3 + max(0, self.group_index) * self.words()
+            if at >= len(vals) or self.group_index >= vals[0]:
+                return CounterValue(self.spec.name, None, None, 0, 0, "invalid", "short read", spec=self.spec)
+            raw, en, run = vals[at], vals[1], vals[2]
+            lost = vals[at + self.words() - 1] if self.read_format & abi.FORMAT_LOST else None
+        else:
+            raw, en, run = vals[0], vals[1], vals[2]
+            lost = vals[-1] if self.read_format & abi.FORMAT_LOST else None
         val = scale(raw, en, run)
         msg = self.note
         if val is None:
@@ -220,7 +235,8 @@ class CounterSet:
 
 
 def open_counters(specs: Sequence[EventSpec], pid: int = -1, cpu: int = -1, inherit: bool = True,
-                  enable_on_exec: bool = False, group: bool = False, enabled: bool | None = None) -> CounterSet:
+                  enable_on_exec: bool = False, group: bool = False, enabled: bool | None = None,
+                  group_read: bool = False) -> CounterSet:
     """Open `specs` on a process/thread (`pid`, all CPUs) or on a CPU (`pid=-1`, `cpu>=0`).
 
     With `inherit`, threads and children the target creates later are counted too (and their
@@ -229,7 +245,12 @@ def open_counters(specs: Sequence[EventSpec], pid: int = -1, cpu: int = -1, inhe
     the counters start enabled unless `enabled=False`. `group=True` schedules them as one
     group (all or none on the PMU at a time). Failures are per event, never an exception,
     except a missing target (UserError) or system-wide counting without permission
-    (UserError, with what to do)."""
+    (UserError, with what to do). `group_read` makes it a group read in one call
+    (PERF_FORMAT_GROUP: one read of the leader gives every counter, so reading another CPU's
+    counters costs one inter-processor interrupt, not one each); each opened counter's
+    `group_index` is its place in that read. Not with `inherit` (older kernels refuse it)."""
+    if group_read:
+        group, inherit = True, False
     if pid == -1 and cpu < 0:
         raise UserError("open_counters: give a process (pid) or a CPU (cpu >= 0)")
     if pid == -1 and inherit:
@@ -240,13 +261,16 @@ def open_counters(specs: Sequence[EventSpec], pid: int = -1, cpu: int = -1, inhe
     leader = -1
     for spec in specs:
         c = _open_one(spec, pid, cpu, leader if group else -1, disabled=(not enabled) if (not group or leader == -1) else False,
-                      inherit=inherit, enable_on_exec=enable_on_exec and (not group or leader == -1))
+                      inherit=inherit, enable_on_exec=enable_on_exec and (not group or leader == -1),
+                      extra_read_format=abi.FORMAT_GROUP if group_read else 0)
         if c.fd is None and c.message.startswith("no process"):
             for o in counters:
                 o.close()
             raise UserError(f"cannot attach to process {pid}: it does not exist (or exited)")
         if group and leader == -1 and c.fd is not None:
             leader = c.fd
+        if group_read and c.fd is not None:
+            c.group_index = sum(o.fd is not None for o in counters)
         counters.append(c)
     if pid == -1 and counters and all(c.status == "denied" for c in counters):
         for o in counters:
