@@ -32,6 +32,8 @@ from typing import Callable
 
 import pytest
 
+from conftest import marked_pids
+
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "data" / "usl" / "specsdm91.csv")
 LIMIT_S = 30                     # the issue's "0 runs past 30 s"
@@ -467,17 +469,7 @@ def test_the_keys_are_unique_and_in_the_issues_order():
 # ------------------------------------------------------------------------------- the follow-ups
 def _marked(token: str) -> list[int]:
     """Processes whose environment carries CORECAST_AUDIT_MARK=token."""
-    needle = f"CORECAST_AUDIT_MARK={token}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        out.append(int(name))
-            except OSError:
-                pass
-    return out
+    return marked_pids("CORECAST_AUDIT_MARK", token)
 
 
 def test_a_write_error_stops_stat_and_its_program_at_once(cli, d, tmp_path, monkeypatch):

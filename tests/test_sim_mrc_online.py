@@ -15,6 +15,8 @@ import pytest
 from corecast.collect import occupancy
 from corecast.errors import UserError
 
+from conftest import marked_pids
+
 WAY = 2 << 20                     # a 24 MiB, 12-way L3: 2 MiB a way
 WORKING_SET = 6 << 20
 
@@ -211,17 +213,8 @@ sys.exit(main(["sim", "mrc-online", "--resctrl", str(root), "--ways", sys.argv[2
 
 
 def _marked(token: str) -> list[int]:
-    needle = f"CORECAST_MRC_MARK={token}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        out.append(int(name))
-            except OSError:
-                pass
-    return out
+    """Processes whose environment carries CORECAST_MRC_MARK=token."""
+    return marked_pids("CORECAST_MRC_MARK", token)
 
 
 def _gone(token: str, wait_s: float = 10.0) -> list[int]:

@@ -298,16 +298,7 @@ def _simulate(args: argparse.Namespace) -> int:
     messages.detail(f"read {args.trace}: {len(trace):,} records; machine {machine.name}")
     with messages.Progress("simulating", total=len(trace), unit="records") as bar:
         res = simulate(trace, machine, args.cores, opts, chunk=1 << 18, progress=bar.update)
-    if args.output:
-        outputs.write_text(args.output, res.to_json() + "\n", "the result as JSON")
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
-    elif fmt == "json":
-        print(res.to_json())
-    else:
-        render_result(res, machine)
-    return 0
+    return _print_result(args, res, machine)
 
 
 def _simulate_online(args: argparse.Namespace) -> int:
@@ -358,6 +349,11 @@ def _simulate_online(args: argparse.Namespace) -> int:
         writer.close(qemu_trace_meta(info))
     for w in info["warnings"]:
         messages.warning(w)
+    return _print_result(args, res, machine)
+
+
+def _print_result(args, res, machine) -> int:
+    """A simulation's result: to -o as JSON, then on standard output in the format asked."""
     if args.output:
         outputs.write_text(args.output, res.to_json() + "\n", "the result as JSON")
     fmt = output_format(args)
@@ -368,6 +364,8 @@ def _simulate_online(args: argparse.Namespace) -> int:
     else:
         render_result(res, machine)
     return 0
+
+
 def _bytes(n: float) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
