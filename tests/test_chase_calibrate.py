@@ -3,6 +3,7 @@ shape, and predict reading it back."""
 from __future__ import annotations
 
 import json
+import statistics
 import os
 import shutil
 import subprocess
@@ -32,8 +33,8 @@ REF_PINGPONG = r"""
 #include <stdlib.h>
 #include <time.h>
 
-#define ROUNDS 1000
-#define SAMPLES 101
+#define ROUNDS 100
+#define SAMPLES 1001
 static struct { _Alignas(128) atomic_int flag; char pad[124]; } line;
 static atomic_int started;
 
@@ -68,7 +69,11 @@ int main(int argc, char **argv) {
     }
     pthread_join(t, 0);
     qsort(ns + 1, SAMPLES, sizeof ns[0], cmp);          /* the first sample is a warm-up */
-    printf("%.3f\n", ns[1 + SAMPLES / 2]);
+    /* a sample during which either thread was switched out lasted at least a time slice
+       (~1 ms against ~10 us): one more than 10 times the least timed the other programs */
+    int kept = 0;
+    while (kept < SAMPLES && ns[1 + kept] <= 10.0 * ns[1]) kept++;
+    printf("%.3f\n", ns[1 + kept / 2]);
     return 0;
 }
 """
@@ -111,9 +116,13 @@ def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, 
     """calibrate's core-to-core figure (what c2c.core_to_core measures for it) against an
     independent ping-pong, run alternately: on this VM the figure for one pair moves between
     ~35 and ~200 ns as the host moves the virtual CPUs, so the two are run alternately, a few
-    milliseconds apart, and their least figures are compared: the host's interference only ever
-    adds to a transfer (a median of the ratios failed when the host was slow during three of
-    five of corecast's runs and none of the reference's)."""
+    milliseconds apart, and compared round by round: the median over 100 rounds of the ratio of
+    a round's two figures (a median of five ratios failed when the host was slow during three of
+    five of corecast's runs and none of the reference's; the least figures of each, 30% apart
+    beside stress-ng, came from different placements). Both leave out the samples during
+    which the scheduler switched a thread out (corecast by the threads' context switches, the
+    reference by their length): with other programs on both CPUs (stress-ng) a median of all
+    samples timed them too, 49 ns against corecast's 36."""
     src, exe = tmp_path / "pp.c", tmp_path / "pp"
     src.write_text(REF_PINGPONG)
     subprocess.run(["gcc", "-O2", "-std=gnu11", "-pthread", "-o", str(exe), str(src)], check=True)
@@ -121,15 +130,19 @@ def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, 
     a, b = pair["cpus"]
     topo = topology.read_topology()
     seen = []
-    for _ in range(20):       # 0.5 s: more rounds, a surer least figure of each
+    for _ in range(100):      # about 2 s: many pairs of runs a few milliseconds apart
         ref = float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
         ours = c2c.core_to_core(topo, per_kind=1)
         ns = next(p["ns"] for p in ours["pairs"] if p["cpus"] == [a, b])
         assert ours[pair["kind"]] == ns                               # one pair: the kind's figure
         seen.append((ns, ref))
     assert min(r for _, r in seen) > 5                                 # a real transfer, not a cached read
-    ours_min, ref_min = min(n for n, _ in seen), min(r for _, r in seen)
-    assert abs(ours_min / ref_min - 1) < 0.25, seen
+    # each round's two figures see the same placement of the virtual CPUs (the host moves them
+    # over seconds: 27 to 190 ns within a minute under stress-ng); the median over the rounds of
+    # their ratio held within 10% in every run here, idle and beside stress-ng --cpu 2, where the
+    # least figures of each (different placements at different moments) were 30% apart
+    ratio = statistics.median(n / r for n, r in seen)
+    assert abs(ratio - 1) < 0.25, (ratio, seen)
 
 
 def test_predict_accepts_the_file(calibration, cli):
