@@ -185,9 +185,12 @@ def measure_args(p: Program, vals: dict[str, str], cores: Sequence[int], reps: i
 
 
 def campaign(p: Program, vals: dict[str, str], cores: Sequence[int], reps: int, out: Path,
-             warmup: int = 0, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    """Run `corecast measure` for the program; the campaign lands in `out`."""
-    return subprocess.run(corecast() + measure_args(p, vals, cores, reps, out, warmup, timeout),
+             warmup: int = 0, timeout: float = 300.0, nice: int | None = None) -> subprocess.CompletedProcess:
+    """Run `corecast measure` for the program; the campaign lands in `out`. `nice`: run the
+    measurement (corecast and the program) at this niceness (`nice -n`; below 0 needs root): on
+    a machine other programs keep busy, -19 gives the measured program ~99% of its cores."""
+    pre = ["nice", "-n", str(nice)] if nice is not None else []
+    return subprocess.run(pre + corecast() + measure_args(p, vals, cores, reps, out, warmup, timeout),
                           capture_output=True, text=True)
 
 

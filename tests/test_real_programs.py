@@ -29,6 +29,12 @@ REPS = {"xz": 3, "coord": 3, "lockbench": 3}
 #: about 0.2 s at 1 core, short enough that another program's burst on a loaded machine moves its
 #: interference-free time by tens of percent (predicted 4.1x instead of 8x under stress-ng --cpu 4)
 SCALE = {"coord": 4}
+#: the campaigns run at this niceness (as root): what a performance engineer does on a shared
+#: machine. Beside stress-ng --cpu 2 other processes took 66% of the coordinator's core-time at
+#: niceness 0, and a lock holder preempted by them made idle waits no run-queue correction can
+#: take out (the two-point prediction was 2.3x at 8 cores, not 8x; the interference warning said
+#: so); at -19 the program gets ~99% of its cores.
+NICE = -19 if os.geteuid() == 0 else None
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 
@@ -47,7 +53,7 @@ def measured(tmp_path_factory):
                             "setup/debian-packages.txt)")
             vals = realprog.prepare(p, work, scale=SCALE.get(name, 1))
             db = work / f"{name}.db"
-            r = realprog.campaign(p, vals, CORES, REPS.get(name, 2), db, timeout=120)
+            r = realprog.campaign(p, vals, CORES, REPS.get(name, 2), db, timeout=120, nice=NICE)
             assert r.returncode == 0, f"{name}: corecast measure failed:\n{r.stderr[-2000:]}"
             cache[name] = (db, realprog.predict(db, [4, 8, 16]))
         return cache[name]
