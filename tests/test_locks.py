@@ -522,3 +522,10 @@ def test_dashboard_predict_document_names_the_locks(tmp_path, cli):
     assert r.code == 0, r.err
     assert got["doc"]["locks"] == json.loads(r.out)["locks"]
     assert got["doc"]["locks"]["locks"][0]["label"] == "pool.c:41 worker: pthread_mutex_lock(&queue_lock)"
+
+
+def test_counts_in_the_locks_table_are_whole_numbers_with_separators():
+    """`corecast locks` printed a median of acquisitions as 1.477e+04."""
+    from corecast.report import locks as L
+    assert L._count(14770.0) == "14,770" and L._count(2_000_000) == "2,000,000"
+    assert L._count(14770.5) == "14,770.5" and L._count(None) == "-"

@@ -157,6 +157,11 @@ def _ns(v: float | None) -> str:
     return "-" if v is None else f"{v * 1e9:.0f} ns"
 
 
+def _count(v: float | None) -> str:
+    """A count (a median over repetitions may be a half): whole, with thousands separators."""
+    return "-" if v is None else f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
 def render_terminal(doc: dict[str, Any], con: Any) -> None:
     from . import terminal as T
 
@@ -174,7 +179,7 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
                      _escape(g["site"])]
                     + [_pct(by.get(c, {}).get("wait_share")) for c in cores]
                     + [_pct(lp.get("hold_share"))]
-                    + [_ns(lp.get("hold_s")), lp.get("acquisitions"),
+                    + [_ns(lp.get("hold_s")), _count(lp.get("acquisitions")),
                        "-" if lp.get("contended_pct") is None else f"{lp['contended_pct']:.1f}%",
                        "-" if lp.get("max_wait_s") is None else f"{lp['max_wait_s'] * 1e6:.1f} µs"])
     con.print(T.make_table("Locks by wait share (time waited / thread time)", headers, rows,
