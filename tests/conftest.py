@@ -3,6 +3,7 @@
 another test module (tests/test_test_imports.py)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -239,3 +240,16 @@ def marked_pids(var: str, token: str) -> list[int]:
             except OSError:
                 pass
     return out
+
+
+@contextlib.contextmanager
+def high_priority(nice: int = -19):
+    """Run the body (and the programs it starts) at niceness `nice` as root, as a performance
+    engineer measures on a shared machine; as any other user, unchanged."""
+    old = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        if os.geteuid() == 0:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, old)

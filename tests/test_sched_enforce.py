@@ -3,6 +3,8 @@ runs on this machine's emulated AMP (relations between measured values, no wall-
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,32 @@ def test_the_small_cpu_is_slowed(setup, tmp_path):
     p = res.programs[0]
     assert p.big_share < 0.1              # where it ran before the first decision pinned it
     assert p.cpu_s / p.wall_s < 0.5 + 0.08        # the 50% quota caps it (other load only lowers it)
+
+
+def test_the_small_cgroup_weighs_what_its_threads_would(tmp_path):
+    """cgroup v1: the small CPUs' cgroup competes with the machine's other work with the weight
+    its threads have at their nice values (by default a cgroup weighs one nice-0 task: a program
+    at nice -15 lost to any neighbour while it was on a small CPU and not on a big one)."""
+    mount = tmp_path / "cpu"
+    mount.mkdir()
+    p = subprocess.Popen(["nice", "-n", "5", "sleep", "30"])
+    q = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while os.getpriority(os.PRIO_PROCESS, p.pid) != 5 and time.monotonic() < deadline:
+            pass                                          # nice has set its priority and exec'd sleep
+        emu = E.CgroupV1(mount, [1], 0.5)
+        small = emu.base / "small"
+        emu.place(p.pid, True)
+        assert (small / "cpu.shares").read_text() == str(E.nice_weight(p.pid)) == str(round(1024 / 1.25 ** 5))
+        emu.place(q.pid, True)
+        assert int((small / "cpu.shares").read_text()) == round(1024 / 1.25 ** 5) + 1024
+        assert (emu.base / "cpu.shares").read_text() == (small / "cpu.shares").read_text()
+        emu.place(p.pid, False)
+        emu.place(q.pid, False)
+        assert (small / "cpu.shares").read_text() == "2"           # empty: the least weight
+    finally:
+        p.kill()
+        q.kill()
+        p.wait()
+        q.wait()

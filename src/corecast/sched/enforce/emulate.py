@@ -30,6 +30,16 @@ PERIOD_US = 10_000          # the bandwidth period: throttling within 10 ms keep
 KINDS = ("auto", "cgroup", "stealer", "none")
 
 
+def nice_weight(tid: int) -> int:
+    """The scheduler's weight of a thread at its nice value (CFS: 1024 at nice 0, about 1.25 times
+    more for each step down); 0 for a thread that is gone."""
+    try:
+        nice = os.getpriority(os.PRIO_PROCESS, tid)
+    except OSError:
+        return 0
+    return int(round(1024 * 1.25 ** -nice))
+
+
 class Emulation:
     kind = "none"
 
@@ -103,11 +113,24 @@ class CgroupV1(_Cgroup):
             (self.base / "small" / "tasks" if small else self.home / "tasks").write_text(str(tid))
             self.where[tid] = small
         except ProcessLookupError:
-            pass                       # the thread ended meanwhile
+            return                     # the thread ended meanwhile
         except OSError as err:
             if err.errno == 3:         # ESRCH
                 return
             raise UserError(f"{self.base}: cannot move thread {tid}: {err.strerror or err}") from None
+        self._weigh()
+
+    def _weigh(self) -> None:
+        """The small CPUs' cgroup weighs, against the machine's other work, what its threads
+        would at their nice values outside it (a cgroup weighs as one nice-0 task by default:
+        a thread at nice -15 on a small CPU lost to any busy neighbour, on a big CPU it did not)."""
+        shares = sum(nice_weight(t) for t, s in self.where.items() if s)
+        shares = min(max(shares, 2), 262144)                  # cpu.shares' range
+        for d in (self.base, self.base / "small"):
+            try:
+                (d / "cpu.shares").write_text(str(shares))
+            except OSError:
+                pass                    # a kernel without it: the default weight stays
 
     def close(self) -> None:
         try:
