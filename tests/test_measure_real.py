@@ -56,6 +56,15 @@ def at(ds, name: str, cores: int) -> float:
     return float(ds.metrics[name][ds.cores == cores][0])
 
 
+def lock_wait_share(ds) -> np.ndarray:
+    """Each run's lock wait as a share of its core-time, counted at 1 GHz (the shim counts in
+    time-stamp ticks, a few GHz on any machine, so this over-states the share): a program whose
+    threads only meet at start-up (a barrier's mutex) waits for microseconds in a run of
+    hundreds of milliseconds -- some 1e-4 -- while one that serializes on a lock waits for a
+    large part of it."""
+    return ds.metrics["lock_wait_cycles"] / (ds.metrics["time_s"] * ds.cores * 1e9)
+
+
 STRESS_RATE = r"metrc: \[\d+\] {name}\s+\d+\s+\S+\s+\S+\s+\S+\s+([0-9.]+)"
 
 
@@ -112,8 +121,11 @@ def test_sysbench_memory_is_lock_free(cli, tmp_path):
     ds = campaign(cli, tmp_path, "--throughput", r"([0-9.]+) MiB/sec", "--",
                   "sysbench", "memory", "--threads={threads}", "--memory-total-size=512M", "run")
     assert np.all(ds.metrics["throughput"] > 0)
-    assert np.all(ds.metrics["lock_wait_cycles"] == 0)
-    assert np.all(ds.metrics["lock_contended"] == 0)
+    # its workers share no lock while they run, but they start together on a barrier (a mutex
+    # and a condition variable), whose mutex two threads now and then meet (49,738 cycles once in
+    # CI, beside a run of 0.2 s): lock-free means a wait no one could measure against the run
+    assert np.all(lock_wait_share(ds) < 1e-3), lock_wait_share(ds)
+    assert np.all(ds.metrics["lock_contended"] <= 2 * ds.cores)
 
 
 @need("sqlite3")
@@ -182,7 +194,7 @@ def test_memcached_load_generator(cli, tmp_path, memcached_port):
                   f"--servers=127.0.0.1:{memcached_port}", "--concurrency={threads}",
                   "--execute-number=3000", "--test=set")
     assert np.all(ds.metrics["set_time_s"] > 0)
-    assert np.all(ds.metrics["lock_wait_cycles"] == 0)     # the client's threads share nothing
+    assert np.all(lock_wait_share(ds) < 1e-3), lock_wait_share(ds)     # the client's threads share nothing
 
 
 @need("memcached", "memcslap")

@@ -6,6 +6,7 @@ The devices are private nodes made with os.mknod (the real /dev/null is only wri
 commands, and its node is checked after them)."""
 from __future__ import annotations
 
+import csv
 import errno
 import os
 import resource
@@ -70,9 +71,21 @@ def inputs(tmp_path_factory):
             sf = 0.6 + 0.9 * ipc - 0.03 * mp
             lines.append(f"app{a},{w},{sf},{ipc},{mp},{ipc / sf},{mp}")
     (d / "w.csv").write_text("\n".join(lines) + "\n")
-    r = run_corecast("meters", "-q", "--blackboard", f"outputs-{os.getpid()}-rec", "--meters", "cpu_busy",
-                     "--interval", "50ms", "--duration", "0.3", "--record", d / "rec.csv")
+    # a spinning child keeps a CPU busy while the meters record: on an idle machine a 0.3 s
+    # recording can read cpu_busy 0 throughout, and the plot then notes a panel left out (a
+    # second line of stderr that these tests do not expect)
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 30\n"
+                             "while time.time() < end: pass"])
+    try:
+        r = run_corecast("meters", "-q", "--blackboard", f"outputs-{os.getpid()}-rec", "--meters", "cpu_busy",
+                         "--interval", "50ms", "--duration", "0.3", "--record", d / "rec.csv")
+    finally:
+        spin.kill()
+        spin.wait()
     assert r.returncode == 0, r.stderr
+    with open(d / "rec.csv") as f:
+        busy = [float(row["cpu_busy@node"]) for row in csv.DictReader(f) if row["cpu_busy@node"]]
+    assert max(busy) > 0, busy
     return d
 
 
