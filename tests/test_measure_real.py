@@ -98,11 +98,14 @@ def test_sysbench_threads_one_lock(cli, tmp_path):
     ds = campaign(cli, tmp_path, "--throughput", r"total number of events:\s*([0-9]+)", "--",
                   "sysbench", "threads", "--threads={threads}", "--thread-locks=1", "--time=1", "run")
     assert np.all(ds.metrics["throughput"] > 0)
-    assert at(ds, "lock_wait_cycles", 1) == 0          # one thread: nobody to wait for
-    assert at(ds, "lock_contended", 1) == 0
+    # one worker: nobody to wait for but the main thread at the start-up barrier; two workers on
+    # one lock with sched_yield inside it: they wait for most of the run (a share near 1 here)
+    share = lock_wait_share(ds)
+    assert share[ds.cores == 1][0] < 1e-3, share
+    assert at(ds, "lock_contended", 1) <= 2
     if NCPU >= 2:
-        assert at(ds, "lock_wait_cycles", 2) > 0      # two threads, one lock, sched_yield inside
-        assert at(ds, "lock_contended", 2) > 0
+        assert share[ds.cores == 2][0] > 0.1, share
+        assert at(ds, "lock_contended", 2) > 100
 
 
 @need("sysbench")
@@ -111,7 +114,7 @@ def test_sysbench_mutex(cli, tmp_path):
                   "--mutex-locks=20000", "run")
     # sysbench's mutex test takes the mutex mutex-locks times per thread
     assert at(ds, "lock_acquisitions", 1) >= 20000
-    assert at(ds, "lock_wait_cycles", 1) == 0
+    assert lock_wait_share(ds)[ds.cores == 1][0] < 1e-3    # one worker (and the start-up barrier)
     if NCPU >= 2:
         assert at(ds, "lock_acquisitions", 2) >= 40000
 
