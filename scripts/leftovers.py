@@ -80,18 +80,8 @@ def cgroup_mounts() -> list[Path]:
 
 def marked(token: str) -> list[int]:
     """Every process (not this one) whose environment carries the marker."""
-    needle = f"{MARK}={token}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    out.append(int(name))
-        except OSError:
-            pass
-    return out
+    from corecast.collect import procs
+    return procs.carrying(MARK, token)
 
 
 def sched_cgroups(pid: int) -> list[Path]:

@@ -229,17 +229,8 @@ def as_user(user, *argv: str, **kw) -> subprocess.CompletedProcess:
 def marked_pids(var: str, token: str) -> list[int]:
     """The processes (other than this one) whose environment carries var=token: what a test
     started, found again wherever it went (a killed supervisor's orphans included)."""
-    needle = f"{var}={token}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        out.append(int(name))
-            except OSError:
-                pass
-    return out
+    from corecast.collect import procs
+    return procs.carrying(var, token)
 
 
 @contextlib.contextmanager

@@ -244,3 +244,22 @@ def test_resume_refuses_a_campaign_whose_metadata_and_settings_disagree(cli, tmp
     r = cli("measure", "-q", "--resume", "-o", out)
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
     assert "disagree" in r.err and "echo harmless" in r.err and "sh -c exit 0" in r.err
+
+
+def test_carrying_finds_the_marked_processes_and_only_those():
+    token = f"{os.getpid()}-{random.getrandbits(32):x}"
+    env = dict(os.environ, CORECAST_CARRY_TEST=token)
+    marked = subprocess.Popen(["sleep", "30"], env=env)
+    # a child that left the session keeps its environment, and with it the marker
+    away = subprocess.Popen(["setsid", "sleep", "30"], env=env)
+    other = subprocess.Popen(["sleep", "30"], env=dict(os.environ, CORECAST_CARRY_TEST=token + "x"))
+    try:
+        time.sleep(0.2)
+        found = set(procs.carrying("CORECAST_CARRY_TEST", token))
+        assert marked.pid in found and other.pid not in found and os.getpid() not in found
+        assert any(p != marked.pid for p in found)      # setsid's sleep (setsid may exec in place)
+    finally:
+        for p in (marked, away, other):
+            p.kill()
+            p.wait()
+    assert procs.carrying("CORECAST_CARRY_TEST", token) == []

@@ -222,6 +222,24 @@ def untrack(path: str | Path) -> None:
         _sentinel.tell("drop", path)
 
 
+def carrying(var: str, value: str) -> list[int]:
+    """The processes (other than this one) whose environment carries var=value: what was started
+    with a marker, found again wherever it went (a killed supervisor's orphans, a child that left
+    with setsid). A process whose environment cannot be read (another user's, gone) is skipped."""
+    needle = f"{var}={value}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    out.append(int(name))
+        except OSError:
+            pass
+    return out
+
+
 # ============================================================================ a supervised program
 class LineReader:
     """Lines from a pipe, with a timeout per line (None: wait as long as it takes)."""
