@@ -122,6 +122,26 @@ class Cache:
     shared: int = 1             # cores served by one instance (1 = private); 0 = all cores
     latency_cycles: float | None = None   # cycles a hit costs beyond a level-1 hit
 
+    @property
+    def sets(self) -> int:
+        return self.size // (self.line_size * self.ways)
+
+    @property
+    def name(self) -> str:
+        suffix = {"data": "D", "instruction": "I", "unified": ""}[self.kind]
+        return f"L{self.level}{suffix}"
+
+    def serves_data(self) -> bool:
+        return self.kind in ("data", "unified")
+
+    def serves_instructions(self) -> bool:
+        return self.kind in ("instruction", "unified")
+
+    def instances(self, cores: int) -> int:
+        """How many copies of this cache `cores` cores have."""
+        share = cores if self.shared == 0 else self.shared
+        return max(1, -(-cores // share))
+
 
 @dataclass
 class Tlb:

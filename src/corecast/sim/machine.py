@@ -46,7 +46,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from ..machines import schema
-from ..machines.schema import Branch as BranchSpec, Pipeline as PipelineSpec, Tlb as TLBSpec
+from ..machines.schema import Branch as BranchSpec, Cache as CacheSpec, Pipeline as PipelineSpec, Tlb as TLBSpec
 from ..machines.table import Table
 
 #: Penalty keys (cycles per event) of a simulated machine, in the order results give them.
@@ -54,41 +54,6 @@ PENALTY_KEYS = ("l2_hit", "l3_hit", "dram", "itlb_miss", "dtlb_miss", "stlb_hit"
                 "branch_mispredict", "misaligned_load", "coherence_miss")
 
 MISPREDICT_FORMULA = "2 x fetch_depth + scheduler_size / drain_ipc"
-
-
-@dataclass
-class CacheSpec:
-    """One cache level (for one side, or unified)."""
-
-    level: int
-    kind: str                 # data | instruction | unified
-    size: int                 # bytes
-    line_size: int            # bytes
-    ways: int
-    replacement: str = "lru"
-    policy: str = "non-inclusive"
-    write_allocate: bool = True
-    shared: int = 1           # cores served by one instance (1 = private); 0 = all cores
-
-    @property
-    def sets(self) -> int:
-        return self.size // (self.line_size * self.ways)
-
-    @property
-    def name(self) -> str:
-        suffix = {"data": "D", "instruction": "I", "unified": ""}[self.kind]
-        return f"L{self.level}{suffix}"
-
-    def serves_data(self) -> bool:
-        return self.kind in ("data", "unified")
-
-    def serves_instructions(self) -> bool:
-        return self.kind in ("instruction", "unified")
-
-    def instances(self, cores: int) -> int:
-        """How many copies of this cache `cores` cores have."""
-        share = cores if self.shared == 0 else self.shared
-        return max(1, -(-cores // share))
 
 
 @dataclass
@@ -127,6 +92,9 @@ class MachineDescription:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("path", None)
+        for c in d["caches"]:
+            # the file's order and the hit latency (in `penalties` here) are the description's
+            del c["index"], c["latency_cycles"]
         return d
 
     def summary(self) -> str:
@@ -185,7 +153,7 @@ def from_description(d: schema.Description, path: str | None = None) -> MachineD
     if d.frequency_hz is None:
         raise UserError(f"{where}: no [clock]: the simulator needs the clock frequency "
                         "([clock] frequency = \"2.4GHz\")")
-    caches = [_sim_cache(c, where) for c in d.caches]
+    caches = [_checked_cache(c, where) for c in d.caches]
     _check_hierarchy(caches, where)
     for i, t in enumerate(d.tlbs):
         _check_tlb(t, where, i)
@@ -222,7 +190,8 @@ def from_description(d: schema.Description, path: str | None = None) -> MachineD
 # ----------------------------------------------------------------------------------------
 # what the simulator can simulate
 
-def _sim_cache(c: schema.Cache, where: str) -> CacheSpec:
+def _checked_cache(c: schema.Cache, where: str) -> CacheSpec:
+    """The cache `c` (the simulator takes the description's own), once checked simulable."""
     key = f"cache[{c.index}]."
     if c.level > 3:
         raise UserError(f"{where}: {key}level: {c.level}: corecast simulates levels 1 to 3")
@@ -235,8 +204,7 @@ def _sim_cache(c: schema.Cache, where: str) -> CacheSpec:
                         f"of ways, not {c.ways}")
     if c.ways > 64 and c.replacement == "plru":
         raise UserError(f"{where}: {key}ways: tree-PLRU supports at most 64 ways")
-    return CacheSpec(level=c.level, kind=c.kind, size=c.size, line_size=c.line_size, ways=c.ways,
-                     replacement=c.replacement, policy=c.policy, write_allocate=c.write_allocate, shared=c.shared)
+    return c
 
 
 def _check_tlb(t: schema.Tlb, where: str, i: int) -> None:
