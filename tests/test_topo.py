@@ -8,7 +8,7 @@ import pytest
 
 from corecast import dataset as D
 from corecast.errors import UserError
-from corecast.model import predictors
+from corecast.model import auto, predictors
 from corecast.model.priors import Priors
 from corecast.model.topo import Layout, fit_for_target, measured_machine
 from corecast.target import parse_spec
@@ -305,3 +305,30 @@ def test_a_machine_given_as_the_target_only_reads_the_measured_step(cli, tmp_pat
     assert doc["target_machine"]["smt_yield_source"].startswith("measured")
     assert doc["target_machine"]["smt_yield"] > 0.8
     assert doc["predictions"][0]["throughput"] == pytest.approx(plain, rel=0.1)
+
+
+def _table(q: float) -> dict:
+    rows = [[-q] * 6] * 4
+    return {"edges": [1.5, 2.2, 3.2, float("inf")], "levels": [0.5, 0.6, 0.7, 0.8, 0.9, 0.95],
+            "lower": rows, "upper": [[q] * 6] * 4}
+
+
+def test_a_target_known_by_its_cpu_count_alone_gets_the_plain_band():
+    # The machine's band table was learned from predictions that knew each source's topology;
+    # `cpus=N` knows nothing below N, so its band is the plain one (on the corpus given as
+    # cpus=N the machine's table held 71.6% of the held-out points in an 80% band)
+    pri = Priors(band_table=_table(3.0), band_table_machine=_table(0.5))
+    rng = np.random.default_rng(3)
+    n = [1, 2, 3, 4, 5, 6, 8]
+    ds = _ds(n, _usl(n, 0.03, 0.0005) * rng.lognormal(0, 0.02, len(n)))
+
+    def auto_fit(d):
+        return auto.fit_dataset(d, priors=pri)
+
+    def width(spec: str) -> np.ndarray:
+        p = fit_for_target(auto_fit, ds, parse_spec(spec), "compact", priors=pri).predict([16, 32])
+        return np.log(p.high / p.low)
+
+    plain = auto_fit(ds).predict([16, 32])
+    assert np.allclose(width("cpus=64"), np.log(plain.high / plain.low), rtol=1e-6)
+    assert np.all(width("sockets=1,cores=64,smt=1") < 0.5 * width("cpus=64"))

@@ -61,6 +61,15 @@ class Priors:
     origin: str = "defaults (nothing learned)"
     scores: dict[str, Any] = field(default_factory=dict, compare=False)
 
+    def table_for(self, topology_known: bool) -> dict[str, Any] | None:
+        """The band table for a prediction onto a target machine: the machine's table when its
+        topology is known, else (`cpus=N`: no sockets, no SMT) the plain one. The machine's
+        table was learned from predictions that knew each source's topology and are the surer
+        for it; a target known by its CPU count alone adds nothing below that count (with the
+        shipped priors on the corpus given as `cpus=N`, the machine's table held 71.6% of the
+        held-out points in an 80% band, the plain one docs/predict.md's figure)."""
+        return self.band_table_machine if topology_known else self.band_table
+
     def smt_source(self) -> str:
         if not self.smt_series:
             return f"no series with SMT to learn from: {self.smt_yield:.2f}, the middle of the range"

@@ -333,7 +333,10 @@ def band_scores(f: Fitting, jobs: int, say: ProgressFn) -> tuple[list[tuple[str,
     its machine, each with its own source's priors (`f.pri_of`)."""
     jobs_in = [(t, False) for t in f.raw_trials()]
     if f.target:
-        jobs_in += [(t, True) for s in f.series if s.machine is not None and (t := f.scored(s)) is not None]
+        # a machine known by its CPU count alone is predicted with the plain table
+        # (`Priors.table_for`): its scores are the plain trial's, counted once
+        jobs_in += [(t, True) for s in f.series if s.machine is not None and s.machine.known != "cpus"
+                    and (t := f.scored(s)) is not None]
 
     def one(tm: tuple[learn.Trial, bool]) -> tuple[str, bool, np.ndarray, np.ndarray] | None:
         t, on = tm

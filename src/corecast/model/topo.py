@@ -610,7 +610,7 @@ def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "com
                     bytes_per_work=traffic[0] if traffic else None, bytes_source=traffic[1] if traffic else "",
                     warnings=warns, busy_source=busy_source, smt_range=smt_range, busy_range=u_range,
                     measured_series=series, top_threads=top,
-                    table=pri.band_table_machine)
+                    table=pri.table_for(target.known != "cpus"))
 
 
 def _shape(m: MachineSpec) -> tuple[int, int, int, int | None]:

@@ -191,7 +191,7 @@ def with_priors(f: Fitted, pri: Priors) -> Fitted:
     """The fitted `auto` as it would have been fitted under `pri` (nothing refitted)."""
     if isinstance(f, OnTarget):
         return dataclasses.replace(f, base=with_priors(f.base, pri), cross_cost=pri.cross_domain,
-                                   table=pri.band_table_machine)
+                                   table=pri.table_for(f.target.spec.known != "cpus"))
     if isinstance(f, auto.PriorBand):
         tp = f.fitted
         if isinstance(tp, twopoint.TwoPointFit):
