@@ -104,7 +104,6 @@ def run(args) -> int:
     from ..meters.exporter import to_json
     from ..report import meters as R
     from ..report import plots, terminal
-    from ..report.tables import meters_list_rows
 
     action = getattr(args, "action", None)
     if action == "show":
@@ -114,6 +113,7 @@ def run(args) -> int:
                        lambda: R.show(snap, terminal.console()), indent=1, allow_nan=False)
         return 0
     if action == "list":
+        from ..report.tables import meters_list_rows
         plan = D.meter_plan(args.list_meters or args.meters, args.list_pid or args.pid)
         print_document(output_format(args), lambda: R.listing_doc(plan), lambda: R.listing(plan, terminal.console()),
                        rows=meters_list_rows, indent=1, allow_nan=False)
