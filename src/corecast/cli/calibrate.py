@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .. import messages, outputs
+from ._output import print_document
 
 COMMAND = "calibrate"
 HELP = "measure this machine for predict --target-machine: core-to-core latency and the memory profile"
@@ -31,7 +32,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import time
     from datetime import datetime, timezone
 
@@ -56,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
                             corecast_version=__version__, host=machine.to_dict(),
                             warnings=[w for r in runs.values() for w in r.warnings])
     schema.write_calibration(doc, args.output)
-    if args.json:
-        print(json.dumps(doc, indent=1, allow_nan=False))
-    else:
-        R.render_calibration(doc, args.output, terminal.console())
+    print_document("json" if args.json else "table", doc,
+                   lambda: R.render_calibration(doc, args.output, terminal.console()), indent=1, allow_nan=False)
     return 0

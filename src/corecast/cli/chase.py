@@ -3,12 +3,12 @@ the latency staircase, loaded latency, and the memory profile."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .. import messages, outputs
 from ..parsing import arg, count, seed, size_bytes, time_s
 from . import add_format, output_format
+from ._output import print_document
 
 COMMAND = "chase"
 HELP = "pointer-chasing memory benchmark: latency and bandwidth against concurrent misses, limits, profile"
@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from ..model import memory as M
     from ..report import chase as R
     from ..report import plots, terminal
+    from ..report.tables import chase_rows
 
     if args.plot:
         plots.check_plot_path(args.plot)
@@ -124,15 +125,14 @@ def run(args: argparse.Namespace) -> int:
         profile.write(args.profile)
     if args.output and mode in datasets:
         datasets[mode].save(args.output)
-    if fmt in ("csv", "records"):
-        from ..report.tables import chase_rows, table_text
-        sys.stdout.write(table_text(chase_rows(R.chase_doc(runs, res.concurrency, res.plateaus, profile)), fmt))
-    elif fmt == "json":
-        print(json.dumps(R.chase_doc(runs, res.concurrency, res.plateaus, profile), indent=1, allow_nan=False))
-    else:
+
+    def render() -> None:
         R.render(runs, res.concurrency, res.plateaus, terminal.console())
         if profile is not None:
             R.render_profile(profile, args.profile, terminal.console())
+
+    print_document(fmt, lambda: R.chase_doc(runs, res.concurrency, res.plateaus, profile), render,
+                   rows=chase_rows, indent=1, allow_nan=False)
     if args.plot and mode in runs:
         R.save_plot(runs[mode], res.concurrency, res.plateaus, args.plot)
     if stopped:

@@ -6,15 +6,14 @@ start-up time (numpy and scipy: 0.7 s of CPU that `evaluate -h` never needs).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 
 from .. import messages
 from ..errors import UserError
 from ..report import tables as T
 from . import add_format, output_format
 from ._args import level
+from ._output import print_document
 from .predict import METHODS, options, target
 
 COMMAND = "evaluate"
@@ -126,13 +125,8 @@ def run(args) -> int:
     ev = E.evaluate(data, args.train_max_cores, methods=methods, level=args.level, size=size, machine=machine,
                     **opts)
     ev.label = str(args.file)
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(T.table_text(T.evaluation_rows(R.evaluation_doc(ev)), fmt))
-    elif fmt == "json":
-        print(json.dumps(R.evaluation_doc(ev), indent=2, allow_nan=False))
-    else:
-        R.render_evaluation(ev, terminal.console())
+    print_document(output_format(args), lambda: R.evaluation_doc(ev),
+                   lambda: R.render_evaluation(ev, terminal.console()), rows=T.evaluation_rows, allow_nan=False)
     if not any(m.ok for m in ev.methods):
         # the table (or JSON) says why each failed; the status says that nothing was evaluated
         why = "; ".join(f"{m.method}: {m.error}" for m in ev.methods if m.error)
@@ -171,13 +165,8 @@ def _corpus(args) -> int:
                                        level=args.level, target=args.target_machine == "source",
                                        leave_one_source_out=args.leave_one_source_out, progress=progress,
                                        jobs=args.jobs or default_jobs())
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(T.table_text(T.corpus_rows(ev.to_dict()), fmt))
-    elif fmt == "json":
-        print(json.dumps(ev.to_dict(), indent=2, allow_nan=False))
-    else:
-        R.render_corpus(ev, terminal.console())
+    print_document(output_format(args), ev.to_dict, lambda: R.render_corpus(ev, terminal.console()),
+                   rows=T.corpus_rows, allow_nan=False)
     if not any(s.median_error for s in ev.sources):
         # the table says which failed; the status says that nothing was evaluated
         raise UserError(f"no method could predict any series of {args.corpus} (methods: {', '.join(ev.methods)})")

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from ..collect.catalogue import catalogue
 from ..collect.events import backend_stall_events, parse_cpu, pfm, resolve
 from ..errors import UserError
 from ..report import events as R
-from ..report.tables import table_text
 from . import FORMATS, output_format
+from ._output import print_document
 
 COMMAND = "events"
 HELP = "list this machine's PMUs and events with their status; translate an event spec"
@@ -42,12 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _translate(args) -> int:
     out = [e for spec in args.translate for e in resolve(spec, args.cpu)]
-    if args.format in ("csv", "records"):
-        sys.stdout.write(table_text([e.to_dict() for e in out], args.format))
-    elif args.format == "json":
-        print(json.dumps([e.to_dict() for e in out], indent=1))
-    else:
-        R.render_translation(out)
+    print_document(args.format, lambda: [e.to_dict() for e in out], lambda: R.render_translation(out),
+                   rows=lambda doc: doc, indent=1)
     return 0
 
 
@@ -57,13 +51,8 @@ def _libpfm(args) -> int:
         evs = lib.events(args.libpfm)
     except LookupError as err:
         raise UserError(str(err)) from None
-    if args.format in ("csv", "records"):
-        rows = [dict(e, attrs=[a["name"] for a in e["attrs"]]) for e in R.libpfm_doc(evs)]
-        sys.stdout.write(table_text(rows, args.format))
-    elif args.format == "json":
-        print(json.dumps(R.libpfm_doc(evs), indent=1))
-    else:
-        R.render_libpfm(evs)
+    print_document(args.format, lambda: R.libpfm_doc(evs), lambda: R.render_libpfm(evs),
+                   rows=lambda doc: [dict(e, attrs=[a["name"] for a in e["attrs"]]) for e in doc], indent=1)
     return 0
 
 
@@ -71,13 +60,9 @@ def _stalls(args) -> int:
     cpu = parse_cpu(args.cpu)
     stalls = backend_stall_events(cpu)
     rows = [e.to_dict() for e in stalls]
-    if args.format in ("csv", "records"):
-        sys.stdout.write(table_text(rows, args.format))
-    elif args.format == "json":
-        print(json.dumps({"cpu": cpu.describe(), "backend_stalls": rows,
-                          "reason": None if stalls else stalls.reason}, indent=1))
-    else:
-        R.render_stalls(cpu, stalls)
+    print_document(args.format, lambda: {"cpu": cpu.describe(), "backend_stalls": rows,
+                                         "reason": None if stalls else stalls.reason},
+                   lambda: R.render_stalls(cpu, stalls), rows=lambda doc: doc["backend_stalls"], indent=1)
     return 0
 
 
@@ -90,10 +75,5 @@ def run(args: argparse.Namespace) -> int:
     if args.cpu:
         return _stalls(args)
     data = catalogue()
-    if args.format in ("csv", "records"):
-        sys.stdout.write(table_text(data["events"], args.format))
-    elif args.format == "json":
-        print(json.dumps(data, indent=1))
-    else:
-        R.render_catalogue(data)
+    print_document(args.format, data, lambda: R.render_catalogue(data), rows=lambda doc: doc["events"], indent=1)
     return 0

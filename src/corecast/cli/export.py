@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import outputs
 from ..errors import UserError
+from ._output import print_document
 
 COMMAND = "export"
 HELP = "convert a Dataset or campaign file to CSV or JSON"
@@ -80,19 +81,11 @@ def run(args) -> int:
 
 
 def _side_table(data, name: str, fmt: str, out: Path | None) -> int:
-    import json
-
-    from ..report import tables as T
-
     if name not in data.tables:
         have = ", ".join(data.tables) or "none"
         raise UserError(f"{data.label}: no side table '{name}' (side tables: {have})")
     rows = data.tables[name]
-    text = (json.dumps({"table": name, "rows": rows}, indent=1, allow_nan=False) + "\n" if fmt == "json"
-            else T.table_text(rows, "records" if fmt == "records" else "csv"))
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        outputs.write_text(out, text, f"side table {name}, {len(rows)} rows")
+    print_document(fmt, {"table": name, "rows": rows}, rows=lambda doc: doc["rows"], indent=1, allow_nan=False,
+                   output=out, what=f"side table {name}, {len(rows)} rows")
     return 0
 

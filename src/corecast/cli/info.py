@@ -5,11 +5,8 @@ The Dataset module and the renderers (numpy, rich) are imported in `run`, for st
 """
 from __future__ import annotations
 
-import json
-import sys
-
-from ..report import tables as T
 from . import add_format, output_format
+from ._output import print_document
 
 COMMAND = "info"
 HELP = "show what a Dataset or campaign file holds: machine, columns and their sources, runs"
@@ -28,11 +25,6 @@ def run(args) -> int:
 
     data = ds_mod.load(args.file)
     s = D.dataset_summary(data)
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(T.table_text(s["columns"], fmt))
-    elif fmt == "json":
-        print(json.dumps(s, indent=2))
-    else:
-        R.render_terminal(s, data, terminal.console())
+    print_document(output_format(args), s, lambda: R.render_terminal(s, data, terminal.console()),
+                   rows=lambda doc: doc["columns"])
     return 0

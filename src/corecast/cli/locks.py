@@ -5,11 +5,8 @@ The Dataset reader and the renderers (numpy, rich) are imported in `run`, for st
 """
 from __future__ import annotations
 
-import json
-import sys
-
-from ..report import tables as T
 from . import add_format, output_format
+from ._output import print_document
 
 COMMAND = "locks"
 HELP = "rank a campaign's locks and their call sites by wait share at each core count"
@@ -46,11 +43,6 @@ def run(args) -> int:
         raise UserError(f"--top {args.top}: at least 1")
     data = ds_mod.load(args.file)
     doc = R.locks_doc(data, top=args.top)
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(T.table_text(R.locks_rows(doc), fmt))
-    elif fmt == "json":
-        print(json.dumps(doc, indent=2, allow_nan=False))
-    else:
-        R.render_terminal(doc, terminal.console())
+    print_document(output_format(args), doc, lambda: R.render_terminal(doc, terminal.console()),
+                   rows=R.locks_rows, allow_nan=False)
     return 0

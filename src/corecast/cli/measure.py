@@ -9,7 +9,6 @@ corecast.collect.runsources) come from the sources themselves.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 
@@ -17,8 +16,9 @@ from .. import messages
 from ..collect import runsources
 from ..errors import UserError
 from ..parsing import arg, time_s
-from ..report.tables import campaign_rows, table_text
+from ..report.tables import campaign_rows
 from . import add_format, output_format, program
+from ._output import print_document
 
 COMMAND = "measure"
 HELP = "run a program at several core counts and record time, throughput, memory and stalls"
@@ -98,15 +98,13 @@ def run(args: argparse.Namespace) -> int:
     ds = read_campaign(args.output)
     messages.wrote(args.output, f"{len(ds.cores)} run(s) recorded")
     failed = [r for r in records if r.status != "ok"]
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        doc = json.loads(json.dumps(campaign_summary(ds, args.output), default=str))
-        sys.stdout.write(table_text(campaign_rows(doc), fmt))
-    elif fmt == "json":
-        print(json.dumps(campaign_summary(ds, args.output), indent=1, default=str))
-    else:
+
+    def render() -> None:
         render_summary(ds, console())
         if failed:
             print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
                   f"(see `corecast export {args.output}`)")
+
+    print_document(output_format(args), lambda: campaign_summary(ds, args.output), render, rows=campaign_rows,
+                   indent=1, default=str)
     return 1 if failed else 0

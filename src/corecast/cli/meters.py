@@ -6,12 +6,12 @@ time: `meters -h` and a mistyped option never need them.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .. import messages, outputs
 from ..parsing import interval
 from . import add_format, output_format
+from ._output import print_document
 
 COMMAND = "meters"
 HELP = "contention meters of this machine in a shared-memory blackboard, with triggers, advice and Prometheus"
@@ -109,21 +109,14 @@ def run(args) -> int:
     if action == "show":
         with Board.open(args.show_board if args.show_board is not None else args.blackboard) as b:
             snap = b.snapshot()
-        if args.json:
-            print(json.dumps(to_json(snap), indent=1, allow_nan=False))
-        else:
-            R.show(snap, terminal.console())
+        print_document("json" if args.json else "table", lambda: to_json(snap),
+                       lambda: R.show(snap, terminal.console()), indent=1, allow_nan=False)
         return 0
     if action == "list":
+        from ..report.tables import meters_list_rows
         plan = D.meter_plan(args.list_meters or args.meters, args.list_pid or args.pid)
-        fmt = output_format(args)
-        if fmt in ("csv", "records"):
-            from ..report.tables import meters_list_rows, table_text
-            sys.stdout.write(table_text(meters_list_rows(R.listing_doc(plan)), fmt))
-        elif fmt == "json":
-            print(json.dumps(R.listing_doc(plan), indent=1, allow_nan=False))
-        else:
-            R.listing(plan, terminal.console())
+        print_document(output_format(args), lambda: R.listing_doc(plan), lambda: R.listing(plan, terminal.console()),
+                       rows=meters_list_rows, indent=1, allow_nan=False)
         return 0
     if action == "replay":
         if args.plot:
@@ -131,10 +124,8 @@ def run(args) -> int:
         only = [m.strip() for m in args.replay_meters.split(",")] if args.replay_meters else None
         scopes = [s.strip() for s in args.scope.split(",")] if args.scope else None
         rec = record.read(args.file, only, scopes)
-        if args.replay_json:
-            print(json.dumps(R.replay_doc(rec), indent=1, allow_nan=False))
-        else:
-            R.replay(rec, terminal.console())
+        print_document("json" if args.replay_json else "table", lambda: R.replay_doc(rec),
+                       lambda: R.replay(rec, terminal.console()), indent=1, allow_nan=False)
         if args.plot:
             fig = R.replay_figure(rec)
             if fig.corecast_left_out:

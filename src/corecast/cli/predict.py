@@ -7,7 +7,6 @@ model registry's, `corecast.model.predictors.METHODS`).
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from .. import messages, outputs
@@ -16,6 +15,7 @@ from ..report import plots
 from ..report import tables as T
 from . import add_format, output_format
 from ._args import core_list, level
+from ._output import print_document
 
 COMMAND = "predict"
 HELP = "predict time and throughput at more cores (stall-based ESTIMA, time extrapolation, USL)"
@@ -170,13 +170,8 @@ def run(args) -> int:
         fits = result.fits
         bar.update(1)
         bar.clear()
-        fmt = output_format(args)
-        if fmt in ("csv", "records"):
-            sys.stdout.write(T.table_text(T.predict_rows(doc), fmt))
-        elif fmt == "json":
-            print(json.dumps(doc, indent=2, allow_nan=False))
-        else:
-            R.render_terminal(doc, terminal.console())
+        print_document(output_format(args), doc, lambda: R.render_terminal(doc, terminal.console()),
+                       rows=T.predict_rows, allow_nan=False)
         sys.stdout.flush()
         fig = None
         if args.report and not plots.available():

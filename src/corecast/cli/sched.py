@@ -3,9 +3,7 @@ speedup-factor models, reproduce the PMCTrack case study, enforce a policy on re
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ from ..errors import UserError
 from ..parsing import arg, count, number, seed, time_s
 from ._args import route_actions
 from . import _Parser, add_format, add_verbosity, output_format, program
+from ._output import print_document
 
 COMMAND = "sched"
 HELP = "scheduling on big/small cores: simulate HSP, RR, A-DWRR, EQP, ACFS, energy-aware and CFS; SF models; enforce"
@@ -203,6 +202,7 @@ def _sf_model(path: str | None, source: str | None):
 def _sim(args: argparse.Namespace) -> int:
     from ..report import plots
     from ..report import sched as R
+    from ..report.tables import sched_sim_rows
     from ..report.terminal import console
     from ..sched.engine import Options
     from ..sched.machine import load_machine
@@ -237,15 +237,9 @@ def _sim(args: argparse.Namespace) -> int:
     for pol in pols:
         _, met = evaluate(wl, machine, pol, opts, refs)
         metrics[pol.name] = met
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        from ..report.tables import sched_sim_rows, table_text
-        doc = json.loads(json.dumps(R.sim_doc(wl, machine, opts, metrics), allow_nan=False, default=_jdefault))
-        sys.stdout.write(table_text(sched_sim_rows(doc), fmt))
-    elif fmt == "json":
-        print(json.dumps(R.sim_doc(wl, machine, opts, metrics), indent=2, allow_nan=False, default=_jdefault))
-    else:
-        R.render_sim(console(), wl, machine, opts, metrics)
+    print_document(output_format(args), lambda: R.sim_doc(wl, machine, opts, metrics),
+                   lambda: R.render_sim(console(), wl, machine, opts, metrics), rows=sched_sim_rows,
+                   allow_nan=False, default=_jdefault)
     if args.plot:
         fig = R.sim_figure(metrics, f"{wl.name} on {machine.name}")
         plots.save(fig, args.plot)
@@ -290,10 +284,8 @@ def _paper(args: argparse.Namespace) -> int:
                            progress=lambda item, fig=e.figure or e.name: starting(item, fig)) for e in exps]
         bar.update(total, "done")
     fnd = [findings(r) for r in results]
-    if args.json:
-        print(json.dumps(R.paper_doc(results, fnd), indent=2, allow_nan=False))
-    else:
-        R.render_paper(console(), results, fnd)
+    print_document("json" if args.json else "table", lambda: R.paper_doc(results, fnd),
+                   lambda: R.render_paper(console(), results, fnd), allow_nan=False)
     if args.plot:
         p = Path(args.plot)
         with messages.Progress("plotting", total=len(results), unit="figures") as bar:
@@ -328,10 +320,8 @@ def _sfmodel(args: argparse.Namespace) -> int:
     model = M.fit(M.concat(parts), args.max_features, args.per_phase, args.threshold)
     if args.output:
         M.save(model, args.output)          # named on standard error, never on standard output
-    if args.json:
-        print(json.dumps(model.to_dict(), indent=2, allow_nan=False, default=_jdefault))
-    else:
-        R.render_sfmodel(console(), model)
+    print_document("json" if args.json else "table", model.to_dict, lambda: R.render_sfmodel(console(), model),
+                   allow_nan=False, default=_jdefault)
     return 0
 
 
@@ -367,10 +357,8 @@ def _run(args: argparse.Namespace) -> int:
         _progress_file(f)
     setup = prepare(args.big, args.small, args.emulate, args.small_speed, args.quantum)
     res = enforce(cmds, args.policy, setup, sfs, not args.no_alone, pf, args.progress, args.period)
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=2, allow_nan=False))
-    else:
-        R.render_run(console(), res)
+    print_document("json" if args.json else "table", res.to_dict, lambda: R.render_run(console(), res),
+                   allow_nan=False)
     return 0
 
 
@@ -401,10 +389,8 @@ def _list(args: argparse.Namespace) -> int:
         items = load_machine(args.name) if args.name else [load_machine(n) for n in bundled_machines()]
     else:
         items = load_workload(args.name) if args.name else [load_workload(n) for n in bundled_workloads()]
-    if args.json:
-        doc = items if isinstance(items, dict) else (
-            [x.to_dict() for x in items] if isinstance(items, list) else items.to_dict())
-        print(json.dumps(doc, indent=2))
-    else:
-        render_listing(console(), args.action, items)
+    print_document("json" if args.json else "table",
+                   lambda: items if isinstance(items, dict) else (
+                       [x.to_dict() for x in items] if isinstance(items, list) else items.to_dict()),
+                   lambda: render_listing(console(), args.action, items))
     return 0

@@ -6,7 +6,6 @@ native simulator load only for the actions that need them (`sim machines` needs 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterable
@@ -16,10 +15,11 @@ from ..errors import UserError
 from ._args import route_actions
 from ..report.plots import check_plot_path, save
 from ..report.sim import render_machine, render_machines, render_result
-from ..report.tables import machines_rows, mrc_rows, sim_rows, table_text
+from ..report.tables import machines_rows, mrc_rows, sim_rows
 from ..parsing import arg, count, fraction, fmt_size, seed, size_bytes, time_s
 from ..sim.machine import bundled, load_machine, parse_size
 from . import _Parser, add_format, add_verbosity, output_format, program
+from ._output import print_document
 
 COMMAND = "sim"
 HELP = "simulate a memory trace on a machine description: MPKI, TLB, branch, coherence, CPI"
@@ -355,14 +355,8 @@ def _simulate_online(args: argparse.Namespace) -> int:
 def _print_result(args, res, machine) -> int:
     """A simulation's result: to -o as JSON, then on standard output in the format asked."""
     if args.output:
-        outputs.write_text(args.output, res.to_json() + "\n", "the result as JSON")
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(table_text(sim_rows(res.to_dict()), fmt))
-    elif fmt == "json":
-        print(res.to_json())
-    else:
-        render_result(res, machine)
+        print_document("json", res.to_dict, output=args.output, what="the result as JSON")
+    print_document(output_format(args), res.to_dict, lambda: render_result(res, machine), rows=sim_rows)
     return 0
 
 
@@ -466,13 +460,7 @@ def _show(args: argparse.Namespace, doc: dict[str, Any], render: Any, figure: An
           rows: Any = None) -> None:
     """The JSON document, a tidy table (with `rows`) or the table, then the plot and the Dataset
     when asked for (each made by its callable only then)."""
-    fmt = output_format(args)
-    if fmt in ("csv", "records") and rows is not None:
-        sys.stdout.write(table_text(rows(doc), fmt))
-    elif fmt == "json":
-        print(json.dumps(doc, indent=1))
-    else:
-        render()
+    print_document(output_format(args), doc, render, rows=rows, indent=1)
     if args.plot:
         save(figure(), args.plot)
     if args.output:
@@ -576,21 +564,11 @@ def _gen(args: argparse.Namespace) -> int:
 
 
 def _machines(args: argparse.Namespace) -> int:
-    fmt = output_format(args)
     if not args.name:
-        rows = [load_machine(n) for n in bundled()]
-        doc: Any = [{"name": m.name, "description": m.description} for m in rows]
-        if fmt == "table":
-            render_machines(rows)
-            return 0
+        machines = [load_machine(n) for n in bundled()]
+        doc: Any = [{"name": m.name, "description": m.description} for m in machines]
+        print_document(output_format(args), doc, lambda: render_machines(machines), rows=machines_rows)
     else:
         m = load_machine(args.name)
-        doc = m.to_dict()
-        if fmt == "table":
-            render_machine(m)
-            return 0
-    if fmt in ("csv", "records"):
-        sys.stdout.write(table_text(machines_rows(doc), fmt))
-    else:
-        print(json.dumps(doc, indent=2))
+        print_document(output_format(args), m.to_dict(), lambda: render_machine(m), rows=machines_rows)
     return 0

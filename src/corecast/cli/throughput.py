@@ -3,16 +3,15 @@ of Hart, Frachtenberg and Berezecki)."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
-import sys
 from typing import Any
 
 from ..errors import UserError
 from ..parsing import arg, count, fraction, frequency_hz, number, percentile, rate_per_s, size_bytes, time_s
-from ..report.tables import table_text, throughput_rows
+from ..report.tables import throughput_rows
 from . import add_format, output_format
+from ._output import print_document
 
 COMMAND = "throughput"
 HELP = "CPI stack and predicted throughput on N cores from event rates (the memcached method)"
@@ -143,15 +142,8 @@ def run(args: argparse.Namespace) -> int:
                   penalties=args.penalty, target=args.target, percentile=args.percentile,
                   clients=args.clients, think_time=args.think_time, measured=args.measured,
                   mrc=args.mrc, cache_size=args.cache_size)
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        plain = json.loads(json.dumps(out, allow_nan=False, default=_json_default))
-        sys.stdout.write(table_text(throughput_rows(plain), fmt))
-    elif fmt == "json":
-        json.dump(out, sys.stdout, indent=2, allow_nan=False, default=_json_default)
-        sys.stdout.write("\n")
-    else:
-        render(out)
+    print_document(output_format(args), out, lambda: render(out), rows=throughput_rows, allow_nan=False,
+                   default=_json_default)
     return 0
 
 

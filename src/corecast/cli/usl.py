@@ -5,14 +5,12 @@ load numpy and scipy (0.7 s of CPU), which `usl -h` and a mistyped option never 
 """
 from __future__ import annotations
 
-import json
-import sys
-
 from .. import outputs
 from ..report import plots
 from ..report import tables as T
 from . import add_format, output_format
 from ._args import core_list, level
+from ._output import print_document
 
 COMMAND = "usl"
 HELP = "fit the Universal Scalability Law, with Amdahl's law as the nested model and data checks"
@@ -56,13 +54,9 @@ def run(args) -> int:
     label = str(args.file)
     analysis = usl.analyze_dataset(data, metric=args.metric, level=args.level)
     doc = D.usl_doc(analysis, label, predict_at=args.predict)
-    fmt = output_format(args)
-    if fmt in ("csv", "records"):
-        sys.stdout.write(T.table_text(T.usl_rows(doc), fmt))
-    elif fmt == "json":
-        print(json.dumps(doc, indent=2, allow_nan=False))
-    else:
-        R.render_terminal(analysis, terminal.console(), label, predict_at=args.predict)
+    print_document(output_format(args), doc,
+                   lambda: R.render_terminal(analysis, terminal.console(), label, predict_at=args.predict),
+                   rows=T.usl_rows, allow_nan=False)
     if args.plot:
         fig = R.figure(analysis, title=f"USL: {label}", predict_at=args.predict)
         plots.save(fig, args.plot)
