@@ -33,10 +33,10 @@ MARK = "/corecast/_native/"
 PTH = "corecast-src.pth"
 
 
-def venv() -> list[str]:
-    """This environment finds corecast in src/ through a path entry, and meson-python's loader
-    is gone. Returns what changed."""
-    site = Path(sysconfig.get_paths()["purelib"])
+def venv(site: Path | None = None, src: Path = SRC) -> list[str]:
+    """This environment (its site-packages `site`) finds corecast in `src` through a path entry,
+    and meson-python's loader is gone. Returns what changed."""
+    site = site or Path(sysconfig.get_paths()["purelib"])
     changed = []
     for p in [site / "corecast-editable.pth", *site.glob("_corecast_editable_loader*.py"),
               *site.glob("__pycache__/_corecast_editable_loader*")]:
@@ -44,7 +44,7 @@ def venv() -> list[str]:
             p.unlink()
             changed.append(f"removed {p.name}")
     pth = site / PTH
-    want = f"{SRC}\n"
+    want = f"{src}\n"
     if not pth.is_file() or pth.read_text() != want:
         tmp = pth.with_name(f".{PTH}.{os.getpid()}")
         tmp.write_text(want)
@@ -59,12 +59,13 @@ def wanted_links(build: Path) -> dict[str, Path]:
     return {dest.split(MARK, 1)[1]: Path(src) for src, dest in installed.items() if MARK in dest}
 
 
-def links(build: Path) -> list[str]:
-    """src/corecast/_native/ as the build directory `build` installs it. Returns what changed."""
+def links(build: Path, native: Path = NATIVE) -> list[str]:
+    """`native` (src/corecast/_native/) as the build directory `build` installs it. Returns what
+    changed."""
     want = wanted_links(build)
     changed = []
     for rel, target in sorted(want.items()):
-        link = NATIVE / rel
+        link = native / rel
         if link.is_symlink() and os.readlink(link) == str(target):
             continue
         link.parent.mkdir(parents=True, exist_ok=True)
@@ -73,9 +74,9 @@ def links(build: Path) -> list[str]:
         tmp.symlink_to(target)
         tmp.replace(link)                   # over a stale link or file: atomic
         changed.append(f"linked {rel}")
-    if NATIVE.is_dir():
-        for p in sorted(NATIVE.rglob("*"), reverse=True):
-            rel = str(p.relative_to(NATIVE))
+    if native.is_dir():
+        for p in sorted(native.rglob("*"), reverse=True):
+            rel = str(p.relative_to(native))
             if (p.is_symlink() or p.is_file()) and rel not in want:
                 p.unlink()
                 changed.append(f"removed {rel}")
