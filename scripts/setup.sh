@@ -39,7 +39,7 @@ fi
 # the meson build directory build/editable), which only needs redoing when what it acts on
 # changed: the package metadata and dependencies (pyproject.toml) or the list of C targets
 # (meson.build files). A stamp holds their hash. scripts/dev_install.py then replaces
-# meson-python's editable loader, which every Python start in .venv imported (~65 ms of CPU) and
+# meson-python's editable loader, which every Python start in .venv imported (~40 ms of CPU) and
 # which ran ninja at every `import corecast`, with a plain path entry to src/; ninja runs below
 # (and `make native`, and at the start of a test session: tests/conftest.py).
 stamp=.venv/.corecast-setup

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import pty
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,10 @@ def pytest_sessionstart(session):
     if not (build / "build.ninja").is_file() or not links.is_dir():
         return
     ninja = Path(sys.executable).with_name("ninja")
-    r = subprocess.run([str(ninja) if ninja.exists() else "ninja", "-C", str(build)], capture_output=True, text=True)
+    ninja = str(ninja) if ninja.exists() else shutil.which("ninja")
+    if ninja is None:
+        return
+    r = subprocess.run([ninja, "-C", str(build)], capture_output=True, text=True)
     if r.returncode != 0:
         pytest.exit(f"building the C parts failed (ninja -C {build}):\n{(r.stdout + r.stderr)[-3000:]}", returncode=1)
     if "no work to do" not in r.stdout:

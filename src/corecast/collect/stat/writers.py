@@ -7,7 +7,6 @@ for each reason not already on a totals line.
 """
 from __future__ import annotations
 
-
 import json
 import time
 from typing import TYPE_CHECKING, TextIO
