@@ -5,8 +5,10 @@ Issue 15 measured `corecast stat -- true` at 0.27 s of CPU against perf's 0.01 s
 starting is to be proportional to what is asked. Each command is run `--reps` times,
 interleaved; the median CPU time is printed, and the ratio to perf for the stat commands.
 `python -c pass` (this environment's interpreter, with its site packages) is the floor
-no Python command can go under: in the editable install it includes meson-python's loader,
-which also runs ninja at corecast's first import to rebuild changed C parts (about 10 ms).
+no Python command can go under (`make setup`'s development install adds nothing to it; meson-
+python's editable loader, which it replaced, added ~40 ms and ran ninja at `import corecast`);
+`import corecast.cli.stat` is what `stat` imports before it counts anything, and the standard
+library's share of it is measured alone (the modules that path imports, nothing of corecast's).
 `--installed BIN/corecast` measures a second corecast beside it, e.g. a wheel installed into a
 bare virtual environment (`pip wheel . -w W; python3 -m venv V; V/bin/pip install --no-deps
 W/corecast-*.whl`: stat needs nothing beyond the standard library).
@@ -15,8 +17,8 @@ Issue 26's targets: `corecast usl` on a small file (data/usl/specsdm91.csv, 7 po
 0.3 s (0.85 s when it imported scipy.stats), and `-h` of any command under 0.1 s: the script
 prints `usl`'s figures and the median and slowest `-h` over every command and action.
 
-Run it without PYTHONDONTWRITEBYTECODE (a user's Python writes and reads byte code; meson-
-python's editable loader reads but never writes it, which is why scripts/setup.sh compiles it).
+Run it without PYTHONDONTWRITEBYTECODE (a user's Python writes and reads byte code; with it set
+every start compiles what it imports).
 
     .venv/bin/python bench/startup.py [--reps N] [--corecast PATH] [--installed PATH]
 """
@@ -47,6 +49,10 @@ def cpu_seconds(cmd: list[str], env: dict[str, str] | None = None) -> tuple[floa
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
+#: The standard library modules `corecast stat -c task_clock -- true` imports (issue 28), the
+#: floor of a counting path written in Python whatever corecast's own modules do.
+STAT_STDLIB = ("argparse", "ctypes", "dataclasses", "json", "tomllib", "pathlib", "tempfile", "typing", "threading",
+               "select", "mmap", "signal", "math", "struct", "fcntl", "re", "enum", "inspect")
 SMALL = Path(__file__).resolve().parent.parent / "data" / "usl" / "specsdm91.csv"
 
 
@@ -73,6 +79,8 @@ def main() -> int:
     cc = a.corecast
     cases: dict[str, list[str]] = {
         "python -c pass (floor)": [sys.executable, "-c", "pass"],
+        "python: stat's standard-library imports": [sys.executable, "-c", "import " + ", ".join(STAT_STDLIB)],
+        "python: import corecast.cli.stat": [sys.executable, "-c", "import corecast.cli, corecast.cli.stat"],
         "corecast --version": [cc, "--version"],
         "corecast stat -- true": [cc, "stat", "--", "true"],
         "corecast stat -c task_clock -- true": [cc, "stat", "-c", "task_clock", "--", "true"],
@@ -118,6 +126,8 @@ def main() -> int:
         for mine, peer in (("corecast --version", "perf --version"),
                            ("corecast stat -- true", "perf stat -- true"),
                            ("corecast stat -c task_clock -- true", "perf stat -e task-clock -- true"),
+                           ("python: stat's standard-library imports", "perf stat -e task-clock -- true"),
+                           ("python: import corecast.cli.stat", "perf stat -e task-clock -- true"),
                            ("installed: corecast stat -- true", "perf stat -- true"),
                            ("installed: corecast stat -c task_clock -- true", "perf stat -e task-clock -- true")):
             if mine in med and med[peer] > 0:

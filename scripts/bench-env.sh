@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The benchmarks' own environment, .venv-bench: corecast (editable, C parts built in build/bench)
-# with the `bench` extras -- the peers the benchmarks compare with. Extra-P pins numpy below 2,
+# The benchmarks' own environment, .venv-bench: corecast as the development install of
+# `make setup` has it (scripts/dev_install.py: the sources in src/, the C parts linked into
+# src/corecast/_native from build/editable, no editable loader at start-up) with the `bench`
+# extras -- the peers the benchmarks compare with. Extra-P pins numpy below 2,
 # which the test environment's pandas does not accept, so the two environments are kept apart.
 # A second run on an unchanged tree does no work beyond checking.
 set -euo pipefail
@@ -25,5 +27,6 @@ print("\n".join(t["build-system"]["requires"] + t["project"]["dependencies"]
         -Cbuild-dir=build/bench -e . || { echo "bench: pip install of corecast failed"; exit 1; }
     echo "$want" > "$stamp"
 fi
-.venv-bench/bin/ninja -C build/bench >/tmp/corecast-bench-ninja.log 2>&1 \
-    || { tail -30 /tmp/corecast-bench-ninja.log; echo "bench: building the C parts failed"; exit 1; }
+# pip's editable install gives the metadata and the `corecast` command (it builds in build/bench
+# once); the path entry replaces meson-python's loader, which start-up figures would include.
+.venv-bench/bin/python scripts/dev_install.py --venv || { echo "bench: the development install failed"; exit 1; }

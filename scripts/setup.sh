@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything corecast needs on a fresh Debian machine, idempotently:
 # Debian packages (setup/debian-packages.txt), a virtual environment in .venv, and corecast
-# itself installed into it, editable (meson compiles the C parts under native/ and workloads/).
+# itself installed into it for development: the Python sources used where they are, the C parts
+# under native/ and workloads/ compiled by meson and ninja in build/editable (scripts/dev_install.py).
 # A second run on an unchanged tree does no work beyond checking.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,13 +35,16 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 
-# corecast is installed editable with meson-python: the C parts are built in build/ by ninja,
-# in parallel, and rebuilt (only what changed) whenever corecast is imported. So pip only runs
-# when what it acts on changed: the package metadata and dependencies (pyproject.toml) or the
-# list of C targets (meson.build files). A stamp holds their hash.
+# pip installs corecast editable with meson-python (its metadata, the `corecast` command, and
+# the meson build directory build/editable), which only needs redoing when what it acts on
+# changed: the package metadata and dependencies (pyproject.toml) or the list of C targets
+# (meson.build files). A stamp holds their hash. scripts/dev_install.py then replaces
+# meson-python's editable loader, which every Python start in .venv imported (~40 ms of CPU) and
+# which ran ninja at every `import corecast`, with a plain path entry to src/; ninja runs below
+# (and `make native`, and at the start of a test session: tests/conftest.py).
 stamp=.venv/.corecast-setup
 want=$(cat pyproject.toml meson.build $(find native workloads -name meson.build | sort) | sha256sum | cut -c1-64)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import corecast.native' 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -f build/editable/build.ninja ] || [ ! -x .venv/bin/corecast ]; then
     rm -f "$stamp"
     # The build backend goes into .venv itself (no isolated build environment each time), so
     # that the build directory stays valid between runs.
@@ -60,15 +64,19 @@ print("\n".join(t["build-system"]["requires"] + t["project"]["dependencies"]
         || { echo "setup: pip install failed"; exit 1; }
     echo "$want" > "$stamp"
 fi
-# Python's bytecode for corecast's own modules: meson-python's editable loader never writes it
-# (so every start compiled each module it imported from source: ~65 ms of `corecast stat -- true`),
-# but reads it when it is there and fresh. A module edited later is compiled in memory until the
-# next set-up refreshes it (only stale files are rewritten).
+# No editable loader: corecast from src/ by a path entry (also on an environment that an earlier
+# set-up gave meson-python's loader: it is removed, so that only one of the two is active).
+.venv/bin/python scripts/dev_install.py --venv || { echo "setup: the development install failed"; exit 1; }
+# Python's bytecode for corecast's own modules, written now rather than at the first start of
+# each (only stale files are rewritten; `__pycache__` is left out of wheels by meson.build).
 .venv/bin/python -m compileall -q -j 0 src/corecast >/dev/null \
     || echo "setup: note: could not write bytecode for src/corecast (corecast starts slower)"
-# Build whatever C changed now (not at the first import inside a test), and say so if it fails.
+# Build whatever C changed, and say so if it fails; then link each product into
+# src/corecast/_native/, where a wheel has it (links to build/editable: a rebuild is seen at once).
 .venv/bin/ninja -C build/editable >/tmp/corecast-ninja.log 2>&1 \
     || { tail -30 /tmp/corecast-ninja.log; echo "setup: building the C parts failed"; exit 1; }
+.venv/bin/python scripts/dev_install.py --links build/editable \
+    || { echo "setup: linking the C parts into src/corecast/_native failed"; exit 1; }
 # Man pages: into the environment's man path, and as root onto man's default path too, indexed
 # for whatis and apropos (scripts/install_man.sh; links to man/, so they follow the tree).
 if [ "$(id -u)" = 0 ]; then

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import pty
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
+
+
+def pytest_sessionstart(session):
+    """The C parts that changed are rebuilt before the tests run, in the development install
+    `make setup` makes (no loader rebuilds them at import there: scripts/dev_install.py); a
+    product the build gained is linked into src/corecast/_native."""
+    build, links = ROOT / "build" / "editable", ROOT / "src" / "corecast" / "_native"
+    if not (build / "build.ninja").is_file() or not links.is_dir():
+        return
+    ninja = Path(sys.executable).with_name("ninja")
+    ninja = str(ninja) if ninja.exists() else shutil.which("ninja")
+    if ninja is None:
+        return
+    r = subprocess.run([ninja, "-C", str(build)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.exit(f"building the C parts failed (ninja -C {build}):\n{(r.stdout + r.stderr)[-3000:]}", returncode=1)
+    if "no work to do" not in r.stdout:
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "dev_install.py"), "--links", str(build)], check=True)
 
 
 class CliResult:

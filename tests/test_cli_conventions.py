@@ -210,3 +210,18 @@ def test_help_loads_no_numerical_library(command):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout[-300:]
+
+
+def test_stat_start_loads_no_module_a_count_does_not_use():
+    """`corecast stat -c task_clock -- true` (issue 28: start-up against perf stat's) imports
+    neither importlib.resources (with zipfile, bz2, lzma: the event catalogues and the compiled
+    parts are plain paths), secrets (hmac, hashlib: a temporary name is os.urandom's), nor csv
+    (a table is not CSV)."""
+    heavy = ("importlib.resources", "zipfile", "secrets", "hmac", "csv", "numpy", "_corecast_editable_loader")
+    code = ("import sys\nfrom corecast.cli import main\n"
+            "code = main(['stat', '-c', 'task_clock', '--', 'true'])\n"
+            f"print(code, sorted(m for m in {heavy!r} if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "task_clock" in r.stderr                       # it counted (the report is on stderr)
+    assert r.stdout.strip().splitlines()[-1] == "0 []", r.stdout[-300:]

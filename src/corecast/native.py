@@ -1,13 +1,14 @@
 """Where the compiled parts (native/, workloads/) live once corecast is installed.
 
-A wheel holds them flat in `corecast/_native/` (headers in its `include/`). An editable install
-(meson-python, what `make test` sets up) leaves them in the build directory and maps each one
-into the package, so they are looked up through `importlib.resources`, which knows that map.
+A wheel holds them flat in `corecast/_native/` (headers in its `include/`); so does the
+development install that `make setup` makes, with links into the build directory
+(scripts/dev_install.py). A plain `pip install -e .` (meson-python's editable loader) leaves them
+in the build directory and maps each one into the package: they are then looked up through
+`importlib.resources`, which knows that map.
 """
 from __future__ import annotations
 
 import ctypes
-import importlib.resources
 from pathlib import Path
 
 from .errors import UserError
@@ -20,6 +21,7 @@ def _lookup(*parts: str) -> Path | None:
     p = NATIVE_DIR.joinpath(*parts)
     if p.exists():
         return p
+    import importlib.resources     # here: only a plain `pip install -e .` (meson-python's loader) gets here
     try:
         res = importlib.resources.files(__package__).joinpath("_native", *parts)
     except (ModuleNotFoundError, TypeError, ValueError):

@@ -155,8 +155,8 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 def _fresh_name(prefix: str, suffix: str = "") -> str:
     base = os.path.abspath(tempfile.gettempdir())
-    import secrets          # here, for start-up time (hmac, hashlib, random)
-    return os.path.join(base, f"{prefix}{os.getpid()}-{secrets.token_hex(6)}{suffix}")
+    # os.urandom, as secrets.token_hex reads it (secrets costs ~3 ms of start-up: hmac, hashlib, random)
+    return os.path.join(base, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}{suffix}")
 
 
 def temp_dir(prefix: str) -> Path:

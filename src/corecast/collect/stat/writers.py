@@ -7,8 +7,6 @@ for each reason not already on a totals line.
 """
 from __future__ import annotations
 
-import csv
-
 import json
 import time
 from typing import TYPE_CHECKING, TextIO
@@ -86,6 +84,7 @@ class Writer:
         if isinstance(self, JsonWriter):
             w.write(json.dumps({"type": "regions", "regions": regions}) + "\n")
         elif isinstance(self, CsvWriter):
+            import csv                      # here: a table needs none (start-up time)
             cw = csv.writer(w, lineterminator="\n")
             for name, t in regions.items():
                 for k, v in t.items():
@@ -256,6 +255,7 @@ class CsvWriter(Writer):
     separator = ","          # perf's --field-separator
 
     def header(self) -> None:
+        import csv
         self.w = csv.writer(self.out, lineterminator="\n", delimiter=self.separator)
         if not self.mon.totals_only:
             self.w.writerow(self.FIELDS)
