@@ -215,3 +215,12 @@ def test_the_command_prints_what_the_api_returns(cli, tmp_path):
         analyse(machine="atom-n540")
     with pytest.raises(UserError, match="one input"):
         analyse(mpki=f, sim=f, machine="atom-n540")
+
+
+def test_a_measured_throughput_of_nought_is_one_line(cli, tmp_path):
+    # the error against a measurement is relative to it: nought cannot be compared with
+    f = tmp_path / "w.toml"
+    f.write_text("baseline_cpi = 0.9\ninstructions = 9200\n")
+    r = cli("throughput", "--machine", "penryn-l5420", "--mpki", f, "--cores", "1,2", "--measured", "1:0,2:0")
+    assert r.code == 2
+    assert "'1:0'" in r.err and "more than 0" in r.err and "Traceback" not in r.err and "internal" not in r.err

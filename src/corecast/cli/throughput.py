@@ -68,7 +68,7 @@ def _measured(text: str) -> dict[int, float]:
         if not m or int(m.group(1)) < 1:
             raise argparse.ArgumentTypeError(f"not a measured list: {text!r} (e.g. 1:128000,2:174000)")
         try:
-            out[int(m.group(1))] = rate_per_s(m.group(2), None, allow_zero=True)
+            out[int(m.group(1))] = rate_per_s(m.group(2), None)
         except UserError as err:
             raise argparse.ArgumentTypeError(f"{part.strip()!r}: {err}") from None
     return out
