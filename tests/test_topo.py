@@ -332,3 +332,19 @@ def test_a_target_known_by_its_cpu_count_alone_gets_the_plain_band():
     plain = auto_fit(ds).predict([16, 32])
     assert np.allclose(width("cpus=64"), np.log(plain.high / plain.low), rtol=1e-6)
     assert np.all(width("sockets=1,cores=64,smt=1") < 0.5 * width("cpus=64"))
+
+
+def test_a_corpus_source_without_a_placement_is_placed_as_predict_places_it(tmp_path):
+    # a source that states its machine and not where its threads ran is scored as `predict
+    # --target-machine` without --placement would predict it (spread), not packed (compact)
+    from corecast.model import corpus as C
+    from corecast.model.topo import DEFAULT_PLACEMENT
+    src = tmp_path / "corpus" / "s"
+    src.mkdir(parents=True)
+    (src / "source.toml").write_text('name = "s"\nmachine = "sockets=2,cores=8,smt=2"\n')
+    (src / "a.csv").write_text("cores,throughput\n1,10\n2,19\n4,36\n8,60\n16,90\n32,100\n")
+    (s,) = C.load_corpus(tmp_path / "corpus")
+    assert s.order == DEFAULT_PLACEMENT == "spread"
+    assert Layout(s.machine, s.order, 0.5).crossing([2])[0] == 1.0     # two threads, two sockets
+    (src / "source.toml").write_text('name = "s"\nmachine = "sockets=2,cores=8,smt=2"\nplacement = "compact"\n')
+    assert C.load_corpus(tmp_path / "corpus")[0].order == "compact"

@@ -10,7 +10,10 @@ machine would meet it. `corecast.model.learn` learns priors from it and
 `corecast.model.scorecard` scores the methods on it, source by source.
 
 Placement `os` (the source left thread placement to the operating system) is read as `spread`:
-Linux balances threads over the sockets and fills physical cores before SMT siblings.
+Linux balances threads over the sockets and fills physical cores before SMT siblings. A source
+that states its machine but no placement is placed as `predict` places threads it is not told
+about (`spread`, topo.DEFAULT_PLACEMENT): `evaluate --corpus` on such a source scores what a
+user of `predict --target-machine` would get.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ..dataset import Dataset, read_csv
 from ..errors import UserError
 from ..parsing import read_document
 from ..target import ORDERS, MachineSpec, parse_spec
+from .topo import DEFAULT_PLACEMENT
 
 
 @dataclass
@@ -40,8 +44,10 @@ class Series:
 
     @property
     def order(self) -> str:
-        """The placement as one of corecast's orders (`os` read as `spread`, none as `compact`)."""
-        p = (self.placement or "compact").lower()
+        """The placement as one of corecast's orders: `os` read as `spread`, none (a source that
+        states its machine but not where its threads ran) as `predict`'s default,
+        topo.DEFAULT_PLACEMENT, the one chosen by leave-one-source-out for that case."""
+        p = (self.placement or DEFAULT_PLACEMENT).lower()
         if p == "os":
             return "spread"
         return p if p in ORDERS else "compact"
