@@ -348,3 +348,7 @@ def test_a_corpus_source_without_a_placement_is_placed_as_predict_places_it(tmp_
     assert Layout(s.machine, s.order, 0.5).crossing([2])[0] == 1.0     # two threads, two sockets
     (src / "source.toml").write_text('name = "s"\nmachine = "sockets=2,cores=8,smt=2"\nplacement = "compact"\n')
     assert C.load_corpus(tmp_path / "corpus")[0].order == "compact"
+    # the words sources use: OpenMP's and Intel's affinity names, threads left unpinned
+    for said, order in (("close", "compact"), ("scatter", "spread"), ("OS", "spread"), ("smt-last", "smt-last"),
+                        ("whatever", DEFAULT_PLACEMENT)):
+        assert C.Series("s", "a", np.ones(1), np.ones(1), s.machine, said).order == order, said

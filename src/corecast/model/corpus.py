@@ -30,6 +30,15 @@ from ..target import ORDERS, MachineSpec, parse_spec
 from .topo import DEFAULT_PLACEMENT
 
 
+#: How sources name their placement, in corecast's orders: the operating system's (threads not
+#: pinned) is read as `spread`, as are OpenMP's `spread` and Intel's `scatter`/`balanced`
+#: (round-robin over sockets); OpenMP's `close` and Intel's `compact` pack a socket first. A
+#: placement not named here is read as DEFAULT_PLACEMENT.
+PLACEMENT_WORDS = {"os": "spread", "none": "spread", "unpinned": "spread", "default": "spread",
+                   "scatter": "spread", "balanced": "spread", "round-robin": "spread",
+                   "close": "compact", "packed": "compact"}
+
+
 @dataclass
 class Series:
     source: str
@@ -47,10 +56,9 @@ class Series:
         """The placement as one of corecast's orders: `os` read as `spread`, none (a source that
         states its machine but not where its threads ran) as `predict`'s default,
         topo.DEFAULT_PLACEMENT, the one chosen by leave-one-source-out for that case."""
-        p = (self.placement or DEFAULT_PLACEMENT).lower()
-        if p == "os":
-            return "spread"
-        return p if p in ORDERS else "compact"
+        p = (self.placement or DEFAULT_PLACEMENT).strip().lower()
+        p = PLACEMENT_WORDS.get(p, p)
+        return p if p in ORDERS else DEFAULT_PLACEMENT
 
 
 def load_corpus(folder: str | Path) -> list[Series]:
