@@ -178,6 +178,18 @@ def test_existing_output_needs_resume(cli, tmp_path):
     assert r.code == 2 and "already exists" in r.err
 
 
+def test_a_campaign_named_relative_to_the_current_folder(cli, tmp_path, monkeypatch):
+    # the README's `measure ... -o lock.db`: the journal held beside the campaign is named to
+    # the sentinel by its whole path (a relative one was refused: no campaign could be started)
+    monkeypatch.chdir(tmp_path)
+    r = cli("measure", "-q", "--warmup", "0", "--reps", "1", "--cores", "1", "--no-shim", "-o", "c.db", "--", "true")
+    assert r.code == 0, r.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db"]     # no journal, WAL or index left
+    r = cli("measure", "-q", "--resume", "-o", "c.db", "--", "true")
+    assert r.code == 0, r.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db"]
+
+
 @pytest.mark.parametrize("args,message", [
     (["--cores", "0"], "--cores"),
     (["--cores", str(NCPU + 1)], "usable"),

@@ -86,9 +86,11 @@ class Sentinel:
         self.lock = threading.Lock()
 
     def tell(self, verb: str, path: str | Path) -> None:
-        text = str(path)
-        if "\n" in text or not os.path.isabs(text):
-            raise UserError(f"{text!r}: not a path corecast can clean up after (relative, or with a line break)")
+        # a relative path is the current folder's (`measure -o c.db`'s journal): the sentinel
+        # runs elsewhere, so it is told the whole path
+        text = os.path.abspath(str(path))
+        if "\n" in text:
+            raise UserError(f"{str(path)!r}: not a path corecast can clean up after (a line break in it)")
         with self.lock:
             if self.fd is None:
                 return
