@@ -56,6 +56,13 @@ def at(ds, name: str, cores: int) -> float:
     return float(ds.metrics[name][ds.cores == cores][0])
 
 
+#: The most lock wait a program whose threads share no lock while they work shows, as a share of
+#: its core-time (`lock_wait_share`): their start-up barrier and report locks, met now and then on
+#: a busy machine with the holder preempted (sysbench memory's two workers once waited 0.15% of
+#: an 80 ms run in CI; 0 on a quiet machine). A program that serializes on a lock shows ~1.
+LOCK_FREE = 0.01
+
+
 def lock_wait_share(ds) -> np.ndarray:
     """Each run's lock wait as a share of its core-time, counted at 1 GHz (the shim counts in
     time-stamp ticks, a few GHz on any machine, so this over-states the share): a program whose
@@ -101,7 +108,7 @@ def test_sysbench_threads_one_lock(cli, tmp_path):
     # one worker: nobody to wait for but the main thread at the start-up barrier; two workers on
     # one lock with sched_yield inside it: they wait for most of the run (a share near 1 here)
     share = lock_wait_share(ds)
-    assert share[ds.cores == 1][0] < 1e-3, share
+    assert share[ds.cores == 1][0] < LOCK_FREE, share
     assert at(ds, "lock_contended", 1) <= 2
     if NCPU >= 2:
         assert share[ds.cores == 2][0] > 0.1, share
@@ -114,7 +121,7 @@ def test_sysbench_mutex(cli, tmp_path):
                   "--mutex-locks=20000", "run")
     # sysbench's mutex test takes the mutex mutex-locks times per thread
     assert at(ds, "lock_acquisitions", 1) >= 20000
-    assert lock_wait_share(ds)[ds.cores == 1][0] < 1e-3    # one worker (and the start-up barrier)
+    assert lock_wait_share(ds)[ds.cores == 1][0] < LOCK_FREE    # one worker (and the start-up barrier)
     if NCPU >= 2:
         assert at(ds, "lock_acquisitions", 2) >= 40000
 
@@ -125,10 +132,11 @@ def test_sysbench_memory_is_lock_free(cli, tmp_path):
                   "sysbench", "memory", "--threads={threads}", "--memory-total-size=512M", "run")
     assert np.all(ds.metrics["throughput"] > 0)
     # its workers share no lock while they run, but they start together on a barrier (a mutex
-    # and a condition variable), whose mutex two threads now and then meet (49,738 cycles once in
-    # CI, beside a run of 0.2 s): lock-free means a wait no one could measure against the run
-    assert np.all(lock_wait_share(ds) < 1e-3), lock_wait_share(ds)
-    assert np.all(ds.metrics["lock_contended"] <= 2 * ds.cores)
+    # and a condition variable) and report through a histogram's lock, which two threads now and
+    # then meet with the holder preempted: lock-free means a wait that is no part of the run
+    assert np.all(lock_wait_share(ds) < LOCK_FREE), lock_wait_share(ds)
+    # ... and it takes some 36 locks a run outside its work (barrier, histogram, its own start-up)
+    assert np.all(ds.metrics["lock_acquisitions"] < 200), ds.metrics["lock_acquisitions"]
 
 
 @need("sqlite3")
@@ -197,7 +205,7 @@ def test_memcached_load_generator(cli, tmp_path, memcached_port):
                   f"--servers=127.0.0.1:{memcached_port}", "--concurrency={threads}",
                   "--execute-number=3000", "--test=set")
     assert np.all(ds.metrics["set_time_s"] > 0)
-    assert np.all(lock_wait_share(ds) < 1e-3), lock_wait_share(ds)     # the client's threads share nothing
+    assert np.all(lock_wait_share(ds) < LOCK_FREE), lock_wait_share(ds)     # the client's threads share nothing
 
 
 @need("memcached", "memcslap")
