@@ -87,14 +87,17 @@ class Trace:
             return self.frames.total
         return len(self.records)
 
-    def chunks(self, size: int = 1 << 20, checked: bool = True) -> Iterator[np.ndarray]:
+    def chunks(self, size: int = 1 << 20, checked: bool = True, reuse: bool = False) -> Iterator[np.ndarray]:
         """The records in slices; a record of no known kind (a damaged file) is a UserError.
         `checked=False` leaves that check to a consumer that reads the kinds anyway (the miss-rate
         passes of corecast.sim.mrc): the check is a pass over the slice, as long as a fast
         consumer's. The pages of a memory-mapped slice are mapped in one call before it is handed
-        over; a compressed file is decompressed a frame at a time."""
-        if self.frames is not None and "records" not in self.__dict__:
-            parts: Iterator[np.ndarray] = self.frames.chunks(size)
+        over; a compressed file is decompressed a frame at a time (and its kinds checked then;
+        `reuse`: every frame into the same array, so that a slice is valid until the next is
+        asked for)."""
+        framed = self.frames is not None and "records" not in self.__dict__
+        if framed:
+            parts: Iterator[np.ndarray] = self.frames.chunks(size, reuse)
         else:
             parts = (self.records[i:i + size] for i in range(0, len(self.records), size))
         mapped = self.frames is None and isinstance(self.records, np.memmap)
@@ -102,7 +105,8 @@ class Trace:
         for part in parts:
             if mapped:
                 _prefault(part)
-            if checked and len(part) and int(part["kind"].max()) >= len(KIND_NAMES):
+            if checked and len(part) and not (framed and self.frames.kinds_known) and \
+                    int(part["kind"].max()) >= len(KIND_NAMES):
                 bad = int(np.argmax(part["kind"] >= len(KIND_NAMES)))
                 raise UserError(f"{self.path or 'trace'}: record {i + bad}: kind {int(part['kind'][bad])} "
                                 "is not a record kind (a damaged or foreign file)")
@@ -209,6 +213,8 @@ class TraceWriter:
             except UserError:
                 self._fh = None
                 raise
+            finally:
+                self._frames.close()
         m = _standard_meta(self.meta, compressed=self._frames is not None)
         m.setdefault("threads", len(self.tids))
         m["has_branches"] = bool(self.kinds[N.KIND_BRANCH])
@@ -235,6 +241,8 @@ class TraceWriter:
     def abort(self) -> None:
         """Give the file up: nothing is left under its name or beside it."""
         self._fh = None
+        if self._frames is not None:
+            self._frames.close()
         self._out.abort()
 
     def __enter__(self) -> "TraceWriter":
