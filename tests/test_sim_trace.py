@@ -250,7 +250,7 @@ def test_version_2_traces_and_lz4_frames_read_as_written(tmp_path, monkeypatch):
     recs = np.tile(loop, 2240)
     recs["tid"] = np.repeat(rng.integers(0, 5, len(recs) // 100_000 + 1), 100_000)[:len(recs)]
     recs["tid"][1_234_567] = 9                          # a thread met once, inside a write
-    old = functools.partial(zframes.FrameWriter, level=3, records=1 << 20)
+    old = functools.partial(zframes.FrameWriter, level=3, records=1 << 20, in_place=1 << 20)
     for name, version, frame in (("old", 2, old), ("v2", 2, zframes.FrameWriter), ("v3", 3, zframes.FrameWriter)):
         monkeypatch.setattr(zframes, "FrameWriter", frame)
         with TraceWriter(tmp_path / f"{name}.cctrace", {}, version=version) as w:
@@ -260,7 +260,8 @@ def test_version_2_traces_and_lz4_frames_read_as_written(tmp_path, monkeypatch):
         assert w.tids == set(np.unique(recs["tid"]).tolist()) and 9 in w.tids
         t = read_trace(tmp_path / f"{name}.cctrace")
         assert t.meta["version"] == version and t.meta["compression"] == ("zstd" if version == 2 else "lz4/zstd")
-        assert t.frames.counts.max() == (1 << 20 if name == "old" else 1 << 17)
+        assert t.frames.counts.tolist() == ([1 << 20, 1 << 20, len(recs) - (2 << 20)] if name == "old" else
+                                            [1 << 17, 1 << 17, 300_001 - (2 << 17)] * 7 + [1 << 17, len(recs) - 7 * 300_001 - (1 << 17)])
         assert set(t.frames.codecs.tolist()) == {zframes.ZSTD if version == 2 else zframes.LZ4}
         assert np.array_equal(np.concatenate([c.copy() for c in t.chunks(1 << 18, reuse=True)]), recs)
         assert t.summary()["threads"] == len(w.tids) and t.meta["has_uops"]

@@ -42,7 +42,10 @@ LZ4, ZSTD = 1, 2                     # a version-3 frame's codec
 LZ4_ENOUGH = 8                       # below this ratio, zstd is tried for the frame too
 LEVEL = 1                            # zstd's
 FRAME_RECORDS = 1 << 20              # the most records a frame may hold (16 MiB)
-WRITE_RECORDS = 1 << 17              # the records of a frame corecast writes (2 MiB)
+WRITE_RECORDS = 1 << 17              # the most records of a frame corecast writes (2 MiB)
+#: A write of at least this many records, with no frame being filled, is compressed where it
+#: lies (in frames of at most WRITE_RECORDS); only smaller writes are gathered into a frame.
+IN_PLACE_RECORDS = 1 << 14
 #: The most bytes a frame of FRAME_RECORDS records compresses to (lz4's LZ4_COMPRESSBOUND, over
 #: zstd's ZSTD_COMPRESSBOUND): a frame header naming more is damaged, not a buffer to allocate.
 MAX_FRAME_BYTES = FRAME_RECORDS * 16 + FRAME_RECORDS * 16 // 255 + 16
@@ -50,14 +53,17 @@ _FRAME_HEAD = np.dtype([("size", "<u4"), ("records", "<u4"), ("codec", "<u4"), (
 
 
 class FrameWriter:
-    """Cuts records into frames of `records` and writes each compressed to `fh` as it fills
-    (`version` 3, or 2: zstd only, at `level`): a whole frame's worth of the records given is
-    compressed where it lies, the rest is copied into the frame being filled."""
+    """Cuts records into frames of at most `records` and writes each compressed to `fh` (`version`
+    3, or 2: zstd only, at `level`): the records of a write of at least `in_place` (a slice of
+    the ring, in a capture) are compressed where they lie, in frames of `records` and one of
+    what is left; smaller writes are copied into a frame until it is full."""
 
-    def __init__(self, fh: IO[bytes], level: int = LEVEL, records: int = WRITE_RECORDS, version: int = 3):
+    def __init__(self, fh: IO[bytes], level: int = LEVEL, records: int = WRITE_RECORDS, version: int = 3,
+                 in_place: int = IN_PLACE_RECORDS):
         if not 0 < records <= FRAME_RECORDS:
             raise ValueError(f"a frame holds 1 to {FRAME_RECORDS} records, not {records}")
         self.fh, self.level, self.per_frame, self.version = fh, level, records, version
+        self.in_place = min(records, in_place)
         self._L = N.lib()
         self._buf = np.empty(records, RECORD_DTYPE)
         self._words = self._buf.view(np.uint64)
@@ -77,7 +83,7 @@ class FrameWriter:
         recs = np.ascontiguousarray(records)
         per = self.per_frame
         while len(recs):
-            if self._n == 0 and len(recs) >= per:
+            if self._n == 0 and len(recs) >= self.in_place:
                 self._frame(recs[:per])
                 recs = recs[per:]
                 continue
