@@ -125,7 +125,7 @@ def main() -> int:
         random.Random(1).shuffle(lines)
         src.write_text("".join(lines))
         info = capture([shutil.which("sort"), "-o", os.devnull, str(src)], tmp / "sort.cctrace",
-                       annotate=not a.no_annotate, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+                       annotate=not a.no_annotate, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, backend="qemu")
         path = str(info.path)
         print(f"# captured sort of {a.lines:,} shuffled lines: {info.records:,} records, "
               f"{'not ' if a.no_annotate else ''}annotated")
