@@ -1,9 +1,9 @@
 /* Compressed trace frames (src/corecast/sim/zframes.py) and the census of the records written:
- * zstd, one independent frame per slice of records, so that a reader decompresses a slice at a
- * time. zstd over lz4, its level (1) and the frames' size (128 Ki records) by measurement
- * (bench/trace_compress.py, on a captured `sort`; src/corecast/sim/zframes.py says why): a
- * frame that fits in the core's cache is written, read back and handed to the simulator while
- * it is there. The compression and decompression contexts are made once, not once a frame. */
+ * one independently compressed frame per slice of records, so that a reader decompresses a
+ * slice at a time; lz4 blocks, or zstd frames (version 2, and the frames lz4 does poorly on in
+ * version 3), chosen by measurement (zframes.py says why). A reader checks the kinds of a
+ * frame's records as it decompresses it, while they are in the cache. zstd's contexts are made
+ * once, not once a frame. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -88,9 +88,10 @@ API void cc_trace_census(const void *recs, size_t n, uint64_t *kinds, uint8_t *s
 
 /* ------------------------------------------------------------------ version 3: lz4 frames */
 /* lz4 (block format) for the frames of a version-3 trace, by measurement: on a captured `sort`
- * it writes and reads a frame back in 0.6 of zstd level 1's time, 26 times smaller; where lz4
- * stores a frame less than 8 times smaller (a plain stream of addresses: 2.6 times), the
- * writer keeps zstd's frame if that is smaller (7 times), and says which in the frame header. */
+ * it compresses a frame and decompresses it in 0.6-0.9 of zstd level 1's time, 23-26 times
+ * smaller; where lz4 stores a frame less than 8 times smaller (a plain stream of addresses:
+ * 2.6 times), the writer keeps zstd's frame if that is smaller (7 times), and says which in the
+ * frame header. */
 API size_t cc_lz4_bound(size_t n) { return n > LZ4_MAX_INPUT_SIZE ? 0 : (size_t)LZ4_compressBound((int)n); }
 
 /* Compress n bytes: the block's size, or 0 on an error. */

@@ -164,8 +164,9 @@ class TraceWriter:
     exception) removes the temporary file.
 
     The records are written compressed (version 3, lz4 or zstd frames: `zframes`; `version=2`
-    writes zstd frames only, as corecast did before), unless `compress` is False (version 1, 16
-    bytes a record as they are: a temporary trace another pass reads at once)."""
+    writes zstd frames only, the format corecast wrote before, readable by a corecast that
+    reads no version 3), unless `compress` is False (version 1, 16 bytes a record as they are:
+    a temporary trace another pass reads at once)."""
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, *, what: str | None = None,
                  announce: bool = True, compress: bool = True, version: int = 3):

@@ -13,17 +13,20 @@ frame.
 - Version 2 ("compression": "zstd"; read, and written when asked for): the frame header is
   `u32` bytes of the zstd frame, `u32` records, 8 bytes zero.
 
-Why (bench/trace_compress.py, a captured `sort` of 20,000 lines, the 2-vCPU VM): writing a
-frame and reading it back costs 3.4 ns a record with lz4 (26 times smaller) against 5.4 with
-zstd level 1 (63-75 times smaller) and 5.4 with level 3, the level of version 2 (72-86 times);
-the time is what `sim capture` and `sim TRACE` add to simulating as the program runs (issue
-28: within 5 times cachegrind's time), and 26 times smaller is well past the issue's 5. But
-lz4 stores a plain stream of rising addresses only 2.6 times smaller, where zstd level 1
-stores it 7 times smaller (negative zstd levels, faster on the `sort`, only 3 times): hence
-zstd for the frames lz4 does poorly on. Frames of `WRITE_RECORDS` (128 Ki records, 2 MiB): a
-frame that fits in a core's cache is compressed as it is filled, and read back, checked and
-simulated while it is there. Readers take frames of any size up to `FRAME_RECORDS`, so traces
-written before (version 2: 1 Mi records a frame, zstd level 3) read the same.
+Why (bench/trace_compress.py, `sort` of 20,000 shuffled lines captured through QEMU, frames of
+128 Ki records, CPU time on the 2-vCPU VM): compressing a frame and decompressing it costs, a
+record, without decoding (the capture `bench/sim_online.py` compares with cachegrind) 3.5 ns
+with lz4 (26 times smaller) against 4.8 with zstd -1 (57), 5.5 with zstd 1 (62) and 5.4 with
+zstd 3, version 2's level (71); with decoding (branch and uop records), 4.1 ns with lz4 (23
+times smaller) against 4.2, 4.8 and 4.6 (76, 81 and 96 times). That time is what `sim capture`
+then `sim TRACE` adds to simulating as the program runs (issue 28: within 5 times cachegrind's
+time), and 23 times smaller is well past the issue's 5; the price is files 3-4 times larger
+than version 2's. But lz4 stores a plain stream of rising addresses only 2.6 times smaller,
+zstd -1 3.1 times and zstd 1 7.2 times: hence zstd level 1 for the frames lz4 does poorly on.
+Frames of `WRITE_RECORDS` (128 Ki records, 2 MiB): no slower than frames of 1 Mi records, to
+compress and decompress or end to end, and a reader holds 2 MiB of records rather than 16.
+Readers take frames of any size up to `FRAME_RECORDS`, so traces written before (version 2: 1
+Mi records a frame, zstd level 3) read the same.
 """
 from __future__ import annotations
 
