@@ -268,6 +268,11 @@ def test_version_2_traces_and_lz4_frames_read_as_written(tmp_path, monkeypatch):
         assert (tmp_path / f"{name}.cctrace").stat().st_size * 8 < recs.nbytes
     data = bytearray((tmp_path / "v3.cctrace").read_bytes())
     first = int(t.frames.offsets[0])
+    body = bytearray(data)
+    body[first + 100:first + 400] = bytes(range(256)) + bytes(44)      # inside an lz4 block
+    (tmp_path / "body.cctrace").write_bytes(bytes(body))
+    with pytest.raises(UserError, match="body.cctrace: (damaged trace \\(a frame at byte|record \\d+: kind)"):
+        list(read_trace(tmp_path / "body.cctrace").chunks())
     data[first - 8:first - 4] = (3).to_bytes(4, "little")
     (tmp_path / "codec.cctrace").write_bytes(bytes(data))
     with pytest.raises(UserError, match=f"codec.cctrace: damaged trace \\(a bad frame header at byte {first - 16:,}"):
