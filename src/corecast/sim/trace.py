@@ -31,7 +31,7 @@ before the fetch of the instruction that followed the branch (only then is the o
 Converters: valgrind lackey `--trace-mem=yes` text (parsed natively), Dinero "din" text, and
 CSV (`tid,kind,addr,size[,taken,target]`).
 
-Size: under 650 lines, one subject: the record layout and the file format, with the writer,
+Size: under 700 lines, one subject: the record layout and the file format, with the writer,
 the readers (memory-mapped, or a compressed frame at a time through `zframes`) and the three
 converters into that format, each short; split apart they would each carry the layout again.
 """
