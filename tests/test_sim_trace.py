@@ -181,20 +181,25 @@ def test_header_promising_more_records_than_the_file_holds(tmp_path):
 
 
 def test_compressed_traces_read_as_written_and_damage_is_one_line(tmp_path):
-    """A trace is written compressed (version 2: zstd frames of at most 1 Mi records), read back
-    record for record, much smaller than 16 bytes a record; a file cut short, a frame header
-    broken, a frame's bytes damaged or a frame missing each end in one line naming the file; a
-    version-1 trace (16 bytes a record) still reads. (The frames carry no checksum, as the records
-    of version 1 did not: damage inside a frame is found by zstd or by the kinds' check.)"""
+    """A trace is written compressed (version 3: frames of 128 Ki records, of at most 1 Mi when
+    read; a plain stream of addresses, which lz4 compresses poorly, in zstd frames), read back
+    record for record, also into one reused array, much smaller than 16 bytes a record; a file
+    cut short, a frame header broken, a frame's bytes damaged or a frame missing each end in one
+    line naming the file; a version-1 trace (16 bytes a record) still reads. (The frames carry
+    no checksum, as the records of version 1 did not: damage inside a frame is found by zstd or
+    by the kinds' check.)"""
     from corecast.sim import zframes
     from corecast.sim.trace import Trace, read_trace, write_trace
     recs = _some_records(2_500_000)
     recs["tid"] = np.arange(len(recs)) % 3
     p = write_trace(tmp_path / "t.cctrace", Trace(recs, {"source": "test"}))
     t = read_trace(p)
-    assert t.meta["version"] == 2 and t.meta["compression"] == "zstd" and t.meta["threads"] == 3
-    assert len(t) == len(recs) and len(t.frames.counts) == 3
+    assert t.meta["version"] == 3 and t.meta["compression"] == "lz4/zstd" and t.meta["threads"] == 3
+    assert len(t) == len(recs) and t.frames.counts.tolist() == [1 << 17] * 19 + [2_500_000 - 19 * (1 << 17)]
+    assert set(t.frames.codecs.tolist()) == {zframes.ZSTD}
     assert np.array_equal(np.concatenate(list(t.chunks(1 << 19))), recs)
+    reused = [c.copy() for c in t.chunks(1 << 16, reuse=True)]
+    assert np.array_equal(np.concatenate(reused), recs) and len(reused) == 2 * 19 + 1
     assert np.array_equal(t.records, recs)                       # read whole when asked for
     assert p.stat().st_size * 5 < recs.nbytes
     v1 = write_trace(tmp_path / "v1.cctrace", Trace(recs[:1000], {}), compress=False)
@@ -223,9 +228,55 @@ def test_compressed_traces_read_as_written_and_damage_is_one_line(tmp_path):
     assert zframes.MAX_FRAME_BYTES < 17 << 20
     second = int(t.frames.offsets[1])
     (tmp_path / "gap.cctrace").write_bytes(data[:first - 16] + data[second - 16:])
-    with pytest.raises(UserError, match="promises 2,500,000 records but the file holds 1,451,424"):
+    with pytest.raises(UserError, match="promises 2,500,000 records but the file holds 2,368,928"):
         read_trace(tmp_path / "gap.cctrace")
     assert zframes.FRAME_RECORDS == 1 << 20
+
+
+def test_version_2_traces_and_lz4_frames_read_as_written(tmp_path, monkeypatch):
+    """A version-2 trace as corecast wrote it before (zstd frames of 1 Mi records, level 3), one
+    in version-2 frames of 128 Ki records, and version 3 read record for record, and the kinds
+    are counted alike; records that repeat (a loop's fetches and loads) go in lz4 frames, more
+    than 8 times smaller; the writer's census (records of each kind, threads) is that of the
+    records, whichever way they were cut into writes; a frame of a codec no version-3 trace
+    names is a damaged trace."""
+    import functools
+    from corecast.sim import zframes
+    from corecast.sim.trace import TraceWriter, read_trace
+    rng = np.random.default_rng(7)
+    loop = _some_records(1024)                          # 16 KiB: within lz4's window
+    loop["kind"] = rng.integers(0, 7, len(loop))
+    loop["addr"] = rng.integers(0x400000, 0x500000, len(loop), dtype=np.uint64)
+    recs = np.tile(loop, 2240)
+    recs["tid"] = np.repeat(rng.integers(0, 5, len(recs) // 100_000 + 1), 100_000)[:len(recs)]
+    recs["tid"][1_234_567] = 9                          # a thread met once, inside a write
+    old = functools.partial(zframes.FrameWriter, level=3, records=1 << 20, in_place=1 << 20)
+    for name, version, frame in (("old", 2, old), ("v2", 2, zframes.FrameWriter), ("v3", 3, zframes.FrameWriter)):
+        monkeypatch.setattr(zframes, "FrameWriter", frame)
+        with TraceWriter(tmp_path / f"{name}.cctrace", {}, version=version) as w:
+            for i in range(0, len(recs), 300_001):
+                w.write(recs[i:i + 300_001])
+        assert w.kinds.tolist() == np.bincount(recs["kind"], minlength=7).tolist()
+        assert w.tids == set(np.unique(recs["tid"]).tolist()) and 9 in w.tids
+        t = read_trace(tmp_path / f"{name}.cctrace")
+        assert t.meta["version"] == version and t.meta["compression"] == ("zstd" if version == 2 else "lz4/zstd")
+        assert t.frames.counts.tolist() == ([1 << 20, 1 << 20, len(recs) - (2 << 20)] if name == "old" else
+                                            [1 << 17, 1 << 17, 300_001 - (2 << 17)] * 7 + [1 << 17, len(recs) - 7 * 300_001 - (1 << 17)])
+        assert set(t.frames.codecs.tolist()) == {zframes.ZSTD if version == 2 else zframes.LZ4}
+        assert np.array_equal(np.concatenate([c.copy() for c in t.chunks(1 << 18, reuse=True)]), recs)
+        assert t.summary()["threads"] == len(w.tids) and t.meta["has_uops"]
+        assert (tmp_path / f"{name}.cctrace").stat().st_size * 8 < recs.nbytes
+    data = bytearray((tmp_path / "v3.cctrace").read_bytes())
+    first = int(t.frames.offsets[0])
+    body = bytearray(data)
+    body[first + 100:first + 400] = bytes(range(256)) + bytes(44)      # inside an lz4 block
+    (tmp_path / "body.cctrace").write_bytes(bytes(body))
+    with pytest.raises(UserError, match="body.cctrace: (damaged trace \\(a frame at byte|record \\d+: kind)"):
+        list(read_trace(tmp_path / "body.cctrace").chunks())
+    data[first - 8:first - 4] = (3).to_bytes(4, "little")
+    (tmp_path / "codec.cctrace").write_bytes(bytes(data))
+    with pytest.raises(UserError, match=f"codec.cctrace: damaged trace \\(a bad frame header at byte {first - 16:,}"):
+        read_trace(tmp_path / "codec.cctrace")
 
 
 def test_records_of_no_known_kind_are_refused(tmp_path):

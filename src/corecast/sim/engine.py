@@ -395,7 +395,7 @@ def simulate(trace: Trace | np.ndarray | str | Path, machine: MachineDescription
     sim = Simulator(mach, ncores, opts, split)
     try:
         done = 0
-        for part in trace.chunks(chunk):
+        for part in trace.chunks(chunk, reuse=True):          # the simulator keeps none of a slice
             try:
                 sim.feed(np.ascontiguousarray(part))
             except UserError as err:

@@ -159,6 +159,22 @@ def lib() -> C.CDLL:
     L.cc_zstd_compress.argtypes = [_P, C.c_size_t, _P, C.c_size_t, C.c_int]
     L.cc_zstd_decompress.restype = C.c_int
     L.cc_zstd_decompress.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
+    L.cc_zc_new.restype = _P
+    L.cc_zc_new.argtypes = [C.c_int]
+    L.cc_zc_free.argtypes = [_P]
+    L.cc_zc_compress.restype = C.c_size_t
+    L.cc_zc_compress.argtypes = [_P, _P, C.c_size_t, _P, C.c_size_t]
+    L.cc_zd_new.restype = _P
+    L.cc_zd_new.argtypes = []
+    L.cc_zd_free.argtypes = [_P]
+    L.cc_zd_records.restype = C.c_int
+    L.cc_zd_records.argtypes = [_P, _P, C.c_size_t, _P, C.c_size_t]
+    L.cc_lz4_bound.restype = C.c_size_t
+    L.cc_lz4_bound.argtypes = [C.c_size_t]
+    L.cc_lz4_compress.restype = C.c_size_t
+    L.cc_lz4_compress.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
+    L.cc_lz4_records.restype = C.c_int
+    L.cc_lz4_records.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
     L.cc_annot_counts.argtypes = [_P, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
     _check_sizes(L)
     return L

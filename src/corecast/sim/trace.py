@@ -8,10 +8,12 @@ File layout (little-endian)::
     offset 16  JSON      metadata (format, version, source, command, threads, has_branches,
                          has_uops, markers, stack range, notes), space-padded
     data offset ...      version 1: records, 16 bytes each, until the end of the file;
-                         version 2 (metadata "compression": "zstd", what corecast writes):
-                         the records in zstd frames of at most 1 Mi records each, every frame
-                         after a 16-byte frame header (its bytes, its records), until the end
-                         of the file (`zframes`); both are read
+                         version 2 (metadata "compression": "zstd"): the records in zstd
+                         frames of at most 1 Mi records each, every frame after a 16-byte
+                         frame header (its bytes, its records), until the end of the file;
+                         version 3 ("compression": "lz4/zstd", what corecast writes): the
+                         same, each frame an lz4 block or a zstd frame as its header says
+                         (`zframes`); all three are read
 
 A record (`RECORD_DTYPE`): `addr` u64, `aux` u32, `tid` u16, `kind` u8, `size` u8.
 
@@ -29,7 +31,7 @@ before the fetch of the instruction that followed the branch (only then is the o
 Converters: valgrind lackey `--trace-mem=yes` text (parsed natively), Dinero "din" text, and
 CSV (`tid,kind,addr,size[,taken,target]`).
 
-Size: under 650 lines, one subject: the record layout and the file format, with the writer,
+Size: under 700 lines, one subject: the record layout and the file format, with the writer,
 the readers (memory-mapped, or a compressed frame at a time through `zframes`) and the three
 converters into that format, each short; split apart they would each carry the layout again.
 """
@@ -54,7 +56,9 @@ from .native import RECORD_DTYPE
 
 MAGIC = b"CCTRACE1"
 FORMAT = "corecast-trace"
-VERSION = 2                 # the newest this corecast reads; it writes 2 (compressed), reads 1 too
+VERSION = 3                 # the newest this corecast reads; it writes 3 (compressed), reads 1 and 2 too
+#: What each compressed version's metadata names as its compression.
+COMPRESSIONS = {2: "zstd", 3: "lz4/zstd"}
 #: The most bytes of JSON metadata a trace header may hold (corecast writes under a kilobyte, a
 #: capture a line per loaded object).
 MAX_META_BYTES = 16 << 20
@@ -87,14 +91,17 @@ class Trace:
             return self.frames.total
         return len(self.records)
 
-    def chunks(self, size: int = 1 << 20, checked: bool = True) -> Iterator[np.ndarray]:
+    def chunks(self, size: int = 1 << 20, checked: bool = True, reuse: bool = False) -> Iterator[np.ndarray]:
         """The records in slices; a record of no known kind (a damaged file) is a UserError.
         `checked=False` leaves that check to a consumer that reads the kinds anyway (the miss-rate
         passes of corecast.sim.mrc): the check is a pass over the slice, as long as a fast
         consumer's. The pages of a memory-mapped slice are mapped in one call before it is handed
-        over; a compressed file is decompressed a frame at a time."""
-        if self.frames is not None and "records" not in self.__dict__:
-            parts: Iterator[np.ndarray] = self.frames.chunks(size)
+        over; a compressed file is decompressed a frame at a time (and its kinds checked then;
+        `reuse`: every frame into the same array, so that a slice is valid until the next is
+        asked for)."""
+        framed = self.frames is not None and "records" not in self.__dict__
+        if framed:
+            parts: Iterator[np.ndarray] = self.frames.chunks(size, reuse)
         else:
             parts = (self.records[i:i + size] for i in range(0, len(self.records), size))
         mapped = self.frames is None and isinstance(self.records, np.memmap)
@@ -102,7 +109,8 @@ class Trace:
         for part in parts:
             if mapped:
                 _prefault(part)
-            if checked and len(part) and int(part["kind"].max()) >= len(KIND_NAMES):
+            if checked and len(part) and not (framed and self.frames.kinds_known) and \
+                    int(part["kind"].max()) >= len(KIND_NAMES):
                 bad = int(np.argmax(part["kind"] >= len(KIND_NAMES)))
                 raise UserError(f"{self.path or 'trace'}: record {i + bad}: kind {int(part['kind'][bad])} "
                                 "is not a record kind (a damaged or foreign file)")
@@ -155,13 +163,16 @@ class TraceWriter:
     error (`what`, or a count of the records). `abort` (or leaving a `with` block by an
     exception) removes the temporary file.
 
-    The records are written compressed (version 2, zstd frames: `zframes`), unless `compress`
-    is False (version 1, 16 bytes a record as they are: a temporary trace another pass reads
-    at once)."""
+    The records are written compressed (version 3, lz4 or zstd frames: `zframes`; `version=2`
+    writes zstd frames only, the format corecast wrote before, readable by a corecast that
+    reads no version 3), unless `compress` is False (version 1, 16 bytes a record as they are:
+    a temporary trace another pass reads at once)."""
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, *, what: str | None = None,
-                 announce: bool = True, compress: bool = True):
+                 announce: bool = True, compress: bool = True, version: int = 3):
         from . import zframes
+        if compress and version not in COMPRESSIONS:
+            raise ValueError(f"trace version {version}: corecast writes {sorted(COMPRESSIONS)} compressed")
         self.path = Path(path)
         self.meta = dict(meta or {})
         self.what = what
@@ -172,7 +183,9 @@ class TraceWriter:
         self._out = outputs.Output(path, binary=True, seekable=True, announce=announce)
         self._fh: Any = self._out.open()
         self._fh.write(b"\0" * HEADER_RESERVE)
-        self._frames = zframes.FrameWriter(self._fh) if compress else None
+        self.version = version if compress else 1
+        self._frames = zframes.FrameWriter(self._fh, version=version, **({"level": 3} if version == 2 else {})) \
+            if compress else None
 
     @property
     def tids(self) -> set[int]:
@@ -209,7 +222,9 @@ class TraceWriter:
             except UserError:
                 self._fh = None
                 raise
-        m = _standard_meta(self.meta, compressed=self._frames is not None)
+            finally:
+                self._frames.close()
+        m = _standard_meta(self.meta, self.version)
         m.setdefault("threads", len(self.tids))
         m["has_branches"] = bool(self.kinds[N.KIND_BRANCH])
         m["has_uops"] = bool(self.kinds[N.KIND_UOP])
@@ -235,6 +250,8 @@ class TraceWriter:
     def abort(self) -> None:
         """Give the file up: nothing is left under its name or beside it."""
         self._fh = None
+        if self._frames is not None:
+            self._frames.close()
         self._out.abort()
 
     def __enter__(self) -> "TraceWriter":
@@ -247,10 +264,10 @@ class TraceWriter:
             self.close()
 
 
-def _standard_meta(meta: dict[str, Any], compressed: bool = False) -> dict[str, Any]:
-    m: dict[str, Any] = {"format": FORMAT, "version": 2 if compressed else 1}
-    if compressed:
-        m["compression"] = "zstd"
+def _standard_meta(meta: dict[str, Any], version: int = 1) -> dict[str, Any]:
+    m: dict[str, Any] = {"format": FORMAT, "version": version}
+    if version in COMPRESSIONS:
+        m["compression"] = COMPRESSIONS[version]
     m.update({k: v for k, v in meta.items() if k not in ("format", "version", "compression")})
     return m
 
@@ -266,10 +283,12 @@ def _header(meta: dict[str, Any], size: int | None) -> bytes | None:
     return head + b" " * (size - len(head))
 
 
-def write_trace(path: str | Path, trace: Trace, what: str | None = None, compress: bool = True) -> Path:
-    """Write a whole trace to `path`, compressed unless `compress` is False (version 1: the records
-    as they are), through corecast.outputs, which names it."""
-    with TraceWriter(path, dict(trace.meta), what=what or f"{len(trace):,} records", compress=compress) as w:
+def write_trace(path: str | Path, trace: Trace, what: str | None = None, compress: bool = True,
+                version: int = 3) -> Path:
+    """Write a whole trace to `path`, compressed (`version` 3, or 2) unless `compress` is False
+    (version 1: the records as they are), through corecast.outputs, which names it."""
+    with TraceWriter(path, dict(trace.meta), what=what or f"{len(trace):,} records", compress=compress,
+                     version=version) as w:
         for part in trace.chunks(1 << 20, checked=False):
             w.write(part)
     return Path(path)
@@ -334,12 +353,14 @@ def read_trace(path: str | Path) -> Trace:
     if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
         raise UserError(f"{path}: trace format {meta.get('format')} version "
                         f"{meta.get('version')} is not one this corecast reads")
-    if meta.get("compression") is not None or int(meta.get("version", 1)) >= 2:
-        if meta.get("compression") != "zstd":
-            raise UserError(f"{path}: trace compression {meta.get('compression')!r} is not one this corecast reads")
+    version = int(meta.get("version", 1))
+    if meta.get("compression") is not None or version >= 2:
+        if COMPRESSIONS.get(version) != meta.get("compression"):
+            raise UserError(f"{path}: trace compression {meta.get('compression')!r} is not one this corecast reads "
+                            f"in a version-{version} trace")
         from . import zframes
         t = Trace(np.zeros(0, dtype=RECORD_DTYPE), meta, str(path), zframes.index(str(path), offset, size,
-                                                                                 meta.get("records")))
+                                                                                 meta.get("records"), version))
         del t.records                     # read whole only when asked for (Trace.__getattr__)
         return t
     nbytes = size - offset
