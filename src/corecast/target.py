@@ -40,6 +40,14 @@ from .parsing import json_document
 
 ORDERS = ("compact", "spread", "smt-last")
 
+#: Where threads go when nothing says where (neither --placement nor a campaign's --order): as
+#: the operating system places threads it is not told where to put, on idle physical cores
+#: first, over the sockets. Leave-one-source-out with each source's machine given as the
+#: target and measured machine but not its placement: 15.9% median over the sources (geometric
+#: mean 15.9%, below the USL in 20 of 31) with `spread`, as with each source's own placement;
+#: 16.6% (16.7%, 19 of 31) with `compact` (docs/predict.md; model/topo.py).
+DEFAULT_PLACEMENT = "spread"
+
 #: The bounds on a machine (sockets, cores, threads, CPUs, NUMA nodes) are the reader's, for
 #: every form read here: corecast.machines.schema.check_counts (docs/machines.md).
 

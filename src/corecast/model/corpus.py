@@ -12,7 +12,7 @@ machine would meet it. `corecast.model.learn` learns priors from it and
 Placement `os` (the source left thread placement to the operating system) is read as `spread`:
 Linux balances threads over the sockets and fills physical cores before SMT siblings. A source
 that states its machine but no placement is placed as `predict` places threads it is not told
-about (`spread`, topo.DEFAULT_PLACEMENT): `evaluate --corpus` on such a source scores what a
+about (`spread`, target.DEFAULT_PLACEMENT): `evaluate --corpus` on such a source scores what a
 user of `predict --target-machine` would get.
 """
 from __future__ import annotations
@@ -26,8 +26,7 @@ import numpy as np
 from ..dataset import Dataset, read_csv
 from ..errors import UserError
 from ..parsing import read_document
-from ..target import ORDERS, MachineSpec, parse_spec
-from .topo import DEFAULT_PLACEMENT
+from ..target import DEFAULT_PLACEMENT, ORDERS, MachineSpec, parse_spec
 
 
 #: How sources name their placement, in corecast's orders: the operating system's (threads not
@@ -55,7 +54,7 @@ class Series:
     def order(self) -> str:
         """The placement as one of corecast's orders: `os` read as `spread`, none (a source that
         states its machine but not where its threads ran) as `predict`'s default,
-        topo.DEFAULT_PLACEMENT, the one chosen by leave-one-source-out for that case."""
+        target.DEFAULT_PLACEMENT, the one chosen by leave-one-source-out for that case."""
         p = (self.placement or DEFAULT_PLACEMENT).strip().lower()
         p = PLACEMENT_WORDS.get(p, p)
         return p if p in ORDERS else DEFAULT_PLACEMENT

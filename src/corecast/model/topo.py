@@ -69,7 +69,7 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
-from ..target import MachineSpec, Position, placement
+from ..target import DEFAULT_PLACEMENT, MachineSpec, Position, placement
 from . import bands, queueing, usl
 from .base import Fitted, Prediction
 from .priors import Priors
@@ -93,13 +93,6 @@ SMT_YIELD_GRID = np.round(np.linspace(0.0, 1.0, 41), 3)
 #: (Tried on the 17-source corpus fitted on half and three quarters: 2 was never worse than the
 #: prior there, 0 worse on one source of four, whose two sibling counts are few.)
 SMT_PRIOR_COUNTS = 0.5
-#: Where threads go when nothing says where (neither --placement nor a campaign's --order): as
-#: the operating system places threads it is not told where to put, on idle physical cores
-#: first, over the sockets. Leave-one-source-out with each source's machine given as the
-#: target and measured machine but not its placement: 15.9% median over the sources (geometric
-#: mean 15.9%, below the USL in 20 of 31) with `spread`, as with each source's own placement;
-#: 16.6% (16.7%, 19 of 31) with `compact` (docs/predict.md).
-DEFAULT_PLACEMENT = "spread"
 #: The band spans the measured SMT yield this much either side.
 SMT_MEASURED_RANGE = 0.1
 #: A thread's busy share (the share of its time on a CPU) when nothing measured says otherwise:
