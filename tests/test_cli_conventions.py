@@ -225,3 +225,20 @@ def test_stat_start_loads_no_module_a_count_does_not_use():
     assert r.returncode == 0, r.stderr
     assert "task_clock" in r.stderr                       # it counted (the report is on stderr)
     assert r.stdout.strip().splitlines()[-1] == "0 []", r.stdout[-300:]
+
+
+@pytest.mark.parametrize("args", [["usl", "data/usl/specsdm91.csv"], ["sched", "machines"]])
+def test_a_reader_that_went_away_is_exit_0_and_no_message(args, tmp_path, monkeypatch):
+    """`corecast usl F | head -1`: the reader closed the pipe. rich's console answered with
+    SystemExit(1), so every table-printing command exited 1 there; cli.main stops quietly, 0."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "usl", tmp_path / "data" / "usl")
+    monkeypatch.chdir(tmp_path)
+    r, w = os.pipe()
+    os.close(r)                                   # closed before the first write: EPIPE, always
+    try:
+        p = subprocess.run([sys.executable, "-m", "corecast", *args], stdout=w, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""

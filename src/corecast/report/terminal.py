@@ -221,6 +221,11 @@ def _fitting_console() -> type:
                                        f"{self.width} columns: {names}; a wider terminal shows "
                                        f"{'them' if len(dropped) > 1 else 'it'})", style="dim"))
 
+        def on_broken_pipe(self) -> None:
+            # rich's own answer is SystemExit(1): `corecast usl F | head` then exited 1. The
+            # reader went away, which is no error: cli.main stops quietly with status 0.
+            raise BrokenPipeError(32, "Broken pipe")
+
     return FittingConsole
 
 
