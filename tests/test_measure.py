@@ -487,3 +487,29 @@ def test_campaign_summary_has_one_number_format_and_is_not_wrapped():
     assert numbers, text
     assert len({len(n.split("e")[0]) for n in numbers}) == 1, numbers     # one mantissa width
     assert "stall categories: median cycles per run, summed over threads" in text
+
+
+@pytest.mark.slow
+def test_interrupted_counts_the_measured_runs_not_the_warmups(tmp_path, monkeypatch):
+    """`measure -o x.db` (a relative path) stopped during its first measured run, after the
+    warm-up: it said "1 run(s) are in x.db" and `info x.db` then said the campaign had no
+    finished runs. The warm-up is not a run of the data."""
+    import signal
+    import subprocess
+    import sys
+    monkeypatch.chdir(tmp_path)
+    prog = "n=$(ls m.* 2>/dev/null | wc -l); touch m.$n; if [ $n -ge 1 ]; then sleep 30; fi"
+    cmd = [sys.executable, "-m", "corecast", "measure", "--cores", "1", "--reps", "2", "--warmup", "1", "-q",
+           "--no-shim", "-o", "x.db", "--", "sh", "-c", prog]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not Path("m.1").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    assert Path("m.1").exists()                 # the warm-up ran and the first measured run started
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted; 0 run(s) are in x.db" in err
+    with store.Campaign.open(tmp_path / "x.db", write=False) as c:
+        assert [r["warmup"] for r in c.runs()] == [True]      # the warm-up was recorded, nothing else

@@ -60,7 +60,10 @@ class Prepared:
         return self.runner.run()
 
     def recorded(self) -> int:
-        return len(self.campaign.done_slots())
+        """The measured runs recorded so far; warm-ups are not runs of the data (`info` and
+        `predict` leave them out: counting them said "2 run(s) are in x.db" of a campaign that
+        `info` then called empty)."""
+        return sum(1 for r in self.campaign.runs() if not r["warmup"])
 
     def close(self) -> None:
         self.campaign.close()
