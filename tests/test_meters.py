@@ -561,3 +561,41 @@ def test_replay_plot_reads_well():
     title = fig._suptitle.get_window_extent()
     assert title.y0 >= max(a.get_window_extent().y1 for a in axes)          # above every panel
     assert "not shown (zero or missing throughout): cpu_steal, runq_delay" in fig._supxlabel.get_text()
+
+
+def test_a_second_signal_while_it_closes_still_removes_the_board(tmp_path):
+    """`timeout -s INT 3 corecast meters` signals the daemon, then its process group: the second
+    SIGINT came while close() joined the threads, after the old handler was back, so it raised
+    there (exit 130, "interrupted") and the board stayed in /dev/shm."""
+    import signal
+
+    class Second(Exception):
+        pass
+
+    def outer(signum, frame):                  # what was there before the daemon (Python's: raise)
+        raise Second()
+
+    FakeProc(tmp_path / "proc")
+    env = Env(proc=tmp_path / "proc", sys=tmp_path / "sys", user_hz=HZ, status=lambda spec: None, cpu="skylake")
+    o = Options(interval_s=0.01, window_s=0.05, meters="software", blackboard=board_name())
+    d = Daemon(o, backend=FakePMU({"context_switches": 1e-6, "cpu_migrations": 0.0, "page_faults": 0.0}, {}),
+               env=env, tree=build(two_cpus()))
+    path = d.writer.path
+    real_close = d.close
+
+    def close():                               # the second signal, as shutting down begins
+        os.kill(os.getpid(), signal.SIGINT)
+        real_close()
+
+    d.close = close
+    before = signal.signal(signal.SIGINT, outer)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))     # the first
+    try:
+        timer.start()
+        assert d.run() == 0
+        assert not os.path.exists(path) and not os.path.exists(f"{path}.app")
+        assert signal.getsignal(signal.SIGINT) is outer      # given back once closed
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, before)
+        real_close()

@@ -312,9 +312,14 @@ class Daemon:
                 if o.duration_s is not None and time.monotonic() - t0 >= o.duration_s:
                     break
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-            self.close()
+            # close under our handler: a second signal while it joins the threads (`timeout`
+            # signals the daemon and then its process group; a second Ctrl-C) only stops again.
+            # Restored first, it raised KeyboardInterrupt there and left the board behind.
+            try:
+                self.close()
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
         return 0
 
     def _on_signal(self, signum: int, frame: Any) -> None:
