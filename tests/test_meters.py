@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -369,6 +370,16 @@ def test_replay_refuses_a_dataset_that_is_not_a_recording(cli, tmp_path):
     f.write_text("cores,throughput\n1,2\n")
     r = cli("meters", "replay", f)
     assert r.code == 2 and "not a recording" in r.err and r.err.count("\n") == 1
+
+
+def test_replay_of_a_recording_moved_without_its_metadata_says_so(cli, tmp_path, monkeypatch):
+    """`cp m.csv meters.csv` left m.csv.meta.json behind: replay said "no elapsed_s column" of a
+    file whose elapsed_s column it had just read (as time_s)."""
+    monkeypatch.chdir(tmp_path)
+    Path("meters.csv").write_text("cores,elapsed_s,cpu_busy@node\n2,0.1,0.5\n2,0.2,0.25\n")
+    r = cli("meters", "replay", "meters.csv")
+    assert r.code == 2 and r.err.count("\n") == 1 + r.err.count("note:"), r.err
+    assert "meters.csv.meta.json is not beside it" in r.err
 
 
 def test_recorded_values_are_never_zero_for_missing(tmp_path):

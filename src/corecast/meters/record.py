@@ -185,6 +185,12 @@ class Recording:
 def read(path: str | Path, meters: Sequence[str] | None = None, scopes: Sequence[str] | None = None) -> Recording:
     ds = load(path)
     info = (ds.notes or {}).get("meters")
+    side = sidecar_path(path)
+    if not isinstance(info, dict) and str(path).lower().endswith(".csv") and not side.exists():
+        # a recording copied without its sidecar: its elapsed_s column is there (read as
+        # time_s), so "no elapsed_s column" misled
+        raise UserError(f"{path}: not a recording of `corecast meters --record`, or one without its metadata: "
+                        f"{side} is not beside it (copy or move the two files together)")
     if not isinstance(info, dict) or "elapsed_s" not in ds.metrics:
         raise UserError(f"{path}: not a recording of `corecast meters --record` (no elapsed_s column or "
                         "notes.meters in its metadata)")
