@@ -1,6 +1,7 @@
 """Over every series of the bundled corpus, fitted on its first quarter as the scorecard fits it,
 without a machine and with its source's machine (given as the target only, and as the target
-and the measured machine): no prediction of `auto` falls below a throughput measured at fewer
+and the measured machine, and as `cpus=N` alone, the form a source gives that states only its
+CPU count): no prediction of `auto` falls below a throughput measured at fewer
 threads unless the prediction says the fitted model turns down (issue 23)."""
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from corecast.model.corpus import train_max
 from corecast.model.priors import load as load_priors
 from corecast.model.series import convert
 from corecast.model.topo import fit_for_target
+from corecast.target import parse_spec
 
 from conftest import ROOT
 
@@ -30,6 +32,8 @@ def _check(args):
         f = fit(tr)
     elif mode == "target":
         f = fit_for_target(fit, tr, s.machine, s.order, priors=pri)
+    elif mode == "cpus":
+        f = fit_for_target(fit, tr, parse_spec(f"cpus={s.machine.cpus}"), s.order, priors=pri)
     else:
         f = fit_for_target(fit, tr, s.machine, s.order, measured=s.machine, measured_order=s.order, priors=pri)
     p = convert(f.predict(asked), "throughput")
@@ -45,6 +49,6 @@ def _check(args):
 @pytest.mark.slow
 def test_no_prediction_falls_below_a_measurement_at_fewer_threads_without_a_stated_retrograde_fit():
     series = C.load_corpus(ROOT / "data" / "corpus")
-    jobs = [(s, mode) for s in series for mode in ("plain", "target", "both") if mode == "plain" or s.machine]
+    jobs = [(s, mode) for s in series for mode in ("plain", "target", "both", "cpus") if mode == "plain" or s.machine]
     bad = [x for x in trials.parallel_map(_check, jobs, jobs=2) if x is not None]
     assert not bad, f"{len(bad)} predictions fell below a measurement without a retrograde fit: {bad[:10]}"
