@@ -179,13 +179,17 @@ def test_corpus_cli(cli, tmp_path):
     assert r.code == 2 and "unknown method 'nosuch'" in r.err
 
 
-def test_corpus_cli_table_ends_with_the_geometric_mean_and_the_wins(cli, tmp_path):
-    # two sources: 'up' scales on (the USL fits it), 'flat' saturates
+def _two_sources(folder):
+    """A corpus of two sources: 'up' scales on (the USL fits it), 'flat' saturates."""
     for name, rows in (("up", [(1, 100), (2, 198), (4, 390), (8, 760), (16, 1450), (32, 2700)]),
                        ("flat", [(1, 50), (2, 95), (4, 170), (8, 260), (16, 300), (32, 280)])):
-        d = tmp_path / name
+        d = folder / name
         d.mkdir()
         (d / "s.csv").write_text("cores,throughput\n" + "".join(f"{c},{x}\n" for c, x in rows))
+
+
+def test_corpus_cli_table_ends_with_the_geometric_mean_and_the_wins(cli, tmp_path):
+    _two_sources(tmp_path)
     r = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl", "--json")
     assert r.code == 0, r.err
     doc = r.json()
@@ -203,11 +207,7 @@ def test_corpus_cli_table_ends_with_the_geometric_mean_and_the_wins(cli, tmp_pat
 
 
 def test_corpus_cli_jobs_and_its_mistakes(cli, tmp_path):
-    for name, rows in (("up", [(1, 100), (2, 198), (4, 390), (8, 760), (16, 1450), (32, 2700)]),
-                       ("flat", [(1, 50), (2, 95), (4, 170), (8, 260), (16, 300), (32, 280)])):
-        d = tmp_path / name
-        d.mkdir()
-        (d / "s.csv").write_text("cores,throughput\n" + "".join(f"{c},{x}\n" for c, x in rows))
+    _two_sources(tmp_path)
     one = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl", "--json", "--jobs", "1").json()
     two = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl", "--json", "--jobs", "2").json()
     assert one == two                                  # workers change the time, never the figures
