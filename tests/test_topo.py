@@ -10,6 +10,7 @@ from corecast import dataset as D
 from corecast.errors import UserError
 from corecast.model import auto, predictors
 from corecast.model.priors import Priors
+from corecast.model.series import convert
 from corecast.model.topo import Layout, fit_for_target, measured_machine
 from corecast.target import parse_spec
 
@@ -201,6 +202,18 @@ def test_a_memory_bound_program_meets_the_targets_bandwidth_ceiling():
                            target, "compact")
     assert 1.0 / plain.predict([32]).value[0] == pytest.approx(32.0, rel=1e-3)
     assert any("no bandwidth ceiling" in w for w in plain.warnings)
+
+
+def test_a_measurement_above_the_bandwidth_ceiling_keeps_the_value_inside_its_band():
+    # measured on the target itself: 16 runs per second at 16 threads, each moving 1 GB, on a
+    # socket said to give 10 GB/s. The measurement keeps the prediction at 16 (the floor); the
+    # band must still hold the value (it was cut at the ceiling: high 10 under a value of 16)
+    n = np.array([1, 2, 4, 8, 16], dtype=float)
+    ds = D.Dataset(cores=n, metrics={"time_s": 1.0 / n, "memory_bytes": np.full(5, 1e9)})
+    t = fit_for_target(lambda d: auto.fit_dataset(d), ds, parse_spec("sockets=1,cores=32,smt=1,bandwidth=10"))
+    p = convert(t.predict([24, 32]), "throughput")
+    assert np.all(p.value >= 16.0 * (1 - 1e-9)), p.value
+    assert np.all(p.low <= p.value) and np.all(p.value <= p.high), (p.low, p.value, p.high)
 
 
 @pytest.mark.slow

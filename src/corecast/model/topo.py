@@ -381,7 +381,10 @@ class OnTarget(Fitted):
             low = value * np.exp(-np.sqrt(np.maximum(dl, 0.0) ** 2 + machine ** 2))
             high = value * np.exp(np.sqrt(np.maximum(dh, 0.0) ** 2 + machine ** 2))
         if ceiling is not None and low is not None and high is not None:
-            low, high = np.minimum(low, ceiling), np.minimum(high, ceiling)
+            # the band stays under the ceiling, unless a measurement kept the value above it (the
+            # measured throughput was reached: the ceiling is then not the target's whole story)
+            cap = np.maximum(ceiling, value)
+            low, high = np.minimum(low, cap), np.minimum(high, cap)
         over = [int(c) for c, q in zip(cores, pos) if q.oversubscribed]
         spec = self.target.spec
         if over:
