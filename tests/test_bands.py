@@ -97,6 +97,20 @@ def test_a_conformal_table_holds_its_level_on_the_scores_it_was_learned_from():
     assert hi9[0] > hi8[0] and lo9[0] < lo8[0]
 
 
+def test_a_level_beyond_the_table_is_not_the_nearest_level_relabelled():
+    t = bands.Conformal((float("inf"),), (0.5, 0.8, 0.95), ((-0.7, -1.3, -2.0),), ((0.6, 1.2, 1.9),))
+    r = np.array([2.0])
+    lo95, hi95 = t.quantiles(r, 0.95)
+    lo99, hi99 = t.quantiles(r, 0.99)
+    # a normal tail's stretch: z(0.995) / z(0.975) = 2.576 / 1.960
+    assert lo99[0] == pytest.approx(-2.0 * 2.5758 / 1.9600, rel=1e-3)
+    assert hi99[0] == pytest.approx(1.9 * 2.5758 / 1.9600, rel=1e-3)
+    assert lo99[0] < lo95[0] and hi99[0] > hi95[0]
+    lo30, hi30 = t.quantiles(r, 0.3)
+    assert -0.7 < lo30[0] < 0 < hi30[0] < 0.6
+    assert t.quantiles(r, 0.8) == (pytest.approx([-1.3]), pytest.approx([1.2]))     # tabled: as is
+
+
 def test_a_big_source_does_not_set_a_table_alone():
     # one source of 1000 points all off by +2, nine of 10 points on the mark: weighed by points,
     # the big source would set both quantiles (92% of the points); weighed by the square root

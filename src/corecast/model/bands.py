@@ -134,7 +134,8 @@ class Conformal:
 
     `edges`: upper edges of the distance bins (the last is infinite); `levels`: the band levels
     tabled; `lower[b][i]`, `upper[b][i]`: the (1 - levels[i])/2 and (1 + levels[i])/2 quantiles
-    in bin b. Levels between those tabled are interpolated, beyond them the nearest is used."""
+    in bin b. Levels between those tabled are interpolated; beyond them the nearest one's quantiles
+    are stretched by the ratio of the normal quantiles (z(level) / z(nearest))."""
 
     edges: tuple[float, ...]
     levels: tuple[float, ...]
@@ -148,6 +149,12 @@ class Conformal:
         lv = np.asarray(self.levels)
         lo = np.array([np.interp(level, lv, self.lower[i]) for i in range(len(self.edges))])
         hi = np.array([np.interp(level, lv, self.upper[i]) for i in range(len(self.edges))])
+        # beyond the tabled levels the nearest one's quantiles, stretched as a normal tail's
+        # (a 99% band is not the 95% band relabelled)
+        edge = lv[-1] if level > lv[-1] else lv[0] if level < lv[0] else None
+        if edge is not None:
+            k = _z(level) / _z(float(edge))
+            lo, hi = lo * k, hi * k
         return lo[b], hi[b]
 
     def to_dict(self) -> dict[str, Any]:
