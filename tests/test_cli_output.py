@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from corecast import messages
-from corecast.cli._output import document_text, print_document
+from corecast.cli._output import print_document
 from corecast.errors import UserError
 
 CLI = Path(__file__).resolve().parent.parent / "src" / "corecast" / "cli"
@@ -110,7 +110,7 @@ def test_allow_nan_false_refuses_before_a_byte_is_written(capsys):
 
 
 def test_output_writes_the_file_and_names_it_on_stderr(tmp_path, capsys):
-    for fmt, want in (("json", json.dumps(DOC, indent=1) + "\n"), ("csv", document_text("csv", DOC, points))):
+    for fmt, want in (("json", json.dumps(DOC, indent=1) + "\n"), ("csv", 'cores,t,flags,note\n1,2.5,a;b,\n2,1.25,,"x,y"\n')):
         f = tmp_path / f"out.{fmt}"
         print_document(fmt, DOC, None, rows=points, indent=1, output=f, what="the demo")
         out = capsys.readouterr()

@@ -59,7 +59,8 @@ def test_the_shipped_band_holds_its_level_on_the_held_out_scores(amdahl_corpus):
     tab = dict(pri.band_table)
     tab["upper"] = [[2 * v for v in row] for row in tab["upper"]]
     wide = scorecard.evaluate_corpus(amdahl_corpus, ["auto"], priors=dataclasses.replace(pri, band_table=tab))
-    assert wide.coverage_summary("auto")["points"] >= cov["points"]
+    # (strictly: a table that were not read would give the same coverage)
+    assert wide.coverage_summary("auto")["points"] > cov["points"]
 
 
 def test_priors_round_trip_through_toml():

@@ -187,12 +187,18 @@ def test_a_writer_preempted_in_the_middle_of_a_write_is_waited_for_a_dead_one_is
                     break
                 os.kill(w.pid, signal.SIGCONT)
             assert seq.value & 1
-            resume = threading.Timer(0.3, os.kill, (w.pid, signal.SIGCONT))
-            resume.start()
-            t0 = time.monotonic()
+            resumed = threading.Event()
+
+            def resume():
+                resumed.set()
+                os.kill(w.pid, signal.SIGCONT)
+
+            timer = threading.Timer(0.3, resume)
+            timer.start()
             r = b.reading(0)
-            assert time.monotonic() - t0 >= 0.25 and r.current == r.t_ns and r.total == 2 * r.t_ns
-            resume.join()
+            # the reading came only once the writer had been let go, whole
+            assert resumed.is_set() and r.current == r.t_ns and r.total == 2 * r.t_ns
+            timer.join()
             for _ in range(1000):
                 os.kill(w.pid, signal.SIGSTOP)
                 time.sleep(0.001)

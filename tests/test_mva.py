@@ -11,6 +11,7 @@ import pytest
 
 import fakes
 from corecast.dataset import ColumnInfo, Dataset, Machine, read_json
+from corecast.errors import UserError
 from corecast.model import closednet, predictors, queueing, usecase
 from corecast.model.usecase import PredictOptions, Target
 from corecast.report import documents as D
@@ -97,13 +98,13 @@ def test_mva_says_which_demands_it_used_and_spreads_its_band():
     assert all(abs(c["error_pct"]) < 3 for c in m["checks"])
 
 
-def test_mva_predicts_throughput_for_throughput_data():
+def test_mva_refuses_throughput_only_data_in_one_line():
     ds = fakes.lock_demands(cores=(1, 2), noise=0.0)
     ds.metrics["throughput"] = 1e6 / ds.metrics["time_s"]
     ds.columns["throughput"] = ColumnInfo(name="throughput", kind="throughput", unit="1/s")
     ds.metrics.pop("time_s")
     ds.columns.pop("time_s")
-    with pytest.raises(Exception, match="no time_s"):
+    with pytest.raises(UserError, match="no time_s"):
         predictors.fit("mva", ds)
 
 
@@ -150,7 +151,6 @@ def test_side_tables_follow_the_rows(tmp_path):
     ({"locks": [{"cores": 1, "x": {"y": 1}}]}, "expected a flat object"),
     ([1], "must be an object of tables")])
 def test_side_tables_in_a_file_are_checked(tmp_path, bad, msg):
-    from corecast.errors import UserError
 
     p = tmp_path / "d.json"
     p.write_text(json.dumps({"format": "corecast-dataset", "version": 1, "tables": bad,
@@ -160,7 +160,6 @@ def test_side_tables_in_a_file_are_checked(tmp_path, bad, msg):
 
 
 def test_solver_bounds():
-    from corecast.errors import UserError
 
     with pytest.raises(UserError, match="customers"):
         closednet.solve([closednet.Centre("cpu", 1.0, "cpu", 2)], closednet.MAX_CUSTOMERS + 1)
