@@ -399,7 +399,11 @@ static void lt_init(void) {
 }
 
 static void lt_after_fork(void) {
-    /* The child has only the forking thread; its counts start from zero like shim.c's. */
+    /* The child has only the forking thread; its counts start from zero like shim.c's. A
+     * calibration another thread was running when the program forked never ends in the child:
+     * it starts again there (else the child's first tracked lock waited for it for ever). */
+    if (atomic_load(&lt_cal_state) != 2)
+        atomic_store(&lt_cal_state, 0);
     atomic_store(&lt_all, NULL);
     atomic_store(&lt_ntables, 0);
     atomic_store(&lt_untracked, 0);
