@@ -10,25 +10,19 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include "cctrace.h"
+
 #define API __attribute__((visibility("default")))
-#define NKINDS 7                   /* record kinds 0-6 (src/corecast/sim/trace.py) */
+
+/* Whether every one of the n records is of a known kind (cctrace.h). */
+static int kinds_known(const void *recs, size_t n) {
+    const cc_rec *r = recs;
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= r[i].kind >= CC_NKINDS;
+    return !bad;
+}
 
 API size_t cc_zstd_bound(size_t n) { return ZSTD_compressBound(n); }
-
-/* Compress n bytes: the frame's size, or 0 on an error. */
-API size_t cc_zstd_compress(void *dst, size_t cap, const void *src, size_t n, int level) {
-    size_t r = ZSTD_compress(dst, cap, src, n, level);
-    return ZSTD_isError(r) ? 0 : r;
-}
-
-/* Decompress one frame into exactly `want` bytes: 0 on success, -1 when the frame is damaged
- * or does not hold exactly that many bytes. */
-API int cc_zstd_decompress(void *dst, size_t want, const void *src, size_t n) {
-    unsigned long long size = ZSTD_getFrameContentSize(src, n);
-    if (size == ZSTD_CONTENTSIZE_ERROR || (size != ZSTD_CONTENTSIZE_UNKNOWN && size != want)) return -1;
-    size_t r = ZSTD_decompress(dst, want, src, n);
-    return (ZSTD_isError(r) || r != want) ? -1 : 0;
-}
 
 /* A compression context kept from frame to frame (ZSTD_compress makes one a call). */
 API void *cc_zc_new(int level) {
@@ -59,10 +53,7 @@ API int cc_zd_records(void *d, void *dst, size_t nrec, const void *src, size_t n
     if (size == ZSTD_CONTENTSIZE_ERROR || (size != ZSTD_CONTENTSIZE_UNKNOWN && size != want)) return -1;
     size_t r = ZSTD_decompressDCtx(d, dst, want, src, n);
     if (ZSTD_isError(r) || r != want) return -1;
-    const uint8_t *k = (const uint8_t *)dst + 14;
-    unsigned bad = 0;
-    for (size_t i = 0; i < nrec; i++) bad |= k[16 * i] >= NKINDS;
-    return bad ? -2 : 0;
+    return kinds_known(dst, nrec) ? 0 : -2;
 }
 
 /* What a trace writer keeps of the records it writes: the records of each kind, and which
@@ -107,8 +98,5 @@ API int cc_lz4_records(void *dst, size_t nrec, const void *src, size_t n) {
     if (want > LZ4_MAX_INPUT_SIZE || n > INT32_MAX) return -1;
     int r = LZ4_decompress_safe(src, dst, (int)n, (int)want);
     if (r < 0 || (size_t)r != want) return -1;
-    const uint8_t *k = (const uint8_t *)dst + 14;
-    unsigned bad = 0;
-    for (size_t i = 0; i < nrec; i++) bad |= k[16 * i] >= NKINDS;
-    return bad ? -2 : 0;
+    return kinds_known(dst, nrec) ? 0 : -2;
 }

@@ -155,10 +155,6 @@ def lib() -> C.CDLL:
     L.cc_trace_census.argtypes = [_P, C.c_size_t, _P, _P]
     L.cc_zstd_bound.restype = C.c_size_t
     L.cc_zstd_bound.argtypes = [C.c_size_t]
-    L.cc_zstd_compress.restype = C.c_size_t
-    L.cc_zstd_compress.argtypes = [_P, C.c_size_t, _P, C.c_size_t, C.c_int]
-    L.cc_zstd_decompress.restype = C.c_int
-    L.cc_zstd_decompress.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
     L.cc_zc_new.restype = _P
     L.cc_zc_new.argtypes = [C.c_int]
     L.cc_zc_free.argtypes = [_P]
