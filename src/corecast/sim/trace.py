@@ -101,15 +101,15 @@ class Trace:
         asked for)."""
         framed = self.frames is not None and "records" not in self.__dict__
         if framed:
-            parts: Iterator[np.ndarray] = self.frames.chunks(size, reuse)
+            parts: Iterator[tuple[np.ndarray, bool]] = self.frames.chunks(size, reuse)
         else:
-            parts = (self.records[i:i + size] for i in range(0, len(self.records), size))
+            parts = ((self.records[i:i + size], False) for i in range(0, len(self.records), size))
         mapped = self.frames is None and isinstance(self.records, np.memmap)
         i = 0
-        for part in parts:
+        for part, known in parts:
             if mapped:
                 _prefault(part)
-            if checked and len(part) and not (framed and self.frames.kinds_known) and \
+            if checked and len(part) and not known and \
                     int(part["kind"].max()) >= len(KIND_NAMES):
                 bad = int(np.argmax(part["kind"] >= len(KIND_NAMES)))
                 raise UserError(f"{self.path or 'trace'}: record {i + bad}: kind {int(part['kind'][bad])} "

@@ -144,17 +144,15 @@ class Frames:
     sizes: np.ndarray
     counts: np.ndarray
     codecs: np.ndarray
-    #: After each slice of `chunks`: whether its frame was checked to hold only known kinds
-    #: (the check is made as the frame is decompressed, while it is in the cache).
-    kinds_known: bool = False
-
     @property
     def total(self) -> int:
         return int(self.counts.sum())
 
-    def chunks(self, size: int, reuse: bool = False) -> Iterator[np.ndarray]:
-        """The records, a frame at a time, in slices of at most `size`; `reuse`: every frame
-        into the same array (a slice is valid until the next is asked for)."""
+    def chunks(self, size: int, reuse: bool = False) -> Iterator[tuple[np.ndarray, bool]]:
+        """The records, a frame at a time, in slices of at most `size`, each with whether its
+        frame was checked to hold only known kinds (checked as the frame is decompressed, while
+        it is in the cache; per iteration, so two readers of one trace never see each other's);
+        `reuse`: every frame into the same array (a slice is valid until the next is asked for)."""
         L = N.lib()
         buf = np.empty(0, np.uint8)
         keep = np.empty(0, RECORD_DTYPE)
@@ -185,14 +183,14 @@ class Frames:
                     if got == -1:
                         raise UserError(f"{self.path}: damaged trace (a frame at byte {off:,} does not "
                                         f"decompress to its {n:,} records)")
-                    self.kinds_known = got == 0
+                    known = got == 0
                     for i in range(0, n, size):
-                        yield out[i:i + size]
+                        yield out[i:i + size], known
         finally:
             L.cc_zd_free(ctx)
 
     def read_all(self) -> np.ndarray:
-        parts = list(self.chunks(FRAME_RECORDS))
+        parts = [p for p, _ in self.chunks(FRAME_RECORDS)]
         return np.concatenate(parts) if parts else np.zeros(0, RECORD_DTYPE)
 
 
