@@ -449,8 +449,10 @@ class Campaign:
                             f"{json.dumps(v)[:40]}, not {_KIND_NAMES.get(kind, 'a number')}")
         return v
 
-    def run_count(self) -> int:
-        return int(self._con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    def run_count(self, warmups: bool = True) -> int:
+        """The runs recorded; without `warmups`, the measured ones only."""
+        sql = "SELECT COUNT(*) FROM runs" + ("" if warmups else " WHERE NOT warmup")
+        return int(self._con.execute(sql).fetchone()[0])
 
     def done_slots(self) -> set[int]:
         return {r[0] for r in self._con.execute("SELECT slot FROM runs")}

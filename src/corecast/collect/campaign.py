@@ -63,7 +63,7 @@ class Prepared:
         """The measured runs recorded so far; warm-ups are not runs of the data (`info` and
         `predict` leave them out: counting them said "2 run(s) are in x.db" of a campaign that
         `info` then called empty)."""
-        return sum(1 for r in self.campaign.runs() if not r["warmup"])
+        return self.campaign.run_count(warmups=False)
 
     def close(self) -> None:
         self.campaign.close()
