@@ -203,7 +203,7 @@ def test_two_locks_ranked_with_the_wait_shares_of_the_programs_own_count(tmp_pat
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     summary = shim.read_reports(tmp_path)
-    table = locks.lock_rows(tmp_path, summary.ticks_per_s)
+    table = locks.lock_rows(summary.report_texts, summary.ticks_per_s)
     # a row a lock and site: its trylock's, and its lock call's where a trylock failed (the hot
     # lock's, at least), each named by file and line (-g)
     sites = {(r["lock"], r["call"]): r for r in table.rows}
@@ -221,6 +221,13 @@ def test_two_locks_ranked_with_the_wait_shares_of_the_programs_own_count(tmp_pat
         b["acquisitions"] += r["acquisitions"]
         b["wait_s"] += r["wait_s"]
     assert table.rows[0]["lock"] == "&hot_lock"                                    # busiest first
+    # a report cut short (its process died while writing it) gives no lock rows either
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for f in tmp_path.glob("shim.*"):
+        (cut / f.name).write_text(f.read_text().rsplit("done", 1)[0])
+    assert shim.read_reports(cut).report_texts == []
+    assert locks.lock_rows(shim.read_reports(cut).report_texts, 1e9) is None
     counted = [int(v) for v in re.search(r"acquired (\d+) (\d+)", p.stdout).groups()]
     assert counted == [4 * ops, 4 * ops]
     assert [by["&hot_lock"]["acquisitions"], by["&cold_lock"]["acquisitions"]] == counted
@@ -304,7 +311,8 @@ def test_spin_locks_and_rwlocks_are_counted_by_kind(tmp_path):
     env.update(shim.shim_env(tmp_path, env))
     p = subprocess.run([str(exe)], env=env, capture_output=True, text=True, check=True, timeout=120)
     fails = int(re.search(r"fails (\d+)", p.stdout)[1])
-    table = locks.lock_rows(tmp_path, shim.read_reports(tmp_path).ticks_per_s)
+    summary = shim.read_reports(tmp_path)
+    table = locks.lock_rows(summary.report_texts, summary.ticks_per_s)
     got = {(r["lock"], r["call"], r["site_function"]): r for r in table.rows}
     assert len(got) == len(table.rows) and fails >= 2
     tr = got[("&spin", "pthread_spin_trylock(&spin)", "worker")]
@@ -350,7 +358,7 @@ def test_the_table_is_bounded_and_counts_what_it_had_no_room_for(tmp_path):
     assert entries <= 256 and overflow > 0
     pl = locks.parse_report(text)
     assert sum(e.acq for e in pl.entries.values()) + overflow == 900
-    table = locks.lock_rows(tmp_path, 1e9)
+    table = locks.lock_rows(shim.read_reports(tmp_path).report_texts, 1e9)
     assert any("no room" in n for n in table.notes)
     # the array's elements are named by index
     names = {r["lock"] for r in table.rows}

@@ -4,7 +4,7 @@ held -- one run's rows of the campaign's `locks` side table.
 The shim (`native/shim/locktab.c`) counts, per thread, every acquisition of a mutex, spin lock
 or rwlock by (lock address, call site), with the waits of the contended ones and the hold time
 of a random sample of them, and writes the table and the process's file-backed mappings into
-its report when the process exits. `lock_rows(report_dir, ticks_per_s)` reads every report of
+its report when the process exits. `lock_rows(reports, ticks_per_s)` takes every report of
 the run, adds the threads up, symbolizes the addresses (`corecast.collect.symbols`) and returns
 one row per (lock, call site):
 
@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from . import symbols
 
@@ -191,15 +190,15 @@ def _site_label(s: symbols.Site) -> str:
     return "unknown site"
 
 
-def lock_rows(report_dir: str | Path, ticks_per_s: float | None) -> LockTable | None:
-    """The run's per-lock rows (see the module doc), or None when no report has a lock table."""
+def lock_rows(reports: Iterable[str], ticks_per_s: float | None) -> LockTable | None:
+    """The run's per-lock rows (see the module doc) from its processes' reports, as
+    `collect.shim.read_reports` read them whole (`ShimSummary.report_texts`: a report cut short
+    is left out there); None when no report has a lock table."""
     procs: list[ProcessLocks] = []
-    for p in sorted(Path(report_dir).glob("shim.*")):
-        if p.name.endswith(".tmp") or not p.is_file():
-            continue
+    for text in reports:
         try:
-            pl = parse_report(p.read_text(errors="replace"))
-        except (OSError, ValueError):
+            pl = parse_report(text)
+        except ValueError:
             continue
         if pl is not None:
             procs.append(pl)

@@ -149,6 +149,7 @@ class ProcessReport:
     threads: list[ThreadInfo]
     path: str = ""
     cpus: int | None = None  # CPUs in the process's affinity mask when the shim was loaded
+    text: str = field(default="", repr=False)   # the whole report (its lock table: collect.locks)
 
 
 @dataclass
@@ -163,6 +164,11 @@ class ShimSummary:
     ticks_per_s: float | None        # the shim clock's rate, calibrated on the run itself
     clock: str | None
     incomplete: list[str] = field(default_factory=list)   # reports that could not be read
+
+    @property
+    def report_texts(self) -> list[str]:
+        """The reports read whole (truncated ones left out), for `collect.locks.lock_rows`."""
+        return [pr.text for pr in self.processes]
 
     def wait_ticks(self, prims: Iterable[str]) -> int:
         return sum(self.prims[p].wait for p in prims if p in self.prims)
@@ -206,7 +212,7 @@ def parse_report(text: str, path: str = "shim report") -> ProcessReport:
         return ProcessReport(pid=int(head["pid"]), ppid=int(head.get("ppid", 0)), clock=head.get("clock", "tsc"),
                              ticks=int(head.get("ticks", 0)), ns=int(head.get("ns", 0)),
                              end=head.get("end", "exit"), threads=list(threads.values()), path=path,
-                             cpus=int(head["cpus"]) if "cpus" in head else None)
+                             cpus=int(head["cpus"]) if "cpus" in head else None, text=text)
     except (KeyError, ValueError) as err:
         raise ValueError(f"{path}: malformed header ({err})") from None
 
@@ -371,7 +377,7 @@ class ShimSource(Source):
         rate = summary.ticks_per_s
         if rate is None and summary.clock == "tsc":
             rate = self.host.nominal_hz
-        table = locks.lock_rows(run.folder, rate)
+        table = locks.lock_rows(summary.report_texts, rate)
         if table is None:
             return
         got.tables["locks"] = table.rows
