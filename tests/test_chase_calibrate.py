@@ -130,9 +130,19 @@ def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, 
     a, b = pair["cpus"]
     topo = topology.read_topology()
     seen = []
-    for _ in range(100):      # about 2 s: many pairs of runs a few milliseconds apart
-        ref = float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
-        ours = c2c.core_to_core(topo, per_kind=1)
+    def reference() -> float:
+        return float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
+
+    for k in range(100):      # about 2 s: many pairs of runs a few milliseconds apart
+        # which of the two goes first alternates: neither always runs just after the other's
+        # process start or exit (one CI run found corecast's figure 26% above the reference's in
+        # nearly every round, with corecast always second)
+        if k % 2:
+            ours = c2c.core_to_core(topo, per_kind=1)
+            ref = reference()
+        else:
+            ref = reference()
+            ours = c2c.core_to_core(topo, per_kind=1)
         ns = next(p["ns"] for p in ours["pairs"] if p["cpus"] == [a, b])
         assert ours[pair["kind"]] == ns                               # one pair: the kind's figure
         seen.append((ns, ref))
