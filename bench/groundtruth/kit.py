@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +59,7 @@ OPTIONAL = ("rich", "matplotlib", "aiohttp", "plotly")
 #: Run first, in this order (issue 24's programs); the rest of the lists after them.
 FIRST = ("sort", "xz", "numpy-blas", "ninja-build", "lockbench", "pool", "barrier", "membw", "phases")
 RESERVE_S = 45.0        # no campaign is started with less of the budget left
+CHECK_RESERVE_S = 20.0  # a campaign still running this long before the budget's end is stopped
 
 # the compiler flags of corecast's meson build (meson.build: gnu11, -O2, NDEBUG, warnings)
 CFLAGS = ["-std=gnu11", "-O2", "-DNDEBUG", "-D_FILE_OFFSET_BITS=64", "-Wall", "-Wextra", "-Wno-unused-parameter"]
@@ -192,7 +194,9 @@ def corecast(py: list[str], site: Path, *args: str, timeout: float | None = None
 
 
 def campaign(py: list[str], site: Path, prog: realprog.Program, vals: dict[str, Any], cores: list[int], reps: int,
-             db: Path) -> dict[str, Any]:
+             db: Path, deadline: float | None = None) -> dict[str, Any]:
+    """`corecast measure` of one program into `db`; at `deadline` (epoch seconds) it is stopped
+    with SIGINT and keeps the runs it finished."""
     argv = substitute(prog.command, vals)
     text_vals = {k: v for k, v in vals.items() if isinstance(v, str)}
     opts = ["measure", "-q", "--json", "--cores", ",".join(map(str, cores)), "--reps", str(reps), "--warmup", "0",
@@ -202,14 +206,65 @@ def campaign(py: list[str], site: Path, prog: realprog.Program, vals: dict[str, 
     for k, v in prog.env.items():
         opts += ["--env", f"{k}={realprog.fill(v, text_vals)}"]
     t0 = time.monotonic()
-    p = corecast(py, site, *opts, "--", *argv)
-    res: dict[str, Any] = {"elapsed_s": round(time.monotonic() - t0, 2), "exit_status": p.returncode,
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(site) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen([*py, "-m", "corecast", *opts, "--", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    cut = False
+    try:
+        stdout, stderr = proc.communicate(timeout=None if deadline is None else max(1.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        # the budget is spent: measure stops at SIGINT and keeps the runs it finished (a whole
+        # sweep of the counts per repetition), which the campaign file holds
+        cut = True
+        proc.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+    res: dict[str, Any] = {"elapsed_s": round(time.monotonic() - t0, 2), "exit_status": proc.returncode,
                            "command": argv}
-    if p.returncode in (0, 1) and p.stdout.strip():
-        res["measure"] = json.loads(p.stdout)
+    if cut:
+        res["cut_short"] = "the time budget ran out during the campaign; the runs it finished are in the file"
+    if proc.returncode in (0, 1) and stdout.strip():
+        res["measure"] = json.loads(stdout)
     else:
-        res["error"] = (p.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+        res["error"] = (stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
     return res
+
+
+def probe_pinning(seconds: float = 0.4) -> dict[str, Any]:
+    """Whether this machine enforces CPU affinity (a sandbox may accept sched_setaffinity and
+    ignore it, and then every count runs on all CPUs): two processes pinned to one CPU spin for
+    `seconds` of wall time; enforced, they share it (CPU time about `seconds` in all), else each
+    gets its own (about twice)."""
+    cpu = min(os.sched_getaffinity(0))
+    t0 = time.monotonic()
+    kids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:                              # child: pin, spin, leave without cleanup
+            try:
+                os.sched_setaffinity(0, {cpu})
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    pass
+            finally:
+                os._exit(0)
+        kids.append(pid)
+    cpu_s = 0.0
+    for pid in kids:
+        _, _, ru = os.wait4(pid, 0)
+        cpu_s += ru.ru_utime + ru.ru_stime
+    wall = time.monotonic() - t0
+    return {"cpu_s": round(cpu_s, 3), "wall_s": round(wall, 3), "enforced": cpu_s < 1.5 * seconds}
+
+
+def probes() -> dict[str, Any]:
+    """What the machine gives a campaign: affinity enforced, per-thread schedstat, PSI."""
+    return {"pinning": probe_pinning(), "schedstat": os.path.exists(f"/proc/self/task/{os.getpid()}/schedstat"),
+            "psi": os.path.exists("/proc/pressure/cpu"), "perf": shutil.which("perf") is not None}
 
 
 def check(py: list[str], site: Path, db: Path, cores: list[int]) -> dict[str, Any]:
@@ -243,6 +298,10 @@ def summary_text(doc: dict[str, Any]) -> str:
              f"core counts {','.join(map(str, cores))}, {doc['reps']} repetitions; {doc['elapsed_s']:.0f} s in all "
              f"(budget {doc['budget_s']:.0f} s)"]
     lines += [f"fallback: {f}" for f in doc["environment"]["fallbacks"]]
+    pin = (doc.get("probes") or {}).get("pinning")
+    if pin and not pin["enforced"]:
+        lines.append(f"WARNING: CPU affinity is not enforced here ({pin['cpu_s']} s of CPU in {pin['wall_s']} s by two "
+                     "processes pinned to one CPU): every count may have run on all CPUs")
     head = f"{'program':<12} {'kind':<10} " + " ".join(f"{'t@' + str(c):>8}" for c in cores) + "  speed-up  busiest lock"
     lines += ["", head, "-" * len(head)]
     for p in doc["programs"]:
@@ -256,6 +315,7 @@ def summary_text(doc: dict[str, Any]) -> str:
         lk = (p.get("check") or {}).get("locks") or []
         lock = f"{lk[0]['site']}: {lk[0]['call']}" if lk else "-"
         err = f"  ({p['error']})" if p.get("error") else ""
+        err += "  (cut short by the budget: the rows are in its campaign file)" if p.get("cut_short") else ""
         sp_text = f"{sp:8.2f}" if sp is not None else f"{'-':>8}"
         lines.append(f"{p['name']:<12} {p['kind']:<10} {cells}  {sp_text}  {lock}{err}")
     return "\n".join(lines) + "\n"
@@ -302,6 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     py = python()
     env = environment(py)
     log(out, f"kit: {ncpu} CPUs, core counts {cores}, {a.reps} repetitions; Python {env['python']}")
+    probed = probes()
+    pin = probed["pinning"]
+    log(out, f"kit: CPU affinity {'enforced' if pin['enforced'] else 'NOT enforced'} (two processes pinned to one "
+             f"CPU used {pin['cpu_s']} s of CPU in {pin['wall_s']} s); per-thread schedstat "
+             f"{'yes' if probed['schedstat'] else 'no'}, PSI {'yes' if probed['psi'] else 'no'}, "
+             f"perf {'yes' if probed['perf'] else 'no'}")
     if not (TREE / "bench" / "real_programs.toml").is_file():
         raise SystemExit("kit: bench/real_programs.toml is missing from the tree")
     for f in env["fallbacks"]:
@@ -329,11 +395,13 @@ def main(argv: list[str] | None = None) -> int:
             db = out / "campaigns" / f"{prog.name}.db"
             for old in out.glob(f"campaigns/{prog.name}.db*"):
                 old.unlink()
-            res.update(campaign(py, site, prog, inputs(prog, work, scale, a.quick), cores, a.reps, db))
+            res.update(campaign(py, site, prog, inputs(prog, work, scale, a.quick), cores, a.reps, db,
+                                deadline=started + a.budget - CHECK_RESERVE_S))
             if db.exists():
                 res["campaign"] = str(db.relative_to(out))
         log(out, f"kit: {prog.name}: " + (res.get("skipped") or f"{res.get('elapsed_s')} s, exit {res.get('exit_status')}"
-                                          + (f" ({res['error']})" if res.get("error") else "")))
+                                          + (f" ({res['error']})" if res.get("error") else "")
+                                          + (" (cut short by the budget)" if res.get("cut_short") else "")))
         results.append(res)
     # then, while the budget lasts, what corecast makes of each campaign (the campaigns first:
     # they are what cannot be had later; evaluate.py analyses them anywhere)
@@ -341,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         if res.get("campaign") and time.time() - started < a.budget:
             res["check"] = check(py, site, out / res["campaign"], cores)
     doc = {"machine": {"cpu": cpu_model(), "cpus": ncpu, "kernel": platform.release(), "host": platform.node()},
-           "environment": env, "cores": cores, "reps": a.reps, "quick": a.quick, "scale": scale, "budget_s": a.budget,
+           "environment": env, "probes": probed, "cores": cores, "reps": a.reps, "quick": a.quick, "scale": scale, "budget_s": a.budget,
            "elapsed_s": time.time() - started, "programs": results,
            "tree": tree_version()}
     (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
