@@ -37,7 +37,7 @@ from scipy import stats
 from ..dataset import Dataset
 from ..errors import UserError
 from . import usl
-from .series import time_series
+from .series import speed, time_series
 
 #: A band is at least this wide on each side (log units: 1%).
 MIN_HALF_WIDTH = 0.01
@@ -104,7 +104,7 @@ def rep_percentiles(ds: Dataset) -> np.ndarray | None:
     """Percentiles (REP_PERCENTILES) of the repetitions' log deviations from their core count's
     median throughput (None without repetitions)."""
     try:
-        N, X, _ = ds.throughput()
+        N, X, _ = speed(ds)
     except (UserError, KeyError, ValueError):       # no time or throughput: nothing to carry
         return None
     ok = np.isfinite(X) & (X > 0)

@@ -27,7 +27,7 @@ from ..dataset import Dataset
 from ..errors import UserError
 from . import methods, usl
 from .base import Fitted, Prediction
-from .series import convert, single_size, time_series
+from .series import convert, single_size, speed, time_series
 
 #: How many origins rolling-origin validation uses at most.
 MAX_ORIGINS = 4
@@ -181,7 +181,7 @@ def _or_none(a: np.ndarray | None, n: int) -> list[float | None]:
 def noise_of(ds: Dataset) -> float:
     """Relative noise of the data: RMS log residual of the USL fitted to every point (degrees of
     freedom counted), 0 when nothing is left to estimate it."""
-    N, X, _ = ds.throughput()
+    N, X, _ = speed(ds)
     ok = np.isfinite(X) & (X > 0)
     N, X = N[ok], X[ok]
     if len(N) <= 3:

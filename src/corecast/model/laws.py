@@ -37,7 +37,7 @@ from ..errors import UserError
 from . import usl
 from .base import Fitted, Prediction
 from .kernels import PMNF, KernelFit, fit_kernel
-from .series import Prepared, TimeSeries, convert, input_metric, prepare, to_prediction
+from .series import Prepared, TimeSeries, convert, input_metric, prepare, speed, to_prediction
 
 #: The local power law is fitted on the upper half of the measured core counts, at least this many.
 POWER_MIN_POINTS = 3
@@ -217,7 +217,7 @@ def _usl_family(ds: Dataset, size: float | None, freq_ratio: float, size_ratio: 
 
     def check(prep: Prepared, what: str) -> None:
         input_metric(prep.data)
-        N, X, _ = prep.data.throughput()
+        N, X, _ = speed(prep.data)
         if len(np.unique(N)) < 3:
             raise UserError(f"{ds.label}: {what} needs measurements at 3 or more distinct core counts "
                             f"(got {len(np.unique(N))})")
@@ -225,7 +225,7 @@ def _usl_family(ds: Dataset, size: float | None, freq_ratio: float, size_ratio: 
             raise UserError(f"{ds.label}: throughput must be > 0 at every point to fit {what}")
 
     prep = prepare(ds, what, size, freq_ratio, size_ratio, check=check)
-    N, X, source = prep.data.throughput()
+    N, X, source = speed(prep.data)
     return USLMethod(usl.fit(N, X, amdahl=amdahl), input_metric(prep.data), source, freq_ratio, size_ratio,
                      method="amdahl" if amdahl else "usl", warnings=prep.warnings)
 

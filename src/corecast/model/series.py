@@ -43,6 +43,14 @@ def input_metric(ds: Dataset) -> str:
     raise UserError(f"{ds.label}: needs a 'time_s' or 'throughput' column to predict (metrics: {avail})")
 
 
+def speed(ds: Dataset) -> tuple[np.ndarray, np.ndarray, str]:
+    """The rows as a throughput of the input metric (`input_metric`): 1/time_s where the data
+    have times, even beside a `throughput` column. A program's own throughput need not be its
+    work over its time (operations of a fixed-time run, or per thread): a law fitted to it and
+    turned into time would predict a time in other units."""
+    return ds.throughput(input_metric(ds))
+
+
 def convert(p: Prediction, metric: str) -> Prediction:
     """The same prediction expressed in `metric` (time_s ↔ throughput, bounds swapped)."""
     if p.metric == metric:

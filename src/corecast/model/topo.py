@@ -74,7 +74,7 @@ from . import bands, queueing, usl
 from .base import Fitted, Prediction
 from .priors import Priors
 from .priors import load as load_priors
-from .series import convert, time_series
+from .series import convert, speed, time_series
 
 #: Latency ratio (cross-node / same-node cache-line transfer) the corpus' cross-domain prior
 #: stands for: its machines are 4-socket Xeon E7 and Opteron servers, whose published
@@ -535,7 +535,7 @@ def overheads(fitted: Any, eds: Dataset) -> tuple[float, float]:
     if inner is not None and inner is not fitted:
         return overheads(inner, eds)
     try:
-        N, X, _ = eds.throughput()
+        N, X, _ = speed(eds)
         ok = np.isfinite(X) & (X > 0)
         if len(np.unique(N[ok])) < 3:
             return 0.0, 0.0
