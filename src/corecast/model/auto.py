@@ -142,10 +142,11 @@ class AutoFit(Fitted):
         the corpus' error growth."""
         return calibrate(self.combined_validation(), self.noise, self.prior_growth, self.prior_weight)
 
-    def _member_predictions(self, cores: np.ndarray, level: float) -> tuple[dict[str, Prediction], list[str]]:
+    def _member_predictions(self, cores: np.ndarray, level: float,
+                            names: Sequence[str] | None = None) -> tuple[dict[str, Prediction], list[str]]:
         preds: dict[str, Prediction] = {}
         dropped: list[str] = []
-        for k in self.weights:
+        for k in (self.weights if names is None else names):
             try:
                 p = convert(self.fits[k].predict(cores, level), "time_s")
             except (UserError, ValueError, np.linalg.LinAlgError) as err:
@@ -160,9 +161,21 @@ class AutoFit(Fitted):
     def predict(self, cores: Sequence[float] | np.ndarray, level: float = 0.8) -> Prediction:
         cores = np.asarray(cores, dtype=float)
         preds, dropped = self._member_predictions(cores, level)
+        weights = self.weights
+        if not preds:
+            # none of the chosen members predicts these counts: the first of the laws, then of the
+            # other fitted methods, that does, said so
+            for k in [*(m for m in LAWS if m in self.fits), *self.fits]:
+                if k in self.weights:
+                    continue
+                one, _ = self._member_predictions(cores, level, [k])
+                if one:
+                    preds, weights = one, {k: 1.0}
+                    dropped.append(f"{k} predicts instead")
+                    break
         if not preds:
             raise UserError("auto: no method could predict these core counts: " + "; ".join(dropped))
-        w = {k: self.weights[k] for k in preds}
+        w = {k: weights[k] for k in preds}
         tot = sum(w.values())
         w = {k: v / tot for k, v in w.items()}
         L = {k: np.log(p.value) for k, p in preds.items()}
@@ -345,6 +358,15 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                 fits[meth] = methods.fit(meth, ds1, **kw)
             except UserError as err:
                 errors[meth] = str(err)
+        # a method that fits but cannot predict even the largest measured count (the stall method
+        # over stall columns that are zero at most counts) is not a candidate: chosen, it would
+        # predict nothing
+        for meth in [m for m in group if m in fits]:
+            try:
+                fits[meth].predict(np.array([float(ts.cores.max())]), 0.8)
+            except (UserError, ValueError, np.linalg.LinAlgError) as err:
+                errors[meth] = str(err)
+                del fits[meth]
         if pri.default in fits:
             break
     if never and pri.default in fits:

@@ -135,9 +135,13 @@ class Selection:
         near = self.near_best()
         P = np.array([c.fit(n) for c in near]) if near else pred[None, :]
         s = np.array([c.score for c in near]) if near else np.array([0.0])
-        eps = 1e-6 * max(float(np.max(np.abs(self.y))), 1e-300) + 0.05 * max(float(s.min()), 0.0)
-        w = 1.0 / (s + eps) ** 2
-        w = w / w.sum()
+        fin = s[np.isfinite(s)]
+        eps = 1e-6 * max(float(np.max(np.abs(self.y))), 1e-300) + 0.05 * max(float(fin.min()) if len(fin) else 0.0, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = 1.0 / (s + eps) ** 2
+        w = np.where(np.isfinite(w), w, 0.0)
+        # fits without a finite score (every near fit perfect or none scored): equal weights
+        w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
         q_lo, q_hi = (1 - level) / 2, (1 + level) / 2
         lo_s = _wquantile(P, w, q_lo)
         hi_s = _wquantile(P, w, q_hi)
