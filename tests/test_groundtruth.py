@@ -109,17 +109,23 @@ def test_the_kit_runs_on_a_bare_machine_and_its_campaigns_load_in_predict(tmp_pa
 
 
 def test_the_evaluation_table(tmp_path):
-    """evaluate.py on a kit's folder: every campaign fitted on <= 4 cores, predicted beyond, a
-    column per method (mva where the campaign has demands), the median per method."""
+    """evaluate.py on a kit's folder: every campaign fitted on <= 2 and on <= 4 cores, predicted
+    beyond, a column per method (mva where the campaign has demands), the median per method."""
     (tmp_path / "campaigns").mkdir()
     fakes.lock_demands(cores=(1, 2, 4, 6, 8, 12, 16)).to_json(tmp_path / "campaigns" / "lockish.json")
     fakes.amdahl_time(cores=(1, 2, 4, 6, 8, 12, 16)).to_json(tmp_path / "campaigns" / "amdahl.json")
     p = subprocess.run([sys.executable, str(KIT / "evaluate.py"), str(tmp_path)], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr
-    doc = json.loads((tmp_path / "evaluate.json").read_text())
+    two, doc = json.loads((tmp_path / "evaluate.json").read_text())
+    # fitted on 1-2 cores: auto's two-point prediction and mva; the others need three counts
+    assert two["train_max_cores"] == 2
+    by2 = {r["program"]: r for r in two["programs"]}
+    assert by2["amdahl"]["test_cores"] == [4, 6, 8, 12, 16]
+    assert by2["amdahl"]["methods"]["auto"]["mape"] is not None and by2["amdahl"]["methods"]["usl"]["mape"] is None
     by = {r["program"]: r for r in doc["programs"]}
     assert by["lockish"]["test_cores"] == [6, 8, 12, 16]
+    assert 0 <= doc["band_coverage"]["auto"] <= 1
     assert set(by["lockish"]["methods"]) == {"mva", "estima", "timex", "usl", "auto"}
     assert by["lockish"]["methods"]["mva"]["mape"] < 5            # its demands are the truth here
     assert by["amdahl"]["methods"]["mva"]["mape"] is None            # no demands in a plain series
