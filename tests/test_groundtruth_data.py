@@ -1,0 +1,92 @@
+"""The real many-core campaigns of data/groundtruth (the ground-truth kit on a 16-core Xeon VM,
+data/groundtruth/README.md): what corecast makes of them, fitted on the counts a small machine
+has. These are the measurements no model here was fitted to choose; the checks are floors that a
+unit error or a member that cannot predict would break, not targets tuned to them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corecast.dataset import Dataset, read_campaign
+from corecast.model import auto, laws, predictors
+from corecast.model.series import convert
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "groundtruth" / "campaigns"
+CAMPAIGNS = sorted(DATA.glob("*.db"))
+
+
+def held_out(path: Path, train_max: int = 4):
+    ds = read_campaign(path)
+    ag = ds.aggregate("time_s")
+    test = ag.cores > train_max
+    return ds.select(ds.cores <= train_max), ag.cores[test], ag.value[test]
+
+
+def test_the_campaigns_are_there():
+    names = {p.stem for p in CAMPAIGNS}
+    assert {"xz", "sort", "make", "numpy-blas", "ninja-build", "lockbench", "pool", "barrier", "membw"} <= names
+    for p in CAMPAIGNS:
+        assert sorted(set(read_campaign(p).cores.tolist())) == [1, 2, 4, 6, 8, 12, 16], p.name
+
+
+def test_a_law_fitted_beside_a_throughput_column_predicts_the_time():
+    # the bundled workloads print their own throughput (operations a second of a run whose work
+    # grows with its threads); a law turned into time must be fitted to 1/time, not to that column
+    n = np.repeat([1.0, 2, 4, 8], 2)
+    t = 2.0 * (0.1 + 0.9 / n)
+    ds = Dataset(cores=n, metrics={"time_s": t, "throughput": 1e6 * n ** 0.5})
+    for fit in (laws.fit_usl, laws.fit_amdahl):
+        p = fit(ds).predict([16.0])
+        assert p.metric == "time_s"
+        assert p.value[0] == pytest.approx(2.0 * (0.1 + 0.9 / 16), rel=0.02)
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=lambda p: p.stem)
+def test_auto_and_the_laws_fitted_on_1_to_4_cores_predict_times_in_the_measured_units(path):
+    train, cores, measured = held_out(path)
+    # (not mva: the demand model with demands measured at 1 core misses a hold time that grows
+    # with contention and knows nothing of a fixed-time run: 5-16x off on pool, phases, numpy)
+    fits = predictors.fit_many(["auto", "usl", "amdahl", "power"], train, calibrate=True)
+    for name, f in fits.items():
+        assert not isinstance(f, Exception), (name, f)
+        p = convert(f.predict(cores, 0.8), "time_s")
+        # within a factor of 5 of the truth at 6-16 cores: an error of units (a throughput of
+        # operations taken for 1/time) is off by factors of 1,000 to 1,000,000
+        ratio = p.value / measured
+        assert np.all((ratio > 0.2) & (ratio < 5)), (name, p.value, measured)
+
+
+def test_auto_chooses_only_what_can_predict_and_its_band_holds_the_held_out_points():
+    inside = total = 0
+    for path in CAMPAIGNS:
+        train, cores, measured = held_out(path)
+        a = auto.fit_dataset(train)
+        p = convert(a.predict(cores, 0.8), "time_s")
+        assert "estima" not in p.params["chosen"] or "estima" in a.fits, path.name
+        inside += int(np.sum((p.low <= measured) & (measured <= p.high)))
+        total += len(cores)
+    # an 80% band; 11 campaigns of 4 held-out points each
+    assert inside >= 0.7 * total, (inside, total)
+
+
+def test_the_stall_method_that_cannot_predict_is_left_out_and_said():
+    train, cores, _ = held_out(DATA / "barrier.db")
+    a = auto.fit_dataset(train)
+    assert "estima" not in a.fits and "estima" not in a.weights
+    assert any(w.startswith("estima not used") and "stalled cycles are zero" in w for w in a.warnings)
+    assert convert(a.predict(cores, 0.8), "time_s").value.min() > 0
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=lambda p: p.stem)
+def test_a_prediction_from_every_count_never_contradicts_the_measurements(path):
+    # fitted on all seven counts and asked beyond them: the throughput stays at least the best
+    # measured, unless the fit and the measurements both show the curve turning down, said so
+    ds = read_campaign(path)
+    ag = ds.aggregate("time_s")
+    p = convert(auto.fit_dataset(ds).predict([24.0, 32.0, 64.0], 0.8), "time_s")
+    below = 1.0 / p.value < (1.0 / ag.value).max() * (1 - 1e-9)
+    if np.any(below):
+        assert p.params["retrograde"]["confirmed"], (path.name, p.value, ag.value)
+        assert any("turns down" in w for w in p.warnings)
