@@ -75,16 +75,17 @@ def lock_stalls(cores=tuple(range(1, 13)), work: float = 2.0e11, repetitions: in
 
 
 def lock_demands(cores=(1, 2, 3, 4, 6, 8), cpu_s: float = 8.0, hold_s: float = 1.0, acquisitions: float = 1e6,
-                 repetitions: int = 2, noise: float = 0.01, seed: int = 0) -> Dataset:
+                 repetitions: int = 2, noise: float = 0.01, seed: int = 0, handoff: float = 0.0) -> Dataset:
     """A campaign as `measure` records it with the sync shim: one lock (`&queue_lock`, held
     hold_s in all a run) and CPU time cpu_s a run; times from the closed network they make
-    (the CPU's cores as servers, the lock one server), user_s + sys_s the CPU time, and the
-    shim's per-lock table (`locks` side table) with the waits the network gives."""
+    (the CPU's cores as servers, the lock one server, idle `handoff` holds between two holders
+    when one waits), user_s + sys_s the CPU time, and the shim's per-lock table (`locks` side
+    table) with the waits the network gives."""
     rng = np.random.default_rng(seed)
     rows, tables = [], []
     for c in cores:
         sol = closednet.solve([closednet.Centre("cpu", cpu_s - hold_s, "cpu", c),
-                               closednet.Centre("&queue_lock", hold_s, "queue")], int(c))
+                               closednet.Centre("&queue_lock", hold_s, "queue", handoff=handoff)], int(c))
         t = 1.0 / sol.throughput
         # the threads' waits in one run's work: its residence at the lock less its hold (Little's
         # law: Q_wait = X (R - D) waiting, for 1/X)

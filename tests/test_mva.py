@@ -191,3 +191,46 @@ def test_mva_for_a_target_machine_keeps_its_locks():
     doc = D.predict_doc(usecase.predict(smt, PredictOptions("mva"), target), "camp", [8], 0.8)
     d = doc["models"]["mva"]["demands"]
     assert d["cores"] < 2 and [lk["lock"] for lk in d["locks"]] == ["&queue_lock"]
+
+
+@pytest.mark.parametrize("handoff,think,hold", [(0.0, 1.0, 0.5), (3.0, 1.0, 0.5), (0.7, 0.2, 0.9)])
+def test_a_lock_with_a_handoff_is_its_birth_death_chain(handoff, think, hold):
+    """Two threads, a think time Z (delay) and a lock of hold D that stands idle h·D between two
+    holders when one waits: the chain over j threads at the lock (0, 1, 2), arrivals (2 - j)/Z,
+    departures 1/D with one there and 1/(D(1 + h)) with two, solved directly."""
+    sol = closednet.solve([closednet.Centre("z", think, "delay"),
+                           closednet.Centre("lock", hold, "queue", handoff=handoff)], 2)
+    up = [2 / think, 1 / think]                           # j -> j + 1
+    down = [1 / hold, 1 / (hold * (1 + handoff))]         # j + 1 -> j
+    p = np.array([1.0, up[0] / down[0], up[0] * up[1] / (down[0] * down[1])])
+    p /= p.sum()
+    x = p[1] * down[0] + p[2] * down[1]
+    assert sol.throughput == pytest.approx(x, rel=1e-10)
+    assert sol.queue_length[1] == pytest.approx(p[1] + 2 * p[2], rel=1e-9)
+
+
+def test_a_handoff_costs_nothing_to_one_thread_and_sets_the_saturated_pace():
+    lock = closednet.Centre("lock", 0.1, "queue", handoff=4.0)
+    assert closednet.solve([closednet.Centre("cpu", 1.0, "cpu", 1), lock], 1).throughput == pytest.approx(1 / 1.1)
+    # saturated: one acquisition every D (1 + h)
+    sat = closednet.solve([closednet.Centre("cpu", 1.0, "cpu", 512), lock], 512).throughput
+    assert sat == pytest.approx(1 / (0.1 * 5.0), rel=1e-3)
+    for bad in (dict(kind="queue", handoff=-1.0), dict(kind="delay", handoff=1.0), dict(kind="queue", handoff=math.nan)):
+        with pytest.raises(UserError, match="handoff"):
+            closednet.Centre("x", 1.0, **bad)
+
+
+def test_mva_fits_the_handoff_a_contended_count_shows():
+    # the campaign's lock is handed over in 3 holds when contended: measured at 1-4 cores, the
+    # hold alone (from 1 core) predicts too fast a pace; the handoff fitted at 4 cores recovers it
+    truth = fakes.lock_demands(cores=(1, 2, 4, 8, 16, 32), cpu_s=8.0, hold_s=1.0, noise=0.0, handoff=3.0)
+    train = truth.select(truth.cores <= 4)
+    f = predictors.fit("mva", train)
+    (ld,) = f.demands.locks
+    assert ld.handoff_s / ld.hold_s == pytest.approx(3.0, rel=1e-3)
+    assert "4 cores" in f.demands.sources["handoff"] and "handoff" in f.describe()
+    ag = truth.aggregate("time_s")
+    np.testing.assert_allclose(f.predict(ag.cores).value, ag.value, rtol=1e-3)
+    # without a handoff in the data, none is fitted (and the noise of 1% is not taken for one)
+    f0 = predictors.fit("mva", fakes.lock_demands(cores=(1, 2, 4)))
+    assert f0.demands.locks[0].handoff_s == 0.0 and "handoff" not in f0.demands.sources

@@ -4,7 +4,10 @@ Stations (`Centre`): a single-server queue (a lock: one holder at a time), a del
 off the CPU that no one queues for: I/O, sleep) and a load-dependent centre whose service rate
 with j jobs present is `capacity(j)` times that of one job (a CPU station of c cores:
 min(j, c); c may be fractional -- SMT siblings that add a share of a core -- and the last
-server then works at that share).
+server then works at that share). A queue may have a `handoff` h: when a job leaves it with
+another waiting, the server stands idle for h times the job's service before the next one is
+served (a lock handed to a sleeping waiter, who must be woken and scheduled; a spin lock's
+cache line moving to the next spinner): capacity(1) = 1, capacity(j >= 2) = 1 / (1 + h).
 
 Solved exactly for the population N by the convolution algorithm in log space (Buzen's
 normalisation constants; for load-dependent centres, Reiser and Kobayashi's generalisation),
@@ -45,6 +48,7 @@ class Centre:
     demand: float
     kind: str = "queue"
     servers: float = 1.0
+    handoff: float = 0.0         # a queue's idle time between two jobs, per unit of service, when one waits
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.demand) and self.demand > 0):
@@ -53,12 +57,16 @@ class Centre:
             raise UserError(f"closed network: centre '{self.name}': kind {self.kind!r}")
         if self.kind == "cpu" and not (math.isfinite(self.servers) and self.servers > 0):
             raise UserError(f"closed network: centre '{self.name}' needs servers > 0 (got {self.servers!r})")
+        if not (math.isfinite(self.handoff) and self.handoff >= 0) or (self.handoff and self.kind != "queue"):
+            raise UserError(f"closed network: centre '{self.name}': a handoff (>= 0) is for a queue "
+                            f"(got {self.handoff!r} on a {self.kind})")
 
     def log_f(self, n: int) -> np.ndarray:
         """log f(j) for j = 0..n."""
         j = np.arange(n + 1, dtype=float)
         if self.kind == "queue":
             cap = np.ones(n)
+            cap[1:] = 1.0 / (1.0 + self.handoff)
         elif self.kind == "delay":
             cap = j[1:]
         else:
@@ -69,7 +77,8 @@ class Centre:
 @dataclass
 class Solution:
     """The network at population N: throughput, and each centre's queue length (waiting and in
-    service), residence time and utilisation (busy servers / servers)."""
+    service), residence time and utilisation (busy servers / servers; a queue's handoffs, when
+    its server stands idle between jobs, are not counted as busy)."""
 
     customers: int
     throughput: float
@@ -110,7 +119,7 @@ def solve(centres: Sequence[Centre], customers: int) -> Solution:
     if n < 1 or n > MAX_CUSTOMERS:
         raise UserError(f"closed network: {customers} customers (1 to {MAX_CUSTOMERS:,})")
     # identical centres share their f and their G_{-k}
-    keys = [(c.kind, c.demand, c.servers) for c in cs]
+    keys = [(c.kind, c.demand, c.servers, c.handoff) for c in cs]
     logs = [cs[i].log_f(n) for i in range(len(cs))]
     K = len(cs)
     unit = np.full(n + 1, -np.inf)

@@ -30,6 +30,7 @@ a plain CSV has none, and the method says so (`missing`) and is not offered.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -48,6 +49,12 @@ MAX_LOCKS = 8
 HOT_SHARE = 0.001
 MAX_INSTANCES = 16
 TABLE = "locks"
+#: The handoff is fitted at a count where the lock waits are at least this share of thread time ...
+HANDOFF_CONTENDED = 0.10
+#: ... where the network without one is faster than the measurement by more than this (noise) ...
+HANDOFF_MIN_GAP = 0.05
+#: ... and is at most this many holds.
+HANDOFF_MAX = 20.0
 
 
 @dataclass
@@ -62,6 +69,7 @@ class LockDemand:
     call: str
     lock_file: str | None = None
     sites: list[str] = field(default_factory=list)
+    handoff_s: float = 0.0          # the lock idle between two holders when one waits (`fit_handoff`)
 
     @property
     def label(self) -> str:
@@ -71,7 +79,8 @@ class LockDemand:
     def to_dict(self) -> dict[str, Any]:
         return {"lock": self.lock, "kind": self.kind, "demand_s": self.demand_s, "hold_s": self.hold_s,
                 "acquisitions": self.acquisitions, "instances": self.instances, "site": self.site,
-                "call": self.call, "lock_file": self.lock_file, "sites": self.sites, "label": self.label}
+                "call": self.call, "lock_file": self.lock_file, "sites": self.sites, "label": self.label,
+                "handoff_s": self.handoff_s}
 
 
 @dataclass
@@ -99,7 +108,8 @@ class Demands:
         out = [closednet.Centre("cpu", max(self.cpu_s, 1e-12), "cpu", float(servers))]
         for ld in self.locks:
             if ld.demand_s > 0:
-                out += [closednet.Centre(ld.lock, ld.demand_s / ld.instances, "queue")] * ld.instances
+                h = ld.handoff_s / ld.hold_s if ld.hold_s > 0 else 0.0
+                out += [closednet.Centre(ld.lock, ld.demand_s / ld.instances, "queue", handoff=h)] * ld.instances
         if self.delay_s > 0:
             out.append(closednet.Centre("off-CPU (delay)", self.delay_s, "delay"))
         return out
@@ -295,6 +305,7 @@ class MVAFit(Fitted):
         d = self.demands
         parts = [f"CPU {d.cpu_s:.4g} s on the cores"]
         parts += [f"{ld.lock} {ld.demand_s:.4g} s" + (f" over {ld.instances}" if ld.instances > 1 else "")
+                  + (f" + {_ns(ld.handoff_s)} handoff an acquisition when contended" if ld.handoff_s > 0 else "")
                   for ld in d.locks]
         if d.delay_s > 0:
             parts.append(f"off-CPU {d.delay_s:.4g} s")
@@ -331,6 +342,78 @@ def _runqueue_per_thread(ds: Dataset, tpc: float) -> dict[float, float]:
     return {float(c): float(v) / clock / max(1.0, c * tpc) for c, v in zip(ag.cores, ag.value)}
 
 
+def _ns(seconds: float) -> str:
+    return f"{seconds * 1e9:.0f} ns" if seconds < 1e-5 else f"{seconds * 1e6:.3g} µs" if seconds < 1e-2 \
+        else f"{seconds * 1e3:.3g} ms"
+
+
+def lock_wait_share(ds: Dataset, cores: float, tpc: float, locks: Sequence[str] | None = None) -> float | None:
+    """The median over the runs at `cores` of the waits for `locks` (default: every lock; the
+    shim's per-lock table) over the thread time (threads × time_s); None without a table row
+    there."""
+    rows = [r for r in ds.tables.get(TABLE, []) if float(r.get("cores", -1)) == cores
+            and (locks is None or r.get("lock") in locks)]
+    t = ds.metrics["time_s"]
+    shares = []
+    for i in np.flatnonzero(ds.cores == cores):
+        rep = None if ds.repetition is None else float(ds.repetition[i])
+        mine = [r for r in rows if rep is None or r.get("repetition") is None or float(r["repetition"]) == rep]
+        if mine and np.isfinite(t[i]) and t[i] > 0:
+            shares.append(sum(float(r.get("wait_s") or 0.0) for r in mine) / (float(t[i]) * max(1.0, cores * tpc)))
+    return float(np.median(shares)) if shares else None
+
+
+def fit_handoff(fit: MVAFit, ds: Dataset, quiet: dict[float, float]) -> None:
+    """The hot locks' handoff, from the largest measured count where their own waits are material
+    (at least HANDOFF_CONTENDED of the thread time): the idle time h between two holders that
+    makes the network give the time measured there (less the run-queue delay, `quiet`); the
+    same h for every hot lock (a wake-up, a cache line's move: the machine's, not the lock's),
+    at most HANDOFF_MAX holds. A lock whose waiters sleep is handed over in microseconds while
+    it is held for hundreds of nanoseconds: at one core it costs nothing, contended it sets the
+    lock's pace -- which the hold alone, measured at the smallest count, cannot show. Nothing is
+    fitted when no count above the smallest has such waits, or the network without a handoff is
+    within HANDOFF_MIN_GAP of the measurement there (noise, not a handoff)."""
+    dem = fit.demands
+    holds = [ld.hold_s for ld in dem.locks if ld.hold_s > 0]
+    if not holds:
+        return
+    # the modelled locks' own waits: another lock's (one not hot at the smallest count) say
+    # nothing of these locks' handoff
+    names = [ld.lock for ld in dem.locks if ld.hold_s > 0]
+    above = sorted((c for c in quiet if c > dem.cores), reverse=True)
+    at = next((c for c in above
+               if (lock_wait_share(ds, c, dem.threads_per_core, names) or 0.0) >= HANDOFF_CONTENDED), None)
+    if at is None:
+        return
+    target = quiet[at] / fit.freq_ratio
+
+    def with_h(h: float, d: Demands) -> Demands:
+        return dataclasses.replace(d, locks=[dataclasses.replace(ld, handoff_s=h if ld.hold_s > 0 else 0.0)
+                                             for ld in d.locks])
+
+    def t_at(h: float) -> float:
+        return float(1.0 / with_h(h, dem).solve(at).throughput)
+
+    if t_at(0.0) * (1.0 + HANDOFF_MIN_GAP) >= target:
+        return
+    hi = HANDOFF_MAX * max(holds)
+    if t_at(hi) <= target:
+        h = hi
+    else:
+        lo = 0.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if t_at(mid) < target else (lo, mid)
+        h = 0.5 * (lo + hi)
+    fit.demands = with_h(h, dem)
+    fit.per_run = [with_h(h, d) for d in fit.per_run]
+    share = lock_wait_share(ds, at, dem.threads_per_core, names) or 0.0
+    fit.demands.sources["handoff"] = (
+        f"{_ns(h)} an acquisition when a thread waits, fitted so that the network gives the time measured at "
+        f"{at:g} cores less its run-queue delay ({quiet[at]:.4g} s), where the lock waits were {100 * share:.0f}% of "
+        "the thread time" + (f" (at its bound, {HANDOFF_MAX:g} holds)" if h >= HANDOFF_MAX * max(holds) else ""))
+
+
 def fit_mva(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0) -> MVAFit:
     """Build the network from the dataset's demands at its smallest count (see the module doc)."""
     check_ratio(freq_ratio, "--freq-ratio")
@@ -352,14 +435,16 @@ def fit_mva(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0) -> 
                 work = float(np.median(x[ok] * t[ok]))
     fit = MVAFit(demands=dem, per_run=per_run, metric=metric, work=work, top=float(ds1.cores.max()),
                  growth=load_priors().band_growth, checks=[], freq_ratio=freq_ratio, warnings=warns + dem.notes)
+    ag = ds1.aggregate("time_s")
+    rq = _runqueue_per_thread(ds1, dem.threads_per_core)
+    fit_handoff(fit, ds1, {float(c): float(tm) - rq.get(float(c), 0.0) for c, tm in zip(ag.cores, ag.value)})
+    dem = fit.demands
     t0 = float(fit.model_time([dem.cores])[0]) / freq_ratio
     explained = t0 / dem.time_s
     if abs(explained - 1) > 0.10:
         fit.warnings.append(f"the demands give {t0:.4g} s at {dem.cores:g} cores against {dem.time_s:.4g} s measured "
                             f"(run-queue delay {dem.runqueue_s:.3g} s, lock waits {dem.lock_wait_s:.3g} s, barrier "
                             f"and condition waits {dem.sync_wait_s:.3g} s are not demands)")
-    ag = ds1.aggregate("time_s")
-    rq = _runqueue_per_thread(ds1, dem.threads_per_core)
     for c, tm in zip(ag.cores, ag.value):
         m = float(fit.model_time([c])[0]) / freq_ratio
         quiet = float(tm) - rq.get(float(c), 0.0)
