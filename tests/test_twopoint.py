@@ -155,3 +155,20 @@ def test_auto_keeps_the_size_asked_for():
     large = predictors.fit("auto", ds)
     assert large.series.time.tolist() == [8.0, 4.0]
     assert any("2 problem sizes in the data; using size 20" in w for w in large.warnings)
+
+
+def test_barrier_waits_are_bracketed_by_a_fixed_and_a_growing_imbalance_never_pairwise():
+    # waits for the slowest: with a fixed imbalance delta the threads' total wait is
+    # W·delta·(1 - 1/n) -- the law through (1, 0) and (2, s2) that saturates is exact for it
+    StallLaw = twopoint.StallLaw
+    W, delta = 4e9, 0.2
+    n = np.array([4.0, 16.0, 64.0])
+    b = StallLaw("barrier_wait_cycles", np.array([1.0, 2.0]), np.array([0.0, W * delta * 0.5]))
+    laws = b.laws(n)
+    np.testing.assert_allclose(laws["k(1−n₁/n)"], W * delta * (1 - 1 / n))
+    np.testing.assert_allclose(laws["k(n−n₁)"], W * delta * 0.5 * (n - 1))
+    mid, lo, hi = b.bracket(n)
+    assert np.all(lo < mid) and np.all(mid < hi)
+    # a lock's waits that appear keep the pairwise law (contention of every core with every other)
+    lk = StallLaw("lock_wait_cycles", np.array([1.0, 2.0]), np.array([0.0, 1e8]))
+    assert "k·n(n−n₁)" in lk.laws(n)

@@ -25,7 +25,11 @@ Stall categories in cycles, the machine's clock known, and time in seconds (a ca
 the two measured points and each category's total S_c extrapolated between two laws:
     zero at the smaller count:  k (n − 1)  (each extra core adds a fixed wait: saturates, as
                                 Amdahl) and  k n (n − 1)  (pairwise contention: retrograde, as
-                                the USL's coherency term), through the larger count;
+                                the USL's coherency term), through the larger count; for
+                                barrier waits (waiting for the slowest of a phase, each
+                                thread's share of the work W/n) k (1 − n₁/n)  (a fixed
+                                imbalance: saturates) and  k (n − 1)  (an imbalance growing
+                                with the threads) -- never pairwise;
     non-zero at both:           c n^p  and the straight line through both (kept ≥ 0).
 Bottlenecks are ranked by the growth of each category's stalls per core, as the stall method
 does.
@@ -65,6 +69,8 @@ RETRO_NOTE = ("two core counts cannot show coherency costs (throughput that peak
               "the band does not exclude them")
 #: The least run-to-run noise (relative) a two-point band assumes (losttime's).
 NOISE_FLOOR = losttime.NOISE_FLOOR
+#: Categories of waits for the slowest thread at a barrier (their own laws, `StallLaw.laws`).
+BARRIER_PREFIX = "barrier_wait"
 
 
 @dataclass
@@ -107,6 +113,13 @@ class StallLaw:
         if self.kind == "appears":
             # Through (n1, 0) and (n2, s2): linear and pairwise growth in the extra cores.
             lin = s2 * (n - n1) / (n2 - n1)
+            if self.name.startswith(BARRIER_PREFIX):
+                # waits for the slowest at a barrier: each thread waits (slowest - its own) a
+                # phase, its own share of the work W/n; summed over the threads that is
+                # W·δ·(1 − 1/n) for a fixed imbalance δ (saturating) and grows at most linearly
+                # for one that grows with the threads -- never pairwise
+                sat = s2 * (1.0 - n1 / n) / (1.0 - n1 / n2)
+                return {"k(1−n₁/n)": np.maximum(sat, 0.0), "k(n−n₁)": np.maximum(lin, 0.0)}
             pair = s2 * (n * (n - n1)) / (n2 * (n2 - n1))
             return {"k(n−n₁)": np.maximum(lin, 0.0), "k·n(n−n₁)": np.maximum(pair, 0.0)}
         p = self.exponent
