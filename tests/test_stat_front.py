@@ -216,3 +216,34 @@ def test_the_development_environment_s_corecast_is_the_front_end():
     assert Path(os.readlink(cmd)) == FRONT
     r = subprocess.run([str(cmd), "--version"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and r.stdout.startswith("corecast ")
+
+
+@pytest.mark.parametrize("sig, label, note", [
+    ("SIGINT", "interrupt", "interrupted"),
+    ("SIGTERM", "stop", "stopped by SIGTERM (passed on to the command)"),
+])
+def test_a_signal_ends_the_run_with_its_rows_and_totals_as_in_python(front, tmp_path, sig, label, note):
+    """SIGINT to corecast alone (not the command's group): the last row is labelled
+    `interrupt`, and the command, still running, is stopped after its grace; SIGTERM is passed
+    on to the command. Both paths, the same lines and status."""
+    import signal
+    import time
+    bin_dir = tmp_path / "bin"
+    results = {}
+    for mode in ("c", "python"):
+        env = dict(os.environ, PATH=f"{NATIVE}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
+        env.pop("CORECAST_FRONT", None)
+        if mode == "python":
+            env["CORECAST_FRONT"] = "python"
+        p = subprocess.Popen([str(bin_dir / "corecast"), "stat", "-c", "task_clock", "--", "sleep", "4"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, start_new_session=True)
+        time.sleep(1.5 if mode == "python" else 0.5)       # counting has started (Python starts slower)
+        p.send_signal(getattr(signal, sig))
+        out, err = p.communicate(timeout=30)
+        results[mode] = (p.returncode, err)
+    (c_rc, c_err), (p_rc, p_err) = results["c"], results["python"]
+    assert c_rc == p_rc, (c_err, p_err)
+    assert rows(c_err)[-1][1] == rows(p_err)[-1][1] == label, (c_err, p_err)
+    assert f"note: {note}" in c_err.splitlines() and f"note: {note}" in p_err.splitlines()
+    assert shape(c_err.split("[Totals]")[1]) == shape(p_err.split("[Totals]")[1])
