@@ -192,14 +192,35 @@ static int stat_main(int argc, char **argv) {
     return stat_count(cmd, prog);
 }
 
+/* `corecast --version`: the __version__ of the package the front end belongs to (the folder
+ * above native_dir: src/corecast, or an install's corecast), read where Python reads it, so the
+ * two never differ; 0 when it cannot be read (Python answers) */
+static int version(void) {
+    char path[PATH_MAX + 32], buf[4096];
+    if (!native_dir[0]) return 0;
+    snprintf(path, sizeof path, "%s/../__init__.py", native_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0) return 0;
+    buf[k] = 0;
+    const char *key = "\n__version__ = \"";
+    char *v = strstr(buf, key);
+    if (!v) return 0;
+    v += strlen(key);
+    char *end = strchr(v, '"');
+    if (!end || end == v || end - v > 64 || memchr(v, '\n', (size_t)(end - v))) return 0;
+    printf("corecast %.*s\n", (int)(end - v), v);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     locate(argv[0]);
     const char *front = getenv("CORECAST_FRONT");
     int python_only = front && !strcmp(front, "python");
-    if (!python_only && argc == 2 && !strcmp(argv[1], "--version")) {
-        printf("corecast %s\n", CORECAST_VERSION);
+    if (!python_only && argc == 2 && !strcmp(argv[1], "--version") && version())
         return 0;
-    }
     if (!python_only && argc > 2 && !strcmp(argv[1], "stat")) {
         int rc = stat_main(argc, argv);
         if (rc != HAND_OVER) return rc;

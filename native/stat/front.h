@@ -21,9 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef CORECAST_VERSION
-#define CORECAST_VERSION "unknown"
-#endif
 #ifndef CORECAST_PYTHON
 #define CORECAST_PYTHON "/usr/bin/python3"
 #endif
