@@ -153,7 +153,9 @@ def test_a_mistake_is_handed_to_python_and_ends_in_one_line(front, args):
 
 
 @pytest.mark.parametrize("args", [
-    ["stat", "-T", "0.5", "-c", "task_clock", "--", "true"],   # an option the C path does not take
+    ["stat", "--format", "csv", "-c", "task_clock", "--", "true"],   # an option the C path does not take
+    ["stat", "-T", "0.02", "-c", "task_clock", "--", "true"],  # ticks that look for records at the ticks only
+    ["stat", "-T", "1e-1", "-c", "task_clock", "--", "true"],  # a number spelt otherwise
     ["stat", "-c", "task_clock", "-c", "page_faults", "--", "true"],   # round-robin sets
     ["stat", "--", "true"],                                    # the default set (hardware events)
     ["stat", "-c", "task-clock", "--", "true"],                # perf's spelling
@@ -167,10 +169,38 @@ def test_every_other_command_reaches_python_unchanged(front, args):
     assert shape(c.stdout) == shape(p.stdout) and shape(c.stderr) == shape(p.stderr)
 
 
-def test_python_gets_standard_input_and_output(front):
-    r, starts = front("stat", "-T", "1", "-c", "task_clock", "--", "cat", input="through cat\n", stdin=None)
-    assert starts and r.returncode == 0
+@pytest.mark.parametrize("python", [False, True])
+def test_the_command_gets_standard_input_and_output(front, python):
+    """Through the C path and through Python (--format csv is handed over)."""
+    fmt = ["--format", "csv"] if python else []
+    r, starts = front("stat", *fmt, "-c", "task_clock", "--", "cat", input="through cat\n", stdin=None)
+    assert bool(starts) == python and r.returncode == 0
     assert r.stdout == "through cat\n"
+
+
+@pytest.mark.parametrize("opts", [
+    ["-A"], ["--totals"],
+    ["-T", "0.3"], ["-T0.3"], ["--interval=300ms"], ["--interval-print", "300"], ["-A", "-T", "0.25s"],
+])
+def test_totals_only_and_intervals_are_counted_as_in_python(front, opts):
+    """-A: the totals of the whole tree (threads included) and nothing else; -T: the ticks at
+    that interval (sh and the sleep it starts: a tick row each at 0.3 and 0.6 s where the
+    interval is 0.3 s, then their exit rows), as Python prints them."""
+    if "-A" in opts or "--totals" in opts:
+        cmd = ["corecast-lockbench", "--threads", "2", "--ops", "20000"]
+    else:
+        cmd = ["sh", "-c", "sleep 0.75; true"]
+    c, c_starts, p = both(front, "stat", *opts, "-c", "task_clock,page_faults", "--", *cmd)
+    assert c_starts == []
+    assert c.returncode == p.returncode == 0
+    if "-A" in opts or "--totals" in opts:
+        same_layout(c.stderr, p.stderr)
+        assert c.stderr.splitlines()[0] == "[Event totals]" and len(c.stderr.splitlines()) == 3, c.stderr
+        return
+    same_layout(c.stderr, p.stderr)
+    assert [label for _, label in rows(c.stderr)] == ["tick"] * 4 + ["exit"] * 2, c.stderr
+    times = [float(line.split()[1]) for line in c.stderr.splitlines() if line.split()[:1] in (["1"], ["3"])]
+    assert abs(times[0] - 0.3) < 0.05 and abs(times[1] - 0.6) < 0.05, times
 
 
 def test_version_is_python_s(front):

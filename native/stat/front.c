@@ -169,11 +169,53 @@ static const char *find_program(const char *name, char *buf, size_t n) {
     return NULL;
 }
 
+double interval_s = 1.0;
+int totals_only;
+
+/* -T TIME (`unit` "s") or --interval-print MS (`unit` "ms"): a plain number, with ms or s or
+ * none, above 0.02 s (at 0.02 s and below the Python path looks for task records at the
+ * ticks only: --wake auto) and at most an hour; else 0 (Python decides, and says what is wrong) */
+static int parse_interval(const char *v, const char *unit) {
+    const char *c = v;
+    int digits = 0;
+    while (*c >= '0' && *c <= '9') { c++; digits++; }
+    if (*c == '.') {
+        c++;
+        while (*c >= '0' && *c <= '9') { c++; digits++; }
+    }
+    if (!digits || c - v > 20) return 0;
+    const char *u = *c ? c : unit;
+    double x = strtod(v, NULL);
+    if (!strcmp(u, "ms")) x /= 1e3;
+    else if (strcmp(u, "s")) return 0;
+    if (!(x > 0.02 + 1e-9) || x > 3600.0) return 0;
+    interval_s = x;
+    return 1;
+}
+
 /* `stat` with options the C path takes: counted here; else HAND_OVER */
 static int stat_main(int argc, char **argv) {
     int i = 2, sets = 0;
     while (i < argc && strcmp(argv[i], "--")) {
         const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "-A") || !strcmp(a, "--totals")) {
+            totals_only = 1;
+            i++;
+            continue;
+        }
+        const char *t = NULL, *unit = "s";
+        if (!strcmp(a, "-T") || !strcmp(a, "--interval") || !strcmp(a, "--interval-print")) {
+            if (i + 1 >= argc) return HAND_OVER;
+            unit = !strcmp(a, "--interval-print") ? "ms" : "s";
+            t = argv[++i];
+        } else if (!strncmp(a, "-T", 2) && a[2] && a[2] != '=') t = a + 2;
+        else if (!strncmp(a, "--interval=", 11)) t = a + 11;
+        else if (!strncmp(a, "--interval-print=", 17)) { t = a + 17; unit = "ms"; }
+        if (t) {
+            if (!parse_interval(t, unit)) return HAND_OVER;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "-c") || !strcmp(a, "--events") || !strcmp(a, "--event")) {
             if (i + 1 >= argc) return HAND_OVER;
             v = argv[++i];

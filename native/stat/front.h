@@ -33,7 +33,6 @@
 #define MAXCPU 1024
 #define MAXTHREADS 65536
 #define RING_PAGES 64
-#define INTERVAL_NS 1000000000LL
 #define STOP_GRACE_S 2.0
 
 struct soft_event { const char *name, *desc, *unit; uint64_t config; };
@@ -56,6 +55,8 @@ struct val { int has; double value; uint64_t en, run; char msg[200]; };
 
 /* front.c */
 extern char self_path[], native_dir[];
+extern double interval_s;                /* -T */
+extern int totals_only;                  /* -A */
 void python_exec(char **args, int n) __attribute__((noreturn));
 int is_exec(const char *p);
 

@@ -15,7 +15,7 @@ static int perf_open(uint64_t config, pid_t pid, int cpu, int inherit, int enabl
     a.read_format = read_format;
     a.disabled = !enabled;
     a.inherit = inherit;
-    a.inherit_stat = inherit && config != PERF_COUNT_SW_DUMMY;
+    a.inherit_stat = inherit && cpu >= 0 && config != PERF_COUNT_SW_DUMMY;   /* the tracker's */
     a.enable_on_exec = enable_on_exec;
     a.task = task;
     if (task) {
@@ -227,14 +227,16 @@ static int online_cpus(void) {
 static int open_counters(int pid) {
     struct thread *t = new_thread(pid, pid, 1);
     t->opened = 1;
+    /* -A: one inherited counter per event on the root counts the whole tree; no tracker */
     for (int i = 0; i < nev; i++) {
-        t->fds[i] = perf_open(SOFTWARE[ev[i]].config, pid, -1, 0, 1, 0, 0, rformat);
+        t->fds[i] = perf_open(SOFTWARE[ev[i]].config, pid, -1, totals_only, 1, 0, 0, rformat);
         if (t->fds[i] < 0 && errno == EINVAL) {
             rformat &= ~(uint64_t)PERF_FORMAT_LOST;          /* an older kernel */
-            t->fds[i] = perf_open(SOFTWARE[ev[i]].config, pid, -1, 0, 1, 0, 0, rformat);
+            t->fds[i] = perf_open(SOFTWARE[ev[i]].config, pid, -1, totals_only, 1, 0, 0, rformat);
         }
         if (t->fds[i] < 0) return -1;
     }
+    if (totals_only) return 0;
     pin_fd = perf_open(PERF_COUNT_SW_DUMMY, pid, -1, 0, 0, 0, 0, rformat);
     if (pin_fd < 0) return -1;
     for (int c = 0; c < ncpu; c++) {
@@ -432,9 +434,9 @@ int stat_count(char **cmd, const char *prog) {
         return 2;
     }
 
-    int watch_rings = 1, empty_wakes = 0;
+    int watch_rings = !totals_only, empty_wakes = 0;
     for (long k = 1;; k++) {
-        double deadline = t0 + (double)k * (double)INTERVAL_NS / 1e9;
+        double deadline = t0 + (double)k * interval_s;
         int end = 0;
         empty_wakes = 0;
         while (1) {
@@ -479,17 +481,17 @@ int stat_count(char **cmd, const char *prog) {
         if (end) break;
     }
 
-    /* the process's inherited totals */
+    /* the process's inherited totals (the tracker's; -A has none) */
     uint64_t inh_raw[MAXEV] = {0}, inh_run[MAXEV] = {0};
-    for (int e = 0; e < nev; e++)
+    for (int e = 0; e < nev && !totals_only; e++)
         for (int c = 0; c < ncpu; c++) {
             struct reading r = read_counter(inh[e][c]);
             if (!r.ok) continue;
             inh_raw[e] += r.raw;
             inh_run[e] += r.run;
         }
-    settle();
-    for (int e = 0; e < nev; e++) {
+    if (!totals_only) settle();
+    for (int e = 0; e < nev && !totals_only; e++) {
         double v = (double)inh_raw[e];
         if ((!inh_run[e] && !inh_raw[e]) || v == 0 || tot_rows == 0) continue;
         if (fabs_(tot_val[e] - v) > 0.01 * v) {

@@ -90,6 +90,14 @@ static void add_dash(int e, const char *why) {
 static void emit_row(double now, int pid, int tid, const char *label, struct val *vals) {
     nsample++;
     tot_rows++;
+    if (totals_only) {                   /* -A: the totals only (no row, no '-' note) */
+        for (int i = 0; i < nev; i++) {
+            tot_en[i] += vals[i].en;
+            tot_run[i] += vals[i].run;
+            if (vals[i].has) tot_val[i] += vals[i].value;
+        }
+        return;
+    }
     fprintf(out, "%7ld %9.3f %7d %7d %9s", nsample, now - t0, pid, tid, label);
     for (int i = 0; i < nev; i++) {
         struct val *v = &vals[i];
@@ -189,7 +197,7 @@ void settle(void) {
 
 void summary(uint64_t *inh_raw, uint64_t *inh_run) {
     char given[MAXEV][256];
-    fprintf(out, "[Totals]\n");
+    fprintf(out, totals_only ? "[Event totals]\n" : "[Totals]\n");
     for (int i = 0; i < nev; i++) {
         const char *name = SOFTWARE[ev[i]].name, *unit = SOFTWARE[ev[i]].unit;
         char label[16];
@@ -208,8 +216,9 @@ void summary(uint64_t *inh_raw, uint64_t *inh_run) {
         fprintf(out, "%-6s %-32s %18s%s%s%s\n", label, name, num, strcmp(unit, "count") ? " " : "",
                 strcmp(unit, "count") ? unit : "", pct);
     }
-    fprintf(out, "[Process totals] (inherited counters: every thread, from the kernel)\n");
-    for (int i = 0; i < nev; i++) {
+    if (!totals_only)
+        fprintf(out, "[Process totals] (inherited counters: every thread, from the kernel)\n");
+    for (int i = 0; i < nev && !totals_only; i++) {
         const char *name = SOFTWARE[ev[i]].name, *unit = SOFTWARE[ev[i]].unit;
         char label[16], num[48];
         snprintf(label, sizeof label, "pmc%d", i);
@@ -266,7 +275,7 @@ int print_regions(int memfd) {
 static int header_done;
 
 void header(void) {
-    if (header_done) return;
+    if (header_done || totals_only) return;
     header_done = 1;
     fprintf(out, "[Event-to-counter mappings]\n");
     for (int i = 0; i < nev; i++)
