@@ -153,7 +153,7 @@ def test_a_mistake_is_handed_to_python_and_ends_in_one_line(front, args):
 
 
 @pytest.mark.parametrize("args", [
-    ["stat", "--format", "csv", "-c", "task_clock", "--", "true"],   # an option the C path does not take
+    ["stat", "--threads", "poll", "-c", "task_clock", "--", "true"],   # an option the C path does not take
     ["stat", "-T", "0.02", "-c", "task_clock", "--", "true"],  # ticks that look for records at the ticks only
     ["stat", "-T", "1e-1", "-c", "task_clock", "--", "true"],  # a number spelt otherwise
     ["stat", "-c", "task_clock", "-c", "page_faults", "--", "true"],   # round-robin sets
@@ -274,6 +274,51 @@ def test_a_signal_ends_the_run_with_its_rows_and_totals_as_in_python(front, tmp_
         results[mode] = (p.returncode, err)
     (c_rc, c_err), (p_rc, p_err) = results["c"], results["python"]
     assert c_rc == p_rc, (c_err, p_err)
-    assert rows(c_err)[-1][1] == rows(p_err)[-1][1] == label, (c_err, p_err)
+    # SIGTERM reaches the command too, which may end before the last row is made: `exit` then
+    ok = {label, "exit"} if sig == "SIGTERM" else {label}
+    assert rows(c_err)[-1][1] in ok and rows(p_err)[-1][1] in ok, (c_err, p_err)
     assert f"note: {note}" in c_err.splitlines() and f"note: {note}" in p_err.splitlines()
-    assert shape(c_err.split("[Totals]")[1]) == shape(p_err.split("[Totals]")[1])
+    # (the rows' sum against the process total is a race here: the last row is read while the
+    # command may still be ending, the totals after; either path may note the difference)
+    def totals(err: str) -> list[str]:
+        return [s for s in shape(err.split("[Totals]")[1]) if "add up to" not in s]
+    assert totals(c_err) == totals(p_err)
+
+
+def test_a_killed_front_end_leaves_no_process_behind(front, tmp_path):
+    """SIGKILL of corecast while it counts: corecast-launch (asked to be told when its parent
+    dies) kills the command's tree; no file is left (the regions file is a memfd)."""
+    import signal
+    import time
+    mark = f"{31 + os.getpid() % 1000 / 1000:.3f}"       # a sleep of this length is ours
+    bin_dir = tmp_path / "bin"
+    env = dict(os.environ, PATH=f"{NATIVE}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
+    env.pop("CORECAST_FRONT", None)
+    before = set(os.listdir("/tmp"))
+    p = subprocess.Popen([str(bin_dir / "corecast"), "stat", "-c", "task_clock", "--", "sh", "-c",
+                          f"sleep {mark} & sleep {mark}"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    def ours() -> list[int]:
+        found = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if cmd[:2] == [b"sleep", mark.encode()]:
+                    found.append(int(d))
+        return found
+
+    deadline = time.monotonic() + 10
+    while len(ours()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(ours()) == 2
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ours() == []
+    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("corecast")]

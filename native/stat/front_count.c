@@ -280,7 +280,7 @@ static void close_tracker(void) {
 }
 
 /* ------------------------------------------------------------------ the supervisor */
-static int sup_pid = -1, child_pid = -1, go_fd = -1, rep_fd = -1, sup_pidfd = -1;
+static int sup_pid = -1, child_pid = -1, go_fd = -1, rep_fd = -1;
 static char rep_buf[8192];
 static size_t rep_len;
 static int rep_eof, rep_end, exit_code = INT_MIN;    /* >= 0: exit status; < 0: -signal */
@@ -355,7 +355,6 @@ static int start_supervisor(char **cmd, const char *prog, char **envp) {
     sup_pid = p;
     go_fd = go[1];
     rep_fd = rep[0];
-    sup_pidfd = (int)syscall(SYS_pidfd_open, p, 0);
     while (child_pid < 0 && !rep_eof) read_report(-1);
     return child_pid > 0 ? 0 : -1;
 }
@@ -461,7 +460,7 @@ int stat_count(char **cmd, const char *prog) {
             for (int q = 2; q < np; q++) ring_ready |= p[q].revents != 0;
             if (ring_ready) empty_wakes = drain(0) ? 0 : empty_wakes + 1;
         }
-        if (stop_sig && !second_sig) {
+        if (stop_sig) {
             static int said;
             if (!said) {
                 said = 1;
@@ -503,16 +502,17 @@ int stat_count(char **cmd, const char *prog) {
     }
     close_tracker();
     while (nthreads) close_thread(&threads[0]);
-    /* a command still running (a signal ended the monitoring): STOP_GRACE_S, SIGTERM, SIGKILL */
+    /* a command still running (a signal ended the monitoring): STOP_GRACE_S, SIGTERM, SIGKILL;
+     * a second signal kills it at once (Python's KeyboardInterrupt) */
     if (!ended()) {
         double until = mono() + STOP_GRACE_S;
-        while (!ended() && mono() < until) read_report(100);
-        if (!ended()) {
+        while (!ended() && !second_sig && mono() < until) read_report(100);
+        if (!ended() && !second_sig) {
             kill(child_pid, SIGTERM);
             until = mono() + STOP_GRACE_S;
-            while (!ended() && mono() < until) read_report(100);
-            if (!ended()) kill(child_pid, SIGKILL);
+            while (!ended() && !second_sig && mono() < until) read_report(100);
         }
+        if (!ended()) kill(child_pid, SIGKILL);
         while (!ended()) read_report(-1);
     }
     waitpid(sup_pid, NULL, 0);

@@ -61,8 +61,6 @@ struct val interval_val(int64_t raw, int64_t en, int64_t run) {
     memset(&v, 0, sizeof v);
     v.en = (uint64_t)(en > 0 ? en : 0);
     v.run = (uint64_t)(run > 0 ? run : 0);
-    v.en = (uint64_t)en;
-    v.run = (uint64_t)run;
     if (en > 0 && run <= 0) {
         v.has = 0;
         snprintf(v.msg, sizeof v.msg, "not counted");
