@@ -14,7 +14,8 @@ with the environment's Python:
   path a wheel installs it to (`meson-info/intro-installed.json` says where), so that
   `corecast.native` finds them the one way, a wheel's; links that name nothing the build
   installs are removed. Links, not copies: what ninja rebuilds is seen at once.
-- the environment's `corecast` command (pip's Python script) becomes a link to the C front end
+- (with either) the environment's `corecast` command (pip's Python script) becomes a link to the
+  C front end, once the build has made it:
   `_native/corecast-front` (native/stat/front.c), which counts `stat -c SOFTWARE -- CMD` itself
   and hands every other command to the `python3` beside it: ~5 ms instead of ~80 for that
   `stat`, ~1 ms more for the others.
@@ -121,8 +122,8 @@ def main() -> int:
             print(f"dev_install: {a.links} is not a configured meson build directory", file=sys.stderr)
             return 1
         changed += links(a.links.resolve())
-        if sys.prefix != sys.base_prefix:       # a virtual environment's bin/, never the system's
-            changed += front(Path(sysconfig.get_paths()["scripts"]))
+    if (a.venv or a.links) and sys.prefix != sys.base_prefix:   # a virtual environment's bin/, never the system's
+        changed += front(Path(sysconfig.get_paths()["scripts"]))
     if changed:                             # one line: what changed, the first few named
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         print(f"setup: {'; '.join(changed[:3])}{more}")
