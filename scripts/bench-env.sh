@@ -28,5 +28,6 @@ print("\n".join(t["build-system"]["requires"] + t["project"]["dependencies"]
     echo "$want" > "$stamp"
 fi
 # pip's editable install gives the metadata and the `corecast` command (it builds in build/bench
-# once); the path entry replaces meson-python's loader, which start-up figures would include.
+# once); the path entry replaces meson-python's loader, which start-up figures would include,
+# and `corecast` becomes the C front end that `make setup` built (native/stat/front.c).
 .venv-bench/bin/python scripts/dev_install.py --venv || { echo "bench: the development install failed"; exit 1; }

@@ -14,6 +14,11 @@ with the environment's Python:
   path a wheel installs it to (`meson-info/intro-installed.json` says where), so that
   `corecast.native` finds them the one way, a wheel's; links that name nothing the build
   installs are removed. Links, not copies: what ninja rebuilds is seen at once.
+- (with either) the environment's `corecast` command (pip's Python script) becomes a link to the
+  C front end, once the build has made it:
+  `_native/corecast-front` (native/stat/front.c), which counts `stat -c SOFTWARE -- CMD` itself
+  and hands every other command to the `python3` beside it: ~5 ms instead of ~80 for that
+  `stat`, ~1 ms more for the others.
 
     .venv/bin/python scripts/dev_install.py [--venv] [--links BUILD_DIR]
 """
@@ -85,6 +90,25 @@ def links(build: Path, native: Path = NATIVE) -> list[str]:
     return changed
 
 
+FRONT = "corecast-front"
+
+
+def front(bin_dir: Path, native: Path = NATIVE) -> list[str]:
+    """`bin_dir/corecast` as a link to the C front end in `native` (when the build made it; else
+    pip's script is left as it is). Returns what changed."""
+    target = native / FRONT
+    if not (target.is_symlink() or target.exists()):
+        return []
+    cmd = bin_dir / "corecast"
+    if cmd.is_symlink() and os.readlink(cmd) == str(target):
+        return []
+    tmp = cmd.with_name(f".corecast.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    tmp.replace(cmd)                        # pip's script is replaced, never written through
+    return [f"linked {cmd.parent.name}/corecast to {FRONT}"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--venv", action="store_true", help="this environment: the path entry, no loader")
@@ -98,6 +122,8 @@ def main() -> int:
             print(f"dev_install: {a.links} is not a configured meson build directory", file=sys.stderr)
             return 1
         changed += links(a.links.resolve())
+    if (a.venv or a.links) and sys.prefix != sys.base_prefix:   # a virtual environment's bin/, never the system's
+        changed += front(Path(sysconfig.get_paths()["scripts"]))
     if changed:                             # one line: what changed, the first few named
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         print(f"setup: {'; '.join(changed[:3])}{more}")

@@ -15,7 +15,7 @@ import pytest
 from corecast.native import include_dir, library_dir, native_path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCTS = ["corecast-launch", "corecast-sentinel", "libcorecast_region.so", "libcorecast_shim.so", "corecast-shim-bench",
+PRODUCTS = ["corecast-launch", "corecast-sentinel", "corecast-front", "libcorecast_region.so", "libcorecast_shim.so", "corecast-shim-bench",
             "libcorecast_sim.so", "libcorecast_ticks.so", "corecast-barrier", "corecast-lockbench",
             "corecast-membw", "corecast-phases", "corecast-pool", "libcorecast_meters.so", "corecast-meters-stress"]
 
