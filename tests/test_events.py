@@ -57,6 +57,8 @@ def test_amd_12bit_event_select():
     ("pmc3", "needs an event code"),
     ("umask3=0x41", "does not define"),
     ("pmc0,pmc0", "twice"),
+    ("task_clock,page_faults,task_clock", "task_clock is given twice"),
+    ("instr:u,instr:u", "instr is given twice"),
     ("pmc3=0x2e,umask3", "needs a value"),
     ("pmc3=0x2e,umask3=0x141", "out of range"),
     ("pmc3=0x2e,usr3=0,os3=0", "neither user nor kernel"),

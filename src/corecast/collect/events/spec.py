@@ -347,6 +347,12 @@ def resolve(spec: str, pmu: str | CpuId | None = None) -> list[EventSpec]:
         if excl_user and excl_kernel:
             raise UserError(f"event spec '{spec}': pmc{n} counts neither user nor kernel mode")
         out[pos] = replace(out[pos], exclude_user=excl_user, exclude_kernel=excl_kernel)
+    seen: set[tuple] = set()
+    for e in out:
+        key = (e.name, e.type, e.config, e.exclude_user, e.exclude_kernel)
+        if key in seen:          # counted twice, its rows would add up to twice the process total
+            raise UserError(f"event spec '{spec}': {e.name} is given twice in one set")
+        seen.add(key)
     ebs = [e for e in out if e.sample_period]
     if len(ebs) > 1:
         raise UserError(f"event spec '{spec}': event-based sampling (ebs) on more than one event "
