@@ -234,3 +234,12 @@ def test_mva_fits_the_handoff_a_contended_count_shows():
     # without a handoff in the data, none is fitted (and the noise of 1% is not taken for one)
     f0 = predictors.fit("mva", fakes.lock_demands(cores=(1, 2, 4)))
     assert f0.demands.locks[0].handoff_s == 0.0 and "handoff" not in f0.demands.sources
+
+
+def test_the_handoff_is_fitted_in_the_measured_machine_s_seconds():
+    # the same campaign fitted for a clock 1.5x slower: the handoff (a property of the measured
+    # runs) is the same, and the prediction is the measured-clock one times the ratio
+    truth = fakes.lock_demands(cores=(1, 2, 4), cpu_s=8.0, hold_s=1.0, noise=0.0, handoff=3.0)
+    a, b = predictors.fit("mva", truth), predictors.fit("mva", truth, freq_ratio=1.5)
+    assert b.demands.locks[0].handoff_s == pytest.approx(a.demands.locks[0].handoff_s, rel=1e-6)
+    np.testing.assert_allclose(b.predict([8.0, 32.0]).value, 1.5 * a.predict([8.0, 32.0]).value, rtol=1e-9)

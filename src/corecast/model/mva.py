@@ -15,7 +15,9 @@ that network at every thread count asked for (`corecast.model.closednet`, exact)
   be spread evenly), and one for more than MAX_INSTANCES objects is left in the CPU demand;
   readers of an rwlock do not exclude each other: their hold stays in the CPU demand;
 - a delay centre for the time off the CPU that is neither waiting for a lock, for a CPU
-  (run-queue delay), nor in a barrier or condition wait: customers × time − CPU − those waits.
+  (run-queue delay), nor in a barrier or condition wait: customers × time − CPU − those waits;
+- the hot locks' handoff (`fit_handoff`): the time a contended lock stands idle between two
+  holders, fitted at the largest larger count where their own waits are material.
 
 The demands are the medians over the repetitions at the smallest count; the model says which it
 used and where each came from (`Demands.sources`). The predicted time is the network's cycle
@@ -385,7 +387,7 @@ def fit_handoff(fit: MVAFit, ds: Dataset, quiet: dict[float, float]) -> None:
                if (lock_wait_share(ds, c, dem.threads_per_core, names) or 0.0) >= HANDOFF_CONTENDED), None)
     if at is None:
         return
-    target = quiet[at] / fit.freq_ratio
+    target = quiet[at]            # the network is in the measured machine's seconds (no freq_ratio)
 
     def with_h(h: float, d: Demands) -> Demands:
         return dataclasses.replace(d, locks=[dataclasses.replace(ld, handoff_s=h if ld.hold_s > 0 else 0.0)
