@@ -134,3 +134,25 @@ def test_the_evaluation_table(tmp_path):
     p = subprocess.run([sys.executable, str(KIT / "evaluate.py"), str(tmp_path / "nothing")], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "no campaigns/ folder" in p.stderr
+
+
+def test_pack_runs_the_kit_and_brings_back_five_files(tmp_path):
+    """bench/groundtruth/pack.sh, the kit in one command for a machine lent for minutes: the
+    machine described, the kit and its evaluation run, five files back (the campaigns in the
+    tarball), and no work folder left behind."""
+    env = bare_machine(tmp_path)
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    res = tmp_path / "res"
+    p = subprocess.run([str(KIT / "pack.sh"), str(res), "60", "--quick", "--cores", "1", "--reps", "1",
+                        "--programs", "lockbench"], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(f.name for f in res.iterdir()) == ["console.log", "evaluate.txt", "groundtruth.tar.gz",
+                                                      "kit.log", "summary.txt"]
+    import tarfile
+    with tarfile.open(res / "groundtruth.tar.gz") as tf:
+        names = tf.getnames()
+    assert "campaigns/lockbench.db" in names and "summary.json" in names
+    log = (res / "console.log").read_text()
+    assert "CPUs:" in log and "kit exit status 0" in log and "CPU affinity" in log
+    assert list((tmp_path / "tmp").iterdir()) == []
