@@ -915,3 +915,17 @@ def test_fake_poll_counts_what_it_missed():
     pmu = FakePMU({"a": 1.0}, {1: (0, 0.3), 2: (0.1, 0.2)}, k=4)
     mon, rows = run_fake(pmu, [[hw("a")]], target_kind="pid")          # attached: nothing to count with
     assert [n for n in mon.notes if "cannot be known" in n and "attached" in n]
+
+
+def test_the_command_s_name_is_its_own_not_the_launcher_s(cli):
+    # `true` exits before its name can be read again after the launcher's exec: its rows were
+    # named corecast-launch in most runs; a thread gone before its name was read had none
+    for _ in range(4):
+        r = cli("stat", "-c", "task_clock", "--format", "csv", "--", "true")
+        assert r.code == 0, r.err
+        names = {x.split(",")[5] for x in r.err.splitlines()[1:] if x.count(",") > 10}
+        assert names == {"true"}, names
+    r = cli("stat", "-c", "task_clock", "--format", "csv", "--", "corecast-lockbench", "-t", "3", "-n", "1000")
+    assert r.code == 0, r.err
+    names = {x.split(",")[5] for x in r.err.splitlines()[1:] if x.count(",") > 10}
+    assert names == {"corecast-lockbe"}, names          # the kernel's 15 characters

@@ -173,6 +173,10 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
                     root: bool = True) -> _ThreadState | None:
         pid = self.target.pid if pid is None else pid
         comm = self.backend.thread_name(pid, tid)
+        if not comm and pid in self.threads:
+            # gone before its name could be read: a new thread starts with its creator's name
+            # (the kernel copies it), the process's unless the thread renamed itself
+            comm = self.threads[pid].comm
         try:
             if self.ebs:
                 sampler = self.backend.open_sampler(self.sets[0], tid, -1, enable_on_exec, not enable_on_exec)
@@ -388,10 +392,11 @@ class Monitor(ThreadTracking, EbsRows, SignalHandling):
                     self._count_creations(launched)
             self.t0 = self.backend.now()
             tgt.start()
-            if self.proc_state is not None and not self.proc_state.comm:
-                self.proc_state.comm = self.backend.thread_name(tgt.pid, tgt.pid)
+            if self.proc_state is not None and self.proc_state.comm in ("", Target.LAUNCHER_COMM):
+                self.proc_state.comm = tgt.comm(self.backend.thread_name(tgt.pid, tgt.pid))
             for ts in self.threads.values():
-                ts.comm = self.backend.thread_name(ts.pid if ts.pid > 0 else tgt.pid, ts.tid) or ts.comm
+                name = self.backend.thread_name(ts.pid if ts.pid > 0 else tgt.pid, ts.tid) or ts.comm
+                ts.comm = tgt.comm(name) if ts.tid == tgt.pid else name
         except BaseException:
             self.close()
             tgt.finish()

@@ -38,6 +38,7 @@ class Target:
         self.child = child
         self.pidfd: int | None = None
         self.exit_status: int | None = None
+        self.program: str | None = None     # the path the command is executed by
 
     @classmethod
     def command(cls, argv: Sequence[str], env: dict[str, str] | None = None) -> "Target":
@@ -61,7 +62,8 @@ class Target:
             if prog is None and "/" not in self.argv[0]:
                 raise UserError(f"cannot run '{self.argv[0]}': not found (not in PATH, nor a bundled corecast "
                                 "workload)")
-            self.child = Supervised(self.argv, program=prog or self.argv[0], env=self.env, keep_group=True)
+            self.program = prog or self.argv[0]
+            self.child = Supervised(self.argv, program=self.program, env=self.env, keep_group=True)
             self.pid = self.child.pid
         watch = self.child.sup if self.child is not None else self.pid
         if watch > 0:
@@ -69,6 +71,18 @@ class Target:
                 self.pidfd = os.pidfd_open(watch)
             except (OSError, AttributeError):
                 self.pidfd = None
+
+    #: The launcher's name as the kernel keeps it (15 characters) until the command's exec.
+    LAUNCHER_COMM = "corecast-launch"[:15]
+
+    def comm(self, read: str) -> str:
+        """The command's name for a name `read` from /proc just after the start: the launcher's
+        until its exec has run, then what the kernel sets at exec, the last component of the
+        program's path cut to 15 characters -- given here at once (a short command has exited
+        before its name could be read again)."""
+        if self.kind != "command" or not self.program or read not in ("", self.LAUNCHER_COMM):
+            return read
+        return os.path.basename(self.program)[:15] or read
 
     def start(self) -> None:
         if self.child is not None and not self.child.started:
