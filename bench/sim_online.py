@@ -14,7 +14,8 @@ included) and wall seconds, medians, and their ratios to cachegrind's.
 Then where the time goes, for the same program: QEMU alone (no plugin), QEMU with the plugin
 writing into a ring that corecast drains and drops (the plugin's work per record), the
 simulator on the records held in memory (its work per record, no QEMU), and writing those
-records into a trace file and reading them back (what capture-then-simulate adds per record).
+records into a trace file and reading them back (what capture-then-simulate adds per record),
+and a record's cost in each of those parts against what 5 times cachegrind's time leaves it.
 At the end, the ratios to cachegrind of every length, against the issue's 5.
 
     .venv/bin/python bench/sim_online.py [--lines 20000,100000] [--reps 3]
