@@ -14,7 +14,8 @@ included) and wall seconds, medians, and their ratios to cachegrind's.
 Then where the time goes, for the same program: QEMU alone (no plugin), QEMU with the plugin
 writing into a ring that corecast drains and drops (the plugin's work per record), the
 simulator on the records held in memory (its work per record, no QEMU), and writing those
-records into a trace file and reading them back (what capture-then-simulate adds per record).
+records into a trace file and reading them back (what capture-then-simulate adds per record),
+and a record's cost in each of those parts against what 5 times cachegrind's time leaves it.
 At the end, the ratios to cachegrind of every length, against the issue's 5.
 
     .venv/bin/python bench/sim_online.py [--lines 20000,100000] [--reps 3]
@@ -78,9 +79,10 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
-def parts(sort: str, src: Path, tmp: Path, env: dict[str, str]) -> None:
+def parts(sort: str, src: Path, tmp: Path, env: dict[str, str], cg_cpu: float) -> None:
     """Where the time goes: QEMU alone, QEMU and the plugin into a ring drained and dropped,
-    the simulator on records in memory, those records written into a trace and read back."""
+    the simulator on records in memory, those records written into a trace and read back; then
+    a record's cost in each, against what 5 times cachegrind's CPU time leaves a record."""
     from corecast.sim.engine import SimOptions, Simulator
     from corecast.sim.machine import load_machine
     from corecast.sim.online import OnlineRun
@@ -111,6 +113,7 @@ def parts(sort: str, src: Path, tmp: Path, env: dict[str, str]) -> None:
           f"{(qemu_cpu - bare) / n * 1e9:.1f} ns a record for the plugin (over QEMU alone); corecast draining "
           f"the ring {drain:.2f} s ({drain / n * 1e9:.1f} ns a record)")
     m = load_machine(str(tmp / "cg.toml"))
+    sim_ns = 0.0
     for name, mach, opts in (("cachegrind-like, no TLB", m, SimOptions(tlb=False, straddle_all=True)),):
         t = []
         for _ in range(3):
@@ -123,6 +126,7 @@ def parts(sort: str, src: Path, tmp: Path, env: dict[str, str]) -> None:
             sim.close()
         print(f"  the simulator ({name}) on the first {kept:,} records, in memory: {min(t):.2f} s CPU, "
               f"{min(t) / kept * 1e9:.1f} ns a record ({min(t) / kept * n:.2f} s for all {n:,})")
+        sim_ns = min(t) / kept * 1e9
     from corecast.sim.trace import TraceWriter, read_trace
     w_t, r_t = [], []
     for _ in range(3):
@@ -139,6 +143,12 @@ def parts(sort: str, src: Path, tmp: Path, env: dict[str, str]) -> None:
     print(f"  writing those records into a trace file: {min(w_t) / kept * 1e9:.1f} ns a record; reading them back "
           f"(decompressed, kinds checked): {min(r_t) / kept * 1e9:.1f} ns a record; {kept * 16 / size:.0f} times "
           "smaller than 16-byte records")
+    costs = {"QEMU alone": bare / n * 1e9, "the plugin": (qemu_cpu - bare) / n * 1e9, "draining the ring": drain / n * 1e9,
+             "writing the trace": min(w_t) / kept * 1e9, "reading it back": min(r_t) / kept * 1e9, "the simulator": sim_ns}
+    print(f"  a record's cost, capture then simulate: {sum(costs.values()):.1f} ns = "
+          + " + ".join(f"{v:.2f} ({k})" for k, v in costs.items())
+          + f"; 5 times cachegrind's {cg_cpu:.2f} s leaves {5 * cg_cpu / n * 1e9:.1f} ns a record (two start-ups "
+          "of corecast included)")
 
 
 def main() -> int:
@@ -214,7 +224,7 @@ def main() -> int:
                                f"({'met' if r <= 5 else 'not met'}), {rw:.1f}x its wall time")
             if not a.no_parts:
                 print("where the time goes:")
-                parts(sort, src, tmp, env)
+                parts(sort, src, tmp, env, cg_cpu)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("## against the issue's 5x (CPU seconds of the process tree, medians)")

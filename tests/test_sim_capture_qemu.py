@@ -261,7 +261,9 @@ def test_progress_counts_instructions(tmp_path):
     and the file then said 130 M records)."""
     seen = []
     rng = random.Random(2)
-    (tmp_path / "in.txt").write_text("".join(f"{rng.randrange(10**9)}\n" for _ in range(60_000)))
+    # 150,000 lines: over a second of capture, so that progress (every half second) comes while
+    # the program runs (60,000 lines took 0.49 s once the capture got faster, and never did)
+    (tmp_path / "in.txt").write_text("".join(f"{rng.randrange(10**9)}\n" for _ in range(150_000)))
     info = capture([shutil.which("sort"), "-o", str(tmp_path / "o"), str(tmp_path / "in.txt")],
                    tmp_path / "p.cctrace", annotate=False, env=ENV, backend="qemu",
                    progress=lambda i, r: seen.append((i, r)))

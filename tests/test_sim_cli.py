@@ -200,3 +200,23 @@ def test_a_long_simulation_stops_at_ctrl_c(tmp_path):
     err = p.communicate(timeout=60)[1]
     assert p.returncode == 130, err
     assert "corecast sim: interrupted" in err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no thread of its own on one CPU")
+@pytest.mark.parametrize("saved", [None, "3"])
+def test_sim_imports_numpy_without_openblas_threads_and_leaves_the_environment_as_it_was(saved):
+    """`corecast sim` imports numpy with OpenBLAS held to the calling thread (its own threads
+    spin 0.1 s of CPU for nothing), and the programs it runs get the environment it was given."""
+    import sys
+    code = ("import os, sys\n"
+            "from corecast.cli import sim\n"
+            "assert 'numpy' not in sys.modules\n"
+            "sim._numpy_one_blas_thread()\n"
+            "import numpy\n"
+            "threads = int([l for l in open('/proc/self/status') if l.startswith('Threads:')][0].split()[1])\n"
+            "print(threads, os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    if saved is not None:
+        env["OPENBLAS_NUM_THREADS"] = saved
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", str(saved)]

@@ -381,3 +381,32 @@ def test_access_at_the_top_of_the_address_space_ends(general):
     assert first.split() == ["2", "2", "0"]         # ends at 2^64 - 1: one line, not split
     assert second == ("record 4: a load of 8 bytes at 0xfffffffffffffffc passes the top of the address space "
                       "(its last byte would wrap to address 0)")
+
+
+@pytest.mark.parametrize("sets", [1, 4])
+@pytest.mark.parametrize("straddle_all", [False, True])
+def test_kernel_two_line_accesses_that_hit(sets, straddle_all):
+    """The kernel's own path for an access over two lines that both hit an LRU L1 (sort's
+    instruction fetches across a line): the same counters as the general walk, with loads,
+    stores and read-modify-writes that mark both lines dirty (then written back), accesses
+    that hit one line of the two and miss the other, and a one-set L1 (both lines in one set)."""
+    rng = np.random.default_rng(sets * 2 + straddle_all)
+    machine = {"name": f"split2-{sets}", "frequency_hz": 1e9, "cache": [
+        {"level": 1, "kind": "instruction", "size": sets * 4 * 64, "line_size": 64, "ways": 4, "replacement": "lru"},
+        {"level": 1, "kind": "data", "size": sets * 4 * 64, "line_size": 64, "ways": 4, "replacement": "lru"},
+        {"level": 2, "kind": "unified", "size": 16 * 8 * 64, "line_size": 64, "ways": 8, "replacement": "lru",
+         "policy": "non-inclusive", "write_allocate": True}]}
+    n = 30_000
+    r = np.zeros(n, dtype=N.RECORD_DTYPE)
+    kind = rng.choice([N.KIND_FETCH, N.KIND_LOAD, N.KIND_STORE, N.KIND_MODIFY], size=n, p=[0.5, 0.25, 0.15, 0.1])
+    lines = rng.integers(0, 3 * sets, n)                                   # mostly a few hot lines
+    lines = np.where(rng.random(n) < 0.05, rng.integers(0, 64 * sets, n), lines)   # some far ones: misses
+    base = np.where(kind == N.KIND_FETCH, 0x400000, 0x10000000).astype(np.uint64)
+    r["addr"] = base + lines.astype(np.uint64) * 64 + rng.integers(50, 64, n).astype(np.uint64)
+    r["size"] = np.where(kind == N.KIND_FETCH, rng.choice([7, 15], n), rng.choice([8, 16], n))
+    r["kind"] = kind
+    cross = (r["addr"] & np.uint64(63)) + r["size"] > 64
+    assert cross.mean() > 0.3
+    st = _check(machine, r, [7, 20_000], straddle_all=straddle_all)
+    assert st.split[N.KIND_FETCH] > 1000 and st.split[N.KIND_STORE] > 100 and st.split[N.KIND_MODIFY] > 100
+    assert st.cache[2].miss[N.KIND_LOAD] > 0 and st.cache[1].writebacks > 0

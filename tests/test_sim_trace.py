@@ -422,3 +422,31 @@ def test_transactions_are_made_in_bounded_memory():
         tracemalloc.stop()
     assert made == 20_000 * 401 * 16
     assert peak < 100e6 and made > 120e6
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 64, 1031])
+def test_frame_kind_check_finds_an_unknown_kind_anywhere_and_only_there(n):
+    """The reader checks a frame's kinds as it decompresses it, four records at a time (the
+    largest byte at each position of a record) and the rest one by one: an unknown kind in any
+    record is found, in the vector part and the tail, and a record whose other bytes are all
+    0xff (size 255, thread 65535, aux 2^32 - 1, the address) is not one."""
+    from corecast.sim import native as N
+    L = N.lib()
+    full = _some_records(n)
+    full["aux"], full["tid"], full["size"] = 0xFFFFFFFF, 0xFFFF, 0xFF
+    full["addr"] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    full["kind"] = np.arange(n) % N.KIND_UOP + 1 if n > 1 else N.KIND_UOP     # every known kind, up to 6
+    def check(recs):
+        dst = np.empty(L.cc_lz4_bound(recs.nbytes), np.uint8)
+        k = L.cc_lz4_compress(dst.ctypes.data, len(dst), recs.ctypes.data, recs.nbytes)
+        assert k > 0
+        out = np.empty(len(recs), N.RECORD_DTYPE)
+        got = L.cc_lz4_records(out.ctypes.data, len(recs), dst.ctypes.data, k)
+        assert np.array_equal(out, recs)
+        return got
+    assert check(full) == 0
+    for at in sorted({0, n // 2, n - 1, max(0, n - 4)}):
+        for kind in (7, 0x80, 0xFF):
+            bad = full.copy()
+            bad["kind"][at] = kind
+            assert check(bad) == -2, (at, kind)

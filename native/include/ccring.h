@@ -50,7 +50,8 @@ struct cc_ring_header {
     uint64_t tail;                      /* consumer: bytes read */
     uint32_t cons_waiting, cons_seq;    /* the consumer sleeps on cons_seq when empty */
     uint32_t closed;                    /* consumer: 1 when it stopped reading (gave up) */
-    char pad2[64 - 20];
+    uint32_t cons_want;                 /* consumer: the bytes it waits for (0: any) */
+    char pad2[64 - 24];
     uint64_t tids[CC_RING_TIDS / 64];   /* producer: the thread ids written (bit t: thread t) */
     uint32_t tids_beyond;               /* producer: a thread id at or above CC_RING_TIDS was written */
 };
@@ -144,7 +145,13 @@ static inline int cc_ring_put(struct cc_ring_header *h, unsigned char *data, con
     __atomic_store_n(&h->fetches, h->fetches + fetches, __ATOMIC_RELAXED);
     __atomic_store_n(&h->head, head + len, __ATOMIC_SEQ_CST);    /* before reading cons_waiting */
     __atomic_store_n(&h->put_lock, 0u, __ATOMIC_RELEASE);
-    cc_ring__wake(&h->cons_seq, &h->cons_waiting);
+    /* The consumer is woken once what it waits for is there, not at every block: woken at every
+     * one of the 16 blocks of a 2 MiB read, it spent 0.15 s of CPU draining sort's 86.8 M
+     * records (10,130 sleeps for 662 reads). A consumer that sees the new head before it
+     * sleeps does not sleep; one that sleeps first is seen waiting here, with its want. */
+    if (__atomic_load_n(&h->cons_waiting, __ATOMIC_SEQ_CST) &&
+        head + len - __atomic_load_n(&h->tail, __ATOMIC_SEQ_CST) >= __atomic_load_n(&h->cons_want, __ATOMIC_SEQ_CST))
+        cc_ring__wake(&h->cons_seq, &h->cons_waiting);
     return 0;
 }
 

@@ -58,6 +58,10 @@ API uint64_t cc_ring_wait(cc_ring *r, uint64_t min_bytes, int timeout_ms) {
         if (avail > r->capacity) avail = 0;          /* a damaged header: nothing to trust */
         if (avail >= min_bytes || __atomic_load_n(&h->done, __ATOMIC_ACQUIRE) || (timeout_ms >= 0 && waited))
             return avail & ~(uint64_t)15;
+        /* woken when min_bytes are there (at most half the ring: the producer never waits for
+         * room while the consumer waits for more), when the producer is done, or at the timeout */
+        uint64_t want = min_bytes < r->capacity / 2 ? min_bytes : r->capacity / 2;
+        __atomic_store_n(&h->cons_want, (uint32_t)(want < UINT32_MAX ? want : UINT32_MAX), __ATOMIC_SEQ_CST);
         uint32_t seq = __atomic_load_n(&h->cons_seq, __ATOMIC_SEQ_CST);
         __atomic_store_n(&h->cons_waiting, 1u, __ATOMIC_SEQ_CST);
         head = __atomic_load_n(&h->head, __ATOMIC_SEQ_CST);

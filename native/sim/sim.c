@@ -2035,6 +2035,40 @@ FSTEP(2, fstep3)
 FSTEP(1, fstep2)
 FSTEP(0, fstep1)
 
+/* An access over two lines that both hit an L1 kept in LRU order in the compact layout: what
+ * mem_access_slow() does for it (hier(): both lines looked up and made the most recent, in that
+ * order, a store marking both dirty; one access and one split access counted; the L1's MRU line
+ * forgotten), without the general walk. 0: not that case (nothing done). 3% of the records of
+ * sort's capture cross a line, nearly all of them instruction fetches that hit: through the
+ * general walk they took 14% of the simulator's time (`sim TRACE`, cachegrind's caches). */
+static inline __attribute__((always_inline)) int fsplit2(cc_sim *s, const fpath *fp, fcount *fc, const int R,
+                                                         const int W, int cls, uint64_t addr, unsigned size,
+                                                         const int shift) {
+    const uint64_t l0 = addr >> shift, l1 = l0 + 1;
+    if (fp->n == 0 || ((addr + size - 1) >> shift) != l1) return 0;
+    const flvl *L = &fp->lv[0];
+    const int r = R == FK_MIXED || (FK_WIDE(R) && L->wide) ? L->repl : FK_BASE(R);
+    if (r != FK_LRU) return 0;
+    uint8_t *b0 = L->mem + (l0 & L->set_mask) * L->stride;
+    uint8_t *b1 = L->mem + (l1 & L->set_mask) * L->stride;
+    const int w0 = ffind(L, b0, l0, line_ptag(l0));
+    if (w0 < 0) return 0;
+    const int w1 = ffind(L, b1, l1, line_ptag(l1));
+    if (w1 < 0) return 0;
+    uint64_t *P0 = (uint64_t *)(b0 + CMP_PERM);
+    *P0 = nib_front(*P0, (uint32_t)w0);
+    uint64_t *P1 = (uint64_t *)(b1 + CMP_PERM);            /* (P0 itself with one set) */
+    *P1 = nib_front(*P1, (uint32_t)w1);
+    if (W) {
+        b0[CMP_FLAGS + w0] |= F_DIRTY;
+        b1[CMP_FLAGS + w1] |= F_DIRTY;
+    }
+    fc->served[cls][1]++;
+    s->st.split[cls]++;
+    L->a->last_line = TAG_INVALID;
+    return 1;
+}
+
 static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co, const fpath *fp,
                                                           fcount *fc, const int N, const int R,
                                                           const int W, const int side, int cls,
@@ -2049,7 +2083,7 @@ static inline __attribute__((always_inline)) void faccess(cc_sim *s, core_t *co,
     }
     if (fp->tlb) ftlb(s, fp, side, addr, size ? size : 1);
     if (__builtin_expect(cross, 0)) {
-        mem_access_slow(s, co, side, cls, addr, size);
+        if (!fsplit2(s, fp, fc, R, W, cls, addr, size, shift)) mem_access_slow(s, co, side, cls, addr, size);
         return;
     }
     const uint64_t l0 = addr >> shift;

@@ -9,16 +9,36 @@
 #include <string.h>
 #include <lz4.h>
 #include <zstd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "cctrace.h"
 
 #define API __attribute__((visibility("default")))
 
-/* Whether every one of the n records is of a known kind (cctrace.h). */
+/* Whether every one of the n records is of a known kind (cctrace.h). With SSE2, the largest
+ * byte at each of the 16 positions of a record, over all records (one unsigned maximum a
+ * record): byte 14 is then the largest kind. The byte-wise loop cost half as much as lz4's
+ * decompression of the frame it checks (6% of `sim TRACE`'s time, sort of 100,000 lines). */
 static int kinds_known(const void *recs, size_t n) {
     const cc_rec *r = recs;
+    size_t i = 0;
     unsigned bad = 0;
-    for (size_t i = 0; i < n; i++) bad |= r[i].kind >= CC_NKINDS;
+#ifdef __SSE2__
+    __m128i m0 = _mm_setzero_si128(), m1 = m0, m2 = m0, m3 = m0;
+    const __m128i *v = recs;
+    for (; i + 4 <= n; i += 4, v += 4) {
+        m0 = _mm_max_epu8(m0, _mm_loadu_si128(v));
+        m1 = _mm_max_epu8(m1, _mm_loadu_si128(v + 1));
+        m2 = _mm_max_epu8(m2, _mm_loadu_si128(v + 2));
+        m3 = _mm_max_epu8(m3, _mm_loadu_si128(v + 3));
+    }
+    unsigned char top[16];
+    _mm_storeu_si128((__m128i *)top, _mm_max_epu8(_mm_max_epu8(m0, m1), _mm_max_epu8(m2, m3)));
+    bad = top[offsetof(cc_rec, kind)] >= CC_NKINDS;
+#endif
+    for (; i < n; i++) bad |= r[i].kind >= CC_NKINDS;
     return !bad;
 }
 
@@ -90,6 +110,14 @@ API size_t cc_lz4_compress(void *dst, size_t cap, const void *src, size_t n) {
     if (n > LZ4_MAX_INPUT_SIZE || cap > INT32_MAX) return 0;
     int r = LZ4_compress_default(src, dst, (int)n, (int)cap);
     return r > 0 ? (size_t)r : 0;
+}
+
+/* The census of nrec records (cc_trace_census), then their lz4 block (as cc_lz4_compress), in
+ * one call: the compressor reads the records from the cache the census brought them into
+ * (separately, the census cost a `sim capture` 0.65 ns a record, mostly fetching them). */
+API size_t cc_lz4_census(void *dst, size_t cap, const void *src, size_t nrec, uint64_t *kinds, uint8_t *seen) {
+    cc_trace_census(src, nrec, kinds, seen);
+    return cc_lz4_compress(dst, cap, src, nrec * sizeof(cc_rec));
 }
 
 /* Decompress one block into exactly nrec records: as cc_zd_records. */

@@ -169,6 +169,8 @@ def lib() -> C.CDLL:
     L.cc_lz4_bound.argtypes = [C.c_size_t]
     L.cc_lz4_compress.restype = C.c_size_t
     L.cc_lz4_compress.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
+    L.cc_lz4_census.restype = C.c_size_t
+    L.cc_lz4_census.argtypes = [_P, C.c_size_t, _P, C.c_size_t, _P, _P]
     L.cc_lz4_records.restype = C.c_int
     L.cc_lz4_records.argtypes = [_P, C.c_size_t, _P, C.c_size_t]
     L.cc_annot_counts.argtypes = [_P, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]

@@ -184,8 +184,9 @@ class TraceWriter:
         self._fh: Any = self._out.open()
         self._fh.write(b"\0" * HEADER_RESERVE)
         self.version = version if compress else 1
-        self._frames = zframes.FrameWriter(self._fh, version=version, **({"level": 3} if version == 2 else {})) \
-            if compress else None
+        # a compressed trace's census is taken by the frame writer, as it compresses (zframes)
+        self._frames = zframes.FrameWriter(self._fh, version=version, census=(self._kinds, self._tids),
+                                           **({"level": 3} if version == 2 else {})) if compress else None
 
     @property
     def tids(self) -> set[int]:
@@ -207,8 +208,8 @@ class TraceWriter:
             self._fh = None
             raise
         self.count += len(records)
-        recs = np.ascontiguousarray(records)
-        N.lib().cc_trace_census(recs.ctypes.data, len(recs), self._kinds.ctypes.data, self._tids.ctypes.data)
+        if self._frames is None:
+            N.lib().cc_trace_census(records.ctypes.data, len(records), self._kinds.ctypes.data, self._tids.ctypes.data)
         self.kinds = self._kinds[:len(KIND_NAMES)].astype(np.int64)
 
     def close(self, meta: dict[str, Any] | None = None, what: str | None = None) -> Path:

@@ -62,7 +62,11 @@ class FrameWriter:
     what is left; smaller writes are copied into a frame until it is full."""
 
     def __init__(self, fh: IO[bytes], level: int = LEVEL, records: int = WRITE_RECORDS, version: int = 3,
-                 in_place: int = IN_PLACE_RECORDS):
+                 in_place: int = IN_PLACE_RECORDS, census: tuple[np.ndarray, np.ndarray] | None = None):
+        """`census`: the arrays of `cc_trace_census` (256 u64 kind counts, 65,536 u8 thread
+        marks), kept for every record taken, by the time `write` returns: as a frame compressed
+        in place is compressed (one C call: the compressor finds the records in the cache), and
+        as a small write is copied into the frame being filled."""
         if not 0 < records <= FRAME_RECORDS:
             raise ValueError(f"a frame holds 1 to {FRAME_RECORDS} records, not {records}")
         self.fh, self.level, self.per_frame, self.version = fh, level, records, version
@@ -77,6 +81,7 @@ class FrameWriter:
         nbytes = records * RECORD_DTYPE.itemsize
         self._dst = np.empty(self._L.cc_zstd_bound(nbytes), np.uint8)
         self._lz = np.empty(self._L.cc_lz4_bound(nbytes), np.uint8) if version == 3 else None
+        self._census = census
         self._ctx = self._L.cc_zc_new(level)
         if not self._ctx:
             raise MemoryError("zstd compression context")
@@ -87,12 +92,15 @@ class FrameWriter:
         per = self.per_frame
         while len(recs):
             if self._n == 0 and len(recs) >= self.in_place:
-                self._frame(recs[:per])
+                self._frame(recs[:per], self._census)
                 recs = recs[per:]
                 continue
             take = min(len(recs), per - self._n)
             # as 64-bit words: numpy copies a record array field by field, several times slower
             self._words[2 * self._n:2 * (self._n + take)] = recs[:take].view(np.uint64)
+            if self._census is not None:
+                self._L.cc_trace_census(self._buf[self._n:].ctypes.data, take, self._census[0].ctypes.data,
+                                        self._census[1].ctypes.data)
             self._n += take
             recs = recs[take:]
             if self._n == per:
@@ -105,13 +113,20 @@ class FrameWriter:
     def _zstd(self, recs: np.ndarray) -> int:
         return self._L.cc_zc_compress(self._ctx, self._dst.ctypes.data, len(self._dst), recs.ctypes.data, recs.nbytes)
 
-    def _frame(self, recs: np.ndarray) -> None:
+    def _frame(self, recs: np.ndarray, census: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Compress and write one frame; `census`: count its records into these too."""
         if self._lz is None:
+            if census is not None:
+                self._L.cc_trace_census(recs.ctypes.data, len(recs), census[0].ctypes.data, census[1].ctypes.data)
             k, out = self._zstd(recs), self._dst
             head = struct.pack("<IIQ", k, len(recs), 0)
         else:
-            k, out, codec = self._L.cc_lz4_compress(self._lz.ctypes.data, len(self._lz), recs.ctypes.data,
-                                                    recs.nbytes), self._lz, LZ4
+            if census is not None:
+                k = self._L.cc_lz4_census(self._lz.ctypes.data, len(self._lz), recs.ctypes.data, len(recs),
+                                          census[0].ctypes.data, census[1].ctypes.data)
+            else:
+                k = self._L.cc_lz4_compress(self._lz.ctypes.data, len(self._lz), recs.ctypes.data, recs.nbytes)
+            out, codec = self._lz, LZ4
             if not k or k * LZ4_ENOUGH > recs.nbytes:
                 z = self._zstd(recs)
                 if z and (not k or z < k):
