@@ -196,13 +196,10 @@ def held_scores(t, mt, pri):
     the plain member set's prediction (`Trial.band_scores`), the score from `mt`'s point
     prediction. None where auto gives no such band."""
     try:
-        p = t.prediction(pri)
-        parts = p.params.get("band_parts")
-        if parts is None:
+        got = t.band_scale(pri)
+        if got is None:
             return None
-        machine = np.asarray((p.params.get("target") or {}).get("machine_uncertainty") or 0.0)
-        r = t.cores / t.train_max
-        sigma = bands.scale(parts["noise"], parts["growth"], r, np.asarray(parts["spread"]), machine)
+        r, sigma, _ = got
         return t.series.source, r, np.log(t.truth / mt.values(pri)) / sigma, sigma
     except (ValueError, np.linalg.LinAlgError, ZeroDivisionError, UserError):
         return None

@@ -141,18 +141,26 @@ class Trial:
         p = self.prediction(pri)
         return p.value, p.low, p.high
 
-    def band_scores(self, pri: Priors) -> tuple[np.ndarray, np.ndarray] | None:
-        """(distance, score) of each held-out point under `pri`: the distance r = count /
-        largest fitted count, the score log(truth / prediction) / σ, σ the prediction's own
-        scale (`bands`); None when the prediction has no such band (not auto's)."""
+    def band_scale(self, pri: Priors) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(distance, σ, prediction) at the held-out points under `pri`: the distance r =
+        count / largest fitted count, σ the prediction's own scale (`bands`); None when the
+        prediction has no such band (not auto's)."""
         p = self.prediction(pri)
         parts = p.params.get("band_parts")
         if parts is None:
             return None
         machine = np.asarray((p.params.get("target") or {}).get("machine_uncertainty") or 0.0)
         r = self.cores / self.train_max
-        sigma = bands.scale(parts["noise"], parts["growth"], r, np.asarray(parts["spread"]), machine)
-        return r, np.log(self.truth / p.value) / sigma
+        return r, bands.scale(parts["noise"], parts["growth"], r, np.asarray(parts["spread"]), machine), p.value
+
+    def band_scores(self, pri: Priors) -> tuple[np.ndarray, np.ndarray] | None:
+        """(distance, score) of each held-out point under `pri`: the score log(truth /
+        prediction) / σ (`band_scale`); None when the prediction has no such band."""
+        got = self.band_scale(pri)
+        if got is None:
+            return None
+        r, sigma, value = got
+        return r, np.log(self.truth / value) / sigma
 
     def values(self, pri: Priors) -> np.ndarray:
         """The point prediction (throughput) under `pri`: the same as `predict`'s, from the
