@@ -608,11 +608,6 @@ class PriorBand(Fitted):
         params["band_parts"] = parts
         if self.measured is not None:
             params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
-        elif getattr(self.fitted, "uses_stalls", False):
-            # no floor for the stall model, here or on a target machine (`topo.OnTarget`): the
-            # waits it extrapolates are the measured cause of a slowdown
-            params["retrograde"] = {"confirmed": True, "why": "the stall model extrapolates the measured waits, "
-                                                              "which slow the program down as the cores are added"}
         q = Prediction(cores=cores, value=t_value, metric="time_s", low=lo, high=hi, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)

@@ -365,8 +365,11 @@ class OnTarget(Fitted):
                              f"({self.bytes_per_work:.4g} bytes per unit of work, {self.bytes_source}; "
                              f"{self.bandwidth_source()})")
         parts = p.params.get("band_parts")
-        if parts is not None and self.measured_series is not None:
-            value, note = self._floor(cores, value, p.params.get("retrograde") or {})
+        # the floor where the prediction itself has one (its `retrograde` verdict): not for the
+        # two-point stall model, nor for another clock or problem size (`auto`)
+        retro = p.params.get("retrograde")
+        if parts is not None and self.measured_series is not None and retro is not None:
+            value, note = self._floor(cores, value, retro)
             if note:
                 warns.append(note)
         low = high = None
