@@ -181,14 +181,18 @@ def demands(ds: Dataset) -> Demands:
     idx = np.flatnonzero(ok & (ds.cores == c0))
     tpc = float((ds.notes.get("campaign") or {}).get("threads_per_core") or 1)
     n0 = max(1, int(round(c0 * tpc)))
-    rows = ds.tables.get(TABLE, [])
-    per_run = []
-    for i in idx:
-        rep = None if ds.repetition is None else float(ds.repetition[i])
-        mine = [r for r in rows if float(r.get("cores", -1)) == c0
-                and (rep is None or r.get("repetition") is None or float(r["repetition"]) == rep)]
-        per_run.append(_run_demands(ds, int(i), mine, n0))
+    per_run = [_run_demands(ds, int(i), _table_rows(ds, int(i)), n0) for i in idx]
     return _median(per_run, c0, n0, tpc, ds)
+
+
+def _table_rows(ds: Dataset, i: int, locks: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The per-lock table's rows of run `i` (its core count and repetition), of `locks` only
+    when given."""
+    c = float(ds.cores[i])
+    rep = None if ds.repetition is None else float(ds.repetition[i])
+    return [r for r in ds.tables.get(TABLE, []) if float(r.get("cores", -1)) == c
+            and (rep is None or r.get("repetition") is None or float(r["repetition"]) == rep)
+            and (locks is None or r.get("lock") in locks)]
 
 
 def _run_demands(ds: Dataset, i: int, rows: list[dict[str, Any]], n0: int) -> dict[str, Any]:
@@ -353,13 +357,10 @@ def lock_wait_share(ds: Dataset, cores: float, tpc: float, locks: Sequence[str] 
     """The median over the runs at `cores` of the waits for `locks` (default: every lock; the
     shim's per-lock table) over the thread time (threads × time_s); None without a table row
     there."""
-    rows = [r for r in ds.tables.get(TABLE, []) if float(r.get("cores", -1)) == cores
-            and (locks is None or r.get("lock") in locks)]
     t = ds.metrics["time_s"]
     shares = []
     for i in np.flatnonzero(ds.cores == cores):
-        rep = None if ds.repetition is None else float(ds.repetition[i])
-        mine = [r for r in rows if rep is None or r.get("repetition") is None or float(r["repetition"]) == rep]
+        mine = _table_rows(ds, int(i), locks)
         if mine and np.isfinite(t[i]) and t[i] > 0:
             shares.append(sum(float(r.get("wait_s") or 0.0) for r in mine) / (float(t[i]) * max(1.0, cores * tpc)))
     return float(np.median(shares)) if shares else None
