@@ -62,9 +62,10 @@ def test_auto_chooses_only_what_can_predict_and_its_band_holds_the_held_out_poin
     inside = total = 0
     for path in CAMPAIGNS:
         train, cores, measured = held_out(path)
-        a = auto.fit_dataset(train)
-        p = convert(a.predict(cores, 0.8), "time_s")
-        assert "estima" not in p.params["chosen"] or "estima" in a.fits, path.name
+        # (before: with three counts auto gave all weight to a stall method that then could not
+        # predict, and `predict` raised for 7 of 9 campaigns)
+        p = convert(auto.fit_dataset(train).predict(cores, 0.8), "time_s")
+        assert np.all(np.isfinite(p.value) & (p.value > 0)), path.name
         inside += int(np.sum((p.low <= measured) & (measured <= p.high)))
         total += len(cores)
     # an 80% band; 11 campaigns of 4 held-out points each

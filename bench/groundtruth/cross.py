@@ -20,20 +20,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from corecast.dataset import read_campaign
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 SPEC = "sockets=1,cores=16,smt=1"
 
 
 def medians(db: Path) -> dict[float, float]:
-    """The median time at each count, from `corecast export`'s rows (no corecast import here:
-    the kit's Python need not have it)."""
-    p = subprocess.run([sys.executable, "-m", "corecast", "export", str(db), "--format", "records"],
-                       capture_output=True, text=True, check=True)
-    by: dict[float, list[float]] = {}
-    for r in json.loads(p.stdout):
-        if r.get("time_s") is not None:
-            by.setdefault(float(r["cores"]), []).append(float(r["time_s"]))
-    return {c: statistics.median(v) for c, v in sorted(by.items())}
+    """The median time at each count."""
+    ag = read_campaign(db).aggregate("time_s")
+    return {float(c): float(v) for c, v in zip(ag.cores, ag.value)}
 
 
 def cross(here: Path, there: Path, spec: str | None) -> dict[str, Any]:

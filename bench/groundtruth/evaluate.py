@@ -50,8 +50,8 @@ def evaluate(out: Path, train_max: int, methods: str) -> dict[str, Any]:
         med[m] = statistics.median(x["mape"] for x in got) if got else None
         # the band's coverage over every held-out point of every program (each program's share
         # weighted by its number of points)
-        pts = [(x["coverage"], len(r["test_cores"])) for r in rows for k, x in r.get("methods", {}).items()
-               if k == m and x.get("coverage") is not None]
+        pts = [(x["coverage"], len(r["test_cores"])) for r in rows
+               if (x := r.get("methods", {}).get(m, {})).get("coverage") is not None]
         cov[m] = sum(c * n for c, n in pts) / sum(n for _, n in pts) if pts else None
     return {"train_max_cores": train_max, "methods": names, "programs": rows, "median_mape": med,
             "band_coverage": cov}

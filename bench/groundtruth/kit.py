@@ -187,10 +187,16 @@ def substitute(argv: list[str], vals: dict[str, Any]) -> list[str]:
     return out
 
 
-def corecast(py: list[str], site: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+def corecast_env(site: Path) -> dict[str, str]:
+    """The environment with the kit's corecast first on PYTHONPATH."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(site) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return subprocess.run([*py, "-m", "corecast", *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return env
+
+
+def corecast(py: list[str], site: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*py, "-m", "corecast", *args], capture_output=True, text=True, env=corecast_env(site),
+                          timeout=timeout)
 
 
 def campaign(py: list[str], site: Path, prog: realprog.Program, vals: dict[str, Any], cores: list[int], reps: int,
@@ -206,10 +212,8 @@ def campaign(py: list[str], site: Path, prog: realprog.Program, vals: dict[str, 
     for k, v in prog.env.items():
         opts += ["--env", f"{k}={realprog.fill(v, text_vals)}"]
     t0 = time.monotonic()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(site) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen([*py, "-m", "corecast", *opts, "--", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=corecast_env(site))
     cut = False
     try:
         stdout, stderr = proc.communicate(timeout=None if deadline is None else max(1.0, deadline - time.time()))
