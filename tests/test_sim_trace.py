@@ -450,3 +450,41 @@ def test_frame_kind_check_finds_an_unknown_kind_anywhere_and_only_there(n):
             bad = full.copy()
             bad["kind"][at] = kind
             assert check(bad) == -2, (at, kind)
+
+
+def test_reading_ahead_hands_over_the_same_slices_in_order_and_leaves_no_thread(tmp_path):
+    """The next frame decompressed by a second thread while this one is consumed: the slices
+    are those of the one-thread reader, record for record, also into two reused arrays (a slice
+    stays whole until the next is asked for, which is when the reader may overwrite the one
+    before it); a damaged frame is an error where that frame would come, after the good frames
+    before it were handed over; a reader given up half-way stops its thread."""
+    import threading
+    import time
+    from corecast.sim.trace import Trace, read_trace, write_trace
+    recs = _some_records(1_200_000)
+    p = write_trace(tmp_path / "t.cctrace", Trace(recs, {}))
+    fr = read_trace(p).frames
+    assert len(fr.counts) == 10
+    threads = threading.active_count()
+    for reuse in (False, True):
+        one = [(c.copy(), k) for c, k in fr.chunks(50_000, reuse=reuse, ahead=False)]
+        seen = []
+        for c, k in fr.chunks(50_000, reuse=reuse, ahead=True):
+            time.sleep(0.002)    # the next frame is being decoded meanwhile: not into this slice
+            assert np.array_equal(c, one[len(seen)][0])
+            seen.append(k)
+        assert seen == [k for _, k in one]
+        assert np.array_equal(np.concatenate([c for c, _ in one]), recs)
+    bad = p.read_bytes()
+    off = int(fr.offsets[6])
+    (tmp_path / "bad.cctrace").write_bytes(bad[:off] + b"\xff" * 64 + bad[off + 64:])   # its codec's start
+    got = 0
+    with pytest.raises(UserError, match=f"bad.cctrace: damaged trace \\(a frame at byte {off:,}"):
+        for c, _ in read_trace(tmp_path / "bad.cctrace").frames.chunks(1 << 20, ahead=True):
+            got += len(c)
+    assert got == int(fr.counts[:6].sum())
+    it = fr.chunks(1 << 16, reuse=True, ahead=True)
+    next(it)
+    assert threading.active_count() == threads + 1
+    it.close()
+    assert threading.active_count() == threads
