@@ -30,9 +30,7 @@ Mi records a frame, zstd level 3) read the same.
 """
 from __future__ import annotations
 
-import os
 import struct
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
@@ -165,18 +163,14 @@ class Frames:
     def total(self) -> int:
         return int(self.counts.sum())
 
-    def chunks(self, size: int, reuse: bool = False, ahead: bool | None = None) -> Iterator[tuple[np.ndarray, bool]]:
+    def chunks(self, size: int, reuse: bool = False) -> Iterator[tuple[np.ndarray, bool]]:
         """The records, a frame at a time, in slices of at most `size`, each with whether its
         frame was checked to hold only known kinds (checked as the frame is decompressed, while
         it is in the cache; per iteration, so two readers of one trace never see each other's);
-        `reuse`: every frame into one of two arrays (a slice is valid until the next is asked for).
-
-        `ahead` (by default: where this process may run on more than one CPU): the next frame is
-        read and decompressed by a second thread while the consumer works on this one (the C
-        calls release the GIL), so that reading a trace costs the simulator's pass little wall
-        time on top of its own. One frame is decoded at a time, in order; an error surfaces
-        where its frame would have been handed over."""
+        `reuse`: every frame into the same array (a slice is valid until the next is asked for)."""
         L = N.lib()
+        buf = np.empty(0, np.uint8)
+        keep = np.empty(0, RECORD_DTYPE)
         try:
             fh = open(self.path, "rb")
         except OSError as err:
@@ -185,52 +179,29 @@ class Frames:
         if not ctx:
             fh.close()
             raise MemoryError("zstd decompression context")
-        frames = list(zip(self.offsets.tolist(), self.sizes.tolist(), self.counts.tolist(), self.codecs.tolist()))
-        if ahead is None:
-            ahead = len(frames) > 1 and _cpus() > 1
-        state = {"buf": np.empty(0, np.uint8), "keep": [np.empty(0, RECORD_DTYPE), np.empty(0, RECORD_DTYPE)]}
-
-        def decode(i: int) -> tuple[np.ndarray, bool]:
-            off, k, n, codec = frames[i]
-            buf = state["buf"]
-            if len(buf) < k:
-                buf = state["buf"] = np.empty(k, np.uint8)
-            fh.seek(off)
-            if fh.readinto(memoryview(buf)[:k]) != k:
-                raise UserError(f"{self.path}: truncated trace (a frame ends past the end of the file)")
-            if reuse:
-                keep = state["keep"]
-                if len(keep[i % 2]) < n:
-                    keep[i % 2] = np.empty(n, RECORD_DTYPE)
-                out = keep[i % 2][:n]
-            else:
-                out = np.empty(n, RECORD_DTYPE)
-            if codec == LZ4:
-                got = L.cc_lz4_records(out.ctypes.data, n, buf.ctypes.data, k)
-            else:
-                got = L.cc_zd_records(ctx, out.ctypes.data, n, buf.ctypes.data, k)
-            if got == -1:
-                raise UserError(f"{self.path}: damaged trace (a frame at byte {off:,} does not "
-                                f"decompress to its {n:,} records)")
-            return out, got == 0
-
-        pool = ThreadPoolExecutor(1, thread_name_prefix="corecast-frames") if ahead else None
         try:
             with fh:
-                nxt = pool.submit(decode, 0) if pool is not None and frames else None
-                for i in range(len(frames)):
-                    if pool is None:
-                        out, known = decode(i)
+                for off, k, n, codec in zip(self.offsets.tolist(), self.sizes.tolist(), self.counts.tolist(),
+                                            self.codecs.tolist()):
+                    if len(buf) < k:
+                        buf = np.empty(k, np.uint8)
+                    fh.seek(off)
+                    if fh.readinto(memoryview(buf)[:k]) != k:
+                        raise UserError(f"{self.path}: truncated trace (a frame ends past the end of the file)")
+                    if reuse and len(keep) < n:
+                        keep = np.empty(n, RECORD_DTYPE)
+                    out = keep[:n] if reuse else np.empty(n, RECORD_DTYPE)
+                    if codec == LZ4:
+                        got = L.cc_lz4_records(out.ctypes.data, n, buf.ctypes.data, k)
                     else:
-                        out, known = nxt.result()
-                        # frame i+1 goes into the other array: frame i-1's, which the
-                        # consumer gave up by asking for this one
-                        nxt = pool.submit(decode, i + 1) if i + 1 < len(frames) else None
-                    for j in range(0, len(out), size):
-                        yield out[j:j + size], known
+                        got = L.cc_zd_records(ctx, out.ctypes.data, n, buf.ctypes.data, k)
+                    if got == -1:
+                        raise UserError(f"{self.path}: damaged trace (a frame at byte {off:,} does not "
+                                        f"decompress to its {n:,} records)")
+                    known = got == 0
+                    for i in range(0, n, size):
+                        yield out[i:i + size], known
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)     # no decode outlives the context
             L.cc_zd_free(ctx)
 
     def read_all(self) -> np.ndarray:
@@ -276,11 +247,3 @@ def index(path: str, offset: int, size: int, promised: Any, version: int = 3) ->
         raise UserError(f"{path}: the header promises {promised:,} records but the file holds {fr.total:,} "
                         f"({'truncated' if fr.total < promised else 'extra data after them'})")
     return fr
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
