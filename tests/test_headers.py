@@ -20,6 +20,8 @@ from corecast.headers import canonical, norm
     (["nprocs", "wall_time_us"], ["cores", "time_s"], {"time_s": 1e-6}),
     (["workers", "runtime_min"], ["cores", "time_s"], {"time_s": 60.0}),
     (["p", "Speedup"], ["cores", "throughput"], {}),
+    (["nproc", "speedup"], ["cores", "throughput"], {}),                   # `nproc`'s own name
+    (["Parallelism", "Elapsed (ms)"], ["cores", "time_s"], {"time_s": 1e-3}),
     (["threads", "Throughput (ops/s)"], ["cores", "throughput"], {}),
 ])
 def test_other_names_are_read_as_corecasts(header, names, scale):
