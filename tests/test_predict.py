@@ -206,7 +206,8 @@ def test_auto_prefers_stalls_and_reports_validation():
     b = auto.fit_dataset(ds, priors=Priors(default="usl", partner="amdahl", default_weight=0.5, switch_ratio=1e9))
     # (and the scaling laws whose disagreement widens the band: cheap to fit)
     assert set(b.scores) == {"estima", "usl", "amdahl", "power", "pmnf"} and list(b.weights) == ["estima"]
-    assert any("timex not fitted" in w for w in b.warnings)
+    assert "timex not fitted (no validation could give it weight)" in b.reason
+    assert not any("not fitted" in w for w in b.warnings)       # a choice explained, not a warning
     p = a.predict([16, 64])
     assert any("stall method predicts slower" in w for w in p.warnings)
     # validation is rolling-origin: fitted on smaller counts, scored on larger ones

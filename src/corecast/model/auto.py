@@ -369,9 +369,9 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                 del fits[meth]
         if pri.default in fits:
             break
-    if never and pri.default in fits:
-        warns.append(f"{', '.join(m for m in cand if m not in fits and m not in errors)} not fitted: on the corpus "
-                     "no validation made another member worth displacing the default")
+    # members left unfitted because no validation could give them weight: said in the reason
+    # (the choice's explanation), not as a warning: nothing is wrong and nothing is to be done
+    unfitted = [m for m in cand if m not in fits and m not in errors] if never and pri.default in fits else []
     if not fits:
         raise UserError(f"{ds.label}: no method could fit the data: " + "; ".join(errors.values()))
     val = validate(ds1, list(fits), **kw)
@@ -410,6 +410,8 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
         if estima_note:
             reason = estima_note + "; " + reason
     weights, reason = prefer_demands(weights, reason, scores)
+    if unfitted:
+        reason += f"; {', '.join(unfitted)} not fitted (no validation could give {'them' if len(unfitted) > 1 else 'it'} weight)"
     warns = warns + [f"{k} not used: {v}" for k, v in errors.items()]
     measured, retro = bands.measured_floor(ds1, fits, kw)
     return AutoFit(metric=metric, fits=fits, scores=scores, weights=weights, validation=val,
