@@ -48,6 +48,21 @@ def test_inline_and_bundled_forms():
     assert (x.sockets, x.cores_per_socket, x.threads_per_core, x.ghz) == (4, 22, 2, 2.2)
 
 
+def test_inline_keys_as_the_machine_description_and_lscpu_name_them():
+    want = T.parse_spec("sockets=2,cores=12,smt=2,numa=2")
+    for text in ("sockets=2,cores_per_socket=12,threads_per_core=2,numa_nodes=2",
+                 "Socket(s)=2,Core(s) per socket=12,Thread(s) per core=2,NUMA node(s)=2",
+                 "Sockets=2, Cores=12, SMT=2, NUMA=2"):
+        m = T.parse_spec(text)
+        assert (m.sockets, m.cores_per_socket, m.threads_per_core, m.numa_nodes, m.known) == \
+            (2, 12, 2, 2, want.known), text
+    assert T.parse_spec("logical_cpus=48").cpus == 48 and T.parse_spec("logical_cpus=48").known == "cpus"
+    with pytest.raises(UserError, match="threads= is ambiguous: smt= .threads per core. or cpus= .logical CPUs."):
+        T.parse_spec("threads=48")
+    with pytest.raises(UserError, match="cores_per_socket= is given twice|cores= is given twice"):
+        T.parse_spec("cores=12,cores_per_socket=12")
+
+
 def test_calibration_json(tmp_path):
     p = tmp_path / "target.json"
     p.write_text('{"kind": "corecast-target", "version": 1, "machine": {"sockets": 2, "cores_per_socket": 8, '

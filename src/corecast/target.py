@@ -173,7 +173,8 @@ def bundled() -> list[str]:
     return sorted(d.name for d in schema.bundled_for("predict"))
 
 
-_INLINE = re.compile(r"^[a-z_]+=[^,=]+(,[a-z_]+=[^,=]+)*$")
+_KEY = r" *[A-Za-z][A-Za-z0-9_() -]*"          # sockets, cores_per_socket, lscpu's "Core(s) per socket"
+_INLINE = re.compile(rf"^{_KEY}=[^,=]+(,{_KEY}=[^,=]+)*$")
 
 
 def parse_spec(text: str) -> MachineSpec:
@@ -243,8 +244,21 @@ def spec_of(desc: schema.Description, where: str) -> MachineSpec:
                        model=desc.model, source=where, calibration=cal if calibrated else None)
 
 
+#: Other names of the inline keys: the machine description's own (docs/machines.md) and
+#: lscpu's words, so that a machine can be given as its TOML or lscpu names it.
+INLINE_ALIASES = {"cores_per_socket": "cores", "threads_per_core": "smt", "numa_nodes": "numa",
+                  "logical_cpus": "cpus", "socket_s": "sockets", "core_s_per_socket": "cores",
+                  "thread_s_per_core": "smt", "numa_node_s": "numa"}
+
+
 def _inline(text: str) -> MachineSpec:
     pairs = [part.split("=", 1) for part in text.split(",")]
+    for p in pairs:
+        key = re.sub(r"[^a-z0-9]+", "_", p[0].strip().lower()).strip("_")
+        if key == "threads":
+            raise UserError(f"machine description '{text}': threads= is ambiguous: smt= (threads per core) "
+                            "or cpus= (logical CPUs)")
+        p[0] = INLINE_ALIASES.get(key, key)
     kv = dict(pairs)
     if len(kv) < len(pairs):
         twice = next(k for k, _ in pairs if sum(1 for k2, _ in pairs if k2 == k) > 1)
