@@ -254,3 +254,17 @@ def test_the_corpus_progress_draws_a_bar_with_a_count_and_what_is_left(monkeypat
     else:                       # too narrow for the bar: the count and the time left are kept
         assert line.startswith("learning without each source: 50% (17/34)") and "#" not in line
     assert line.endswith("about 10 s left")
+
+
+def test_without_files_no_file_is_read(tmp_path, monkeypatch):
+    """What a server takes from a request (`files=False`): the inline form even where a file of
+    that name exists, and nothing that would be a file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cores=8").write_text("[topology]\nsockets = 4\ncores_per_socket = 2\n")
+    (tmp_path / "m.toml").write_text("[topology]\nsockets = 4\ncores_per_socket = 2\n")
+    assert T.parse_spec("cores=8").sockets == 4                   # the command line reads the file
+    assert (T.parse_spec("cores=8", files=False).sockets, T.parse_spec("cores=8", files=False).cores_per_socket) == (1, 8)
+    assert T.parse_spec("m.toml").sockets == 4
+    with pytest.raises(UserError, match="'m.toml': neither a bundled name"):
+        T.parse_spec("m.toml", files=False)
+    assert T.parse_spec("epyc-9654-2s", files=False).sockets == 2

@@ -177,17 +177,22 @@ _KEY = r" *[A-Za-z][A-Za-z0-9_() -]*"          # sockets, cores_per_socket, lscp
 _INLINE = re.compile(rf"^{_KEY}=[^,=]+(,{_KEY}=[^,=]+)*$")
 
 
-def parse_spec(text: str) -> MachineSpec:
+def parse_spec(text: str, files: bool = True) -> MachineSpec:
     """A MachineSpec from a bundled name, a file (a machine description in TOML or calibrate's
-    JSON, hwloc XML, lscpu text or JSON), or the inline form. Mistakes end in one UserError line."""
+    JSON, hwloc XML, lscpu text or JSON), or the inline form. Mistakes end in one UserError line.
+    `files=False`: a bundled name or the inline form only, and no file is looked at (what a
+    server takes from a request)."""
     text = text.strip()
     if not text:
         raise UserError("machine description: empty")
-    if _INLINE.match(text) and not Path(text).exists():
+    if _INLINE.match(text) and (not files or not Path(text).exists()):
         return _inline(text)
     real = schema.bundled_name(text)
     if real is not None:
         return spec_of(schema.bundled_description(real), f"bundled machine {real}")
+    if not files:
+        raise UserError(f"machine description '{text}': neither a bundled name ({', '.join(bundled())}) nor the "
+                        "inline form (sockets=2,cores=32,smt=2 or cpus=64)")
     p = Path(text)
     if not p.exists():
         names = ", ".join(bundled())

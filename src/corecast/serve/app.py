@@ -497,7 +497,7 @@ def _machine(text: str, what: str) -> Any:
     if text not in bundled() and ("=" not in text or "/" in text):
         raise UserError(f"{what} '{text}': give a bundled name ({', '.join(bundled())}) or the inline form "
                         "sockets=2,cores=32,smt=2 or cpus=64 (a file: corecast predict --target-machine FILE)")
-    return parse_spec(text)
+    return parse_spec(text, files=False)
 
 
 def _target(q: Any) -> Any:
