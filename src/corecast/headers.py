@@ -26,7 +26,8 @@ from . import parsing
 CORES = frozenset({
     "core", "ncores", "num_cores", "n_cores", "threads", "thread", "nthreads", "num_threads",
     "n_threads", "thread_count", "threadcount", "processors", "processor", "procs", "nprocs",
-    "nproc", "num_procs", "nprocesses", "num_processes", "parallelism", "np", "processes", "cpus", "ncpus", "num_cpus", "workers", "nworkers", "num_workers",
+    "nproc", "num_procs", "nprocesses", "num_processes", "parallelism", "np", "processes", "cpus",
+    "ncpus", "num_cpus", "workers", "nworkers", "num_workers",
     "clients", "users", "vus", "connections", "concurrency", "load", "ranks", "tasks", "jobs",
     "n", "p",
 })
