@@ -78,6 +78,7 @@ def test_calibration_json(tmp_path):
     ("cores=8,wings=2", "unknown key 'wings'"),
     ("cores=eight", "not a whole number"),
     ("cpus=64,smt=2", "cpus= stands alone"),
+    ("cpus=0", "cpus= must be a whole number of at least 1"),
     ("no-such-machine", "no such file, bundled name"),
     ("sockets=0,cores=8", "sockets must be a whole number of at least 1"),
 ])

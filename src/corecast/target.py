@@ -284,6 +284,8 @@ def _inline(text: str) -> MachineSpec:
     if "cpus" in kv:
         if set(kv) - {"cpus", "ghz"}:
             raise UserError(f"machine description '{text}': cpus= stands alone (or with ghz=)")
+        if num("cpus") < 1:
+            raise UserError(f"machine description '{text}': cpus= must be a whole number of at least 1")
         return MachineSpec(sockets=1, cores_per_socket=num("cpus"), threads_per_core=1,
                            ghz=num("ghz", float) if "ghz" in kv else None, source=f"inline '{text}'",
                            known="cpus")
