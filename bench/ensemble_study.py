@@ -13,6 +13,13 @@ two-point ones). Not shipped: a study whose figures are in docs/predict.md ("Wha
    others too); the left-out source's predictions are multiplied by (count / largest)^(k c),
    k = 1 or 0.5, and floored again. (The slope never saw the source; the prediction it
    corrects is the shipped auto's, whose priors did: the comparison is with that row.)
+3. **The USL's posterior mean** instead of its best fit: a fit with β = 0 sits on the edge of
+   what the data allow, and the first quarter rarely rules out some coherency. Over a grid of
+   the contention and coherency overheads at the largest fitted count k (A = α(k - 1) and
+   B = βk(k - 1), each uniform on [0, c], c = 4, 2 or A 4 and B 1), γ fitted for each, the
+   points weighed by exp(-RSS / 2s²) in log throughput (s² the best fit's RSS over its points
+   less 3): the mean of the log predictions; alone, blended with Amdahl's law as auto blends
+   the USL, or only where the best fit has β = 0. Nothing learned from the corpus.
 
 Against `predict --method usl` on the same series: median over the sources of each source's
 median error, geometric mean, sources below the USL (any margin), more than a point below,
@@ -54,6 +61,8 @@ def rows_of(jobs: int) -> list[dict]:
         if r is None or r.kind != "auto" or "usl" not in r.logx:
             continue
         out.append({"src": t.series.source, "logx": dict(r.logx), "truth": t.truth, "lr": np.log(t.cores / t.train_max),
+                    "cores": t.cores, "train": (t.series.cores[t.series.cores <= t.train_max],
+                                                t.series.throughput[t.series.cores <= t.train_max]),
                     "floor": None if r.retro else r.floor, "shipped": t.values(shipped),
                     "beta0": bool(np.allclose(r.logx["usl"], r.logx.get("amdahl", np.nan), atol=1e-6))})
     return out
@@ -87,6 +96,27 @@ def slope(rows: list[dict]) -> float:
         e = np.log(r["truth"] / r["shipped"])
         by.setdefault(r["src"], []).append(float(np.sum(e * r["lr"]) / np.sum(r["lr"] ** 2)))
     return float(np.median([np.median(v) for v in by.values()])) if by else 0.0
+
+
+def posterior_mean(r: dict, a_max: float, b_max: float) -> np.ndarray:
+    """The USL's prediction at the held-out counts averaged over its overheads' posterior (3.)."""
+    n, x = (np.asarray(v, dtype=float) for v in r["train"])
+    ok = np.isfinite(x) & (x > 0)
+    n, x = n[ok], x[ok]
+    k = n.max()
+    al = np.linspace(0.0, a_max, 81)[:, None] / (k - 1)
+    be = np.linspace(0.0, b_max, 121)[None, :] / (k * (k - 1))
+
+    def shape(c: np.ndarray) -> np.ndarray:          # log(n / (1 + α(n - 1) + βn(n - 1))) on the grid
+        return np.log(c) - np.log(1 + al[..., None] * (c - 1) + be[..., None] * c * (c - 1))
+
+    lf = shape(n)
+    lg = (np.log(x) - lf).mean(axis=-1)
+    rss = ((np.log(x) - lf - lg[..., None]) ** 2).sum(axis=-1)
+    s2 = max(rss.min() / max(len(n) - 3, 1), 1e-6)
+    w = np.exp(-(rss - rss.min()) / (2 * s2))
+    w /= w.sum()
+    return np.exp((w[..., None] * (lg[..., None] + shape(np.asarray(r["cores"], dtype=float)))).sum(axis=(0, 1)))
 
 
 def main() -> int:
@@ -128,6 +158,14 @@ def main() -> int:
                 got[s] = float(np.median([err(floored(r["shipped"] * np.exp((c0 if r["beta0"] else c1) * r["lr"]), r), r)
                                           for r in rows if r["src"] == s]))
             print(line(f"bias by distance, {'both groups' if both else 'beta = 0 only'}, k = {k:g}", got, usl))
+    for a_max, b_max in ((4.0, 4.0), (2.0, 2.0), (4.0, 1.0)):
+        post = {id(r): posterior_mean(r, a_max, b_max) for r in rows}
+        tag = f"A, B on [0, {a_max:g}], [0, {b_max:g}]"
+        print(line(f"USL posterior mean, {tag}", per_source(rows, lambda r: floored(post[id(r)], r)), usl))
+        print(line("  ... blended 0.75 : 0.25 with Amdahl", per_source(
+            rows, lambda r: floored(np.exp(0.75 * np.log(post[id(r)]) + 0.25 * r["logx"]["amdahl"]), r)), usl))
+        print(line("  ... only where beta = 0, else auto", per_source(
+            rows, lambda r: floored(post[id(r)], r) if r["beta0"] else r["shipped"]), usl))
     return 0
 
 
