@@ -22,7 +22,8 @@ the square root of its points (`_source_weights`). The scale is
     σ(n)² = s² + g² ln(r)² + spread(n)² + machine(n)²
 
 s the data's noise, g the series' own error growth pooled with the corpus' (`auto`), spread the
-members' disagreement, machine the uncertainty of the machine effects applied (`topo`). A
+members' disagreement (inside the measured range, the prediction's miss of the measurements:
+`auto`), machine the uncertainty of the machine effects applied (`topo`). A
 band is never narrower than the spread of the measured repetitions (carried forward at the same
 relative width) nor than MIN_HALF_WIDTH.
 """
