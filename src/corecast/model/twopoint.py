@@ -69,8 +69,10 @@ RETRO_NOTE = ("two core counts cannot show coherency costs (throughput that peak
               "the band does not exclude them")
 #: The least run-to-run noise (relative) a two-point band assumes (losttime's).
 NOISE_FLOOR = losttime.NOISE_FLOOR
-#: Categories of waits for the slowest thread at a barrier (their own laws, `StallLaw.laws`).
-BARRIER_PREFIX = "barrier_wait"
+#: Categories of waits in which a thread sleeps until another's progress -- the slowest at a
+#: barrier, a producer or a signal at a condition variable -- with their own laws
+#: (`StallLaw.laws`): never pairwise.
+IDLE_PREFIXES = ("barrier_wait", "cond_wait")
 
 
 @dataclass
@@ -113,11 +115,15 @@ class StallLaw:
         if self.kind == "appears":
             # Through (n1, 0) and (n2, s2): linear and pairwise growth in the extra cores.
             lin = s2 * (n - n1) / (n2 - n1)
-            if self.name.startswith(BARRIER_PREFIX):
+            if self.name.startswith(IDLE_PREFIXES):
                 # waits for the slowest at a barrier: each thread waits (slowest - its own) a
                 # phase, its own share of the work W/n; summed over the threads that is
                 # W·δ·(1 − 1/n) for a fixed imbalance δ (saturating) and grows at most linearly
-                # for one that grows with the threads -- never pairwise
+                # for one that grows with the threads -- never pairwise. The same for a thread
+                # asleep on a condition until a producer or a signal comes: the added threads
+                # wait for that one's progress (cores left idle, as in Amdahl's law) and do not
+                # make each other's work slower, as threads handing a lock round do; contention
+                # on the mutex behind a condition shows in the lock waits
                 sat = s2 * (1.0 - n1 / n) / (1.0 - n1 / n2)
                 return {"k(1−n₁/n)": np.maximum(sat, 0.0), "k(n−n₁)": np.maximum(lin, 0.0)}
             pair = s2 * (n * (n - n1)) / (n2 * (n2 - n1))
