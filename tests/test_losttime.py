@@ -105,6 +105,12 @@ def test_real_contention_is_still_charged_and_named():
     assert f.fitted.uses_stalls
     b = f.bottlenecks([8.0, 16.0])
     assert b[0].category == "lock_wait_cycles" and "scaling bottleneck" in b[0].verdict and b[0].critical
+    # slower than the 2-core measurement from 16 cores on: said, with the category that says why
+    p = f.predict([4.0, 8.0, 16.0, 64.0])
+    assert p.value[2] > 6.5 > p.value[1]
+    assert ("the curve turns down: from 16 cores the prediction is slower than measured at 2, because the "
+            "stall model's lock_wait_cycles grow faster than the cores") in " ".join(p.warnings)
+    assert not any("turns down" in w for w in predictors.fit("auto", coordinator(0.01)).predict([64.0]).warnings)
 
 
 def test_interference_is_taken_out_of_the_time():
