@@ -179,3 +179,8 @@ def test_barrier_and_condition_waits_are_bracketed_by_a_fixed_and_a_growing_imba
     assert set(cw.laws(n)) == {"k(1−n₁/n)", "k(n−n₁)"}
     _, _, hi = cw.bracket(n)
     np.testing.assert_allclose(hi, 1e8 * (n - 1))
+    # measured at both counts and growing faster than the cores: at most linear for these, up to
+    # pairwise for a lock's
+    assert StallLaw("cond_wait_cycles", np.array([1.0, 2.0]), np.array([1e7, 8e7])).exponent == 1.0
+    assert StallLaw("barrier_wait_cycles", np.array([1.0, 2.0]), np.array([1e7, 8e7])).exponent == 1.0
+    assert StallLaw("lock_wait_cycles", np.array([1.0, 2.0]), np.array([1e7, 8e7])).exponent == 2.0

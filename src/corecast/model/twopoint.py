@@ -104,7 +104,9 @@ class StallLaw:
 
     @property
     def exponent(self) -> float:
-        return min(max(self.raw_exponent, 0.0), self.MAX_EXPONENT)
+        # waits in which threads sleep until another's progress grow at most linearly (`laws`)
+        cap = 1.0 if self.name.startswith(IDLE_PREFIXES) else self.MAX_EXPONENT
+        return min(max(self.raw_exponent, 0.0), cap)
 
     def laws(self, n: np.ndarray) -> dict[str, np.ndarray]:
         n = np.asarray(n, dtype=float)
