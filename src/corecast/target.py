@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UserError, read_input
+from .headers import norm
 from .machines import schema
 from .machines.schema import MAX_DESCRIPTION_BYTES
 from .parsing import json_document
@@ -259,7 +260,7 @@ INLINE_ALIASES = {"cores_per_socket": "cores", "threads_per_core": "smt", "numa_
 def _inline(text: str) -> MachineSpec:
     pairs = [part.split("=", 1) for part in text.split(",")]
     for p in pairs:
-        key = re.sub(r"[^a-z0-9]+", "_", p[0].strip().lower()).strip("_")
+        key = norm(p[0])                 # without case and punctuation, as a table's header
         if key == "threads":
             raise UserError(f"machine description '{text}': threads= is ambiguous: smt= (threads per core) "
                             "or cpus= (logical CPUs)")
