@@ -599,7 +599,7 @@ class PriorBand(Fitted):
     to reach the largest count's measurement where it would lie wholly beyond it without a cause
     (`twopoint.guard_band`). Never below a measured throughput at a lower count (two points cannot
     show a peak), except for the stall model, whose named bottleneck may say why -- and where its
-    prediction does fall below, a warning says so and names the categories."""
+    prediction does fall below, a warning says so and names the categories (`twopoint.guard_band`)."""
 
     fitted: Fitted
     top: float
@@ -631,18 +631,6 @@ class PriorBand(Fitted):
                     warns.append(f"from {cores[i]:g} the two-point law fell below the highest throughput measured; "
                                  "kept at that measurement (two points that still rise cannot show a peak)")
                     x = np.where(below, fl, x)
-        elif getattr(self.fitted, "uses_stalls", False):
-            # the stall model is not floored: its categories may say why the program slows down,
-            # and where it does fall below a measurement, the output says which do
-            ts = self.fitted.series
-            below = x < bands.floor(cores, ts.cores, 1.0 / ts.time) * (1 - 1e-12)
-            if np.any(below):
-                i = int(np.argmax(below))
-                why = [b.category for b in self.fitted.bottlenecks(cores) if "scaling bottleneck" in b.verdict]
-                warns.append(f"the curve turns down: from {cores[i]:g} cores the prediction is slower than measured at "
-                             f"{ts.cores[int(np.argmin(ts.time))]:g}, because the stall model's "
-                             + (", ".join(why) if why else "stall categories")
-                             + " grow faster than the cores (two points cannot show where a peak is)")
         parts = {"kind": "two", "noise": 0.0, "growth": self.growth, "spread": [0.0] * len(cores), "top": self.top}
         x_lo, x_hi = self.band(x, cores / self.top, parts, level)
         t_value, lo, hi = 1.0 / x, 1.0 / x_hi, 1.0 / x_lo

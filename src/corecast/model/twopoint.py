@@ -381,7 +381,9 @@ def guard_band(fit: Any, cores: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: n
                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Widen a two-point band that lies wholly on one side of the largest measured count -- every
     value slower than its time, or every value faster than linear scaling from it -- to reach it,
-    unless a named bottleneck of the stall model says why (then the warning says so)."""
+    unless a named bottleneck of the stall model says why (then the warning says so). And where
+    the stall model (which is not floored) predicts slower than the faster of the two measured
+    times, a warning says the curve turns down and names the categories that make it."""
     series = getattr(fit, "series", None)
     if series is None:
         return lo, hi, []
@@ -392,9 +394,17 @@ def guard_band(fit: Any, cores: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: n
     slow = beyond & (lo > t_top)
     fast = beyond & (hi < t_top * top / np.maximum(cores, top))
     notes: list[str] = []
+    stalls = bool(getattr(fit, "uses_stalls", False))
+    best = int(np.argmin(series.time))
+    down = beyond & (t > float(series.time[best]) * (1 + 1e-12)) if stalls else np.zeros(len(cores), dtype=bool)
+    named = ([b.category for b in fit.bottlenecks(cores[beyond]) if "scaling bottleneck" in b.verdict]
+             if stalls and np.any(slow | down) else [])
+    if np.any(down):
+        notes.append(f"the curve turns down: from {cores[down][0]:g} cores the prediction is slower than measured "
+                     f"at {float(series.cores[best]):g}, because the stall model's "
+                     f"{', '.join(named) if named else 'stall categories'} grow faster than the cores "
+                     "(two points cannot show where a peak is)")
     if np.any(slow):
-        named = [b.category for b in (fit.bottlenecks(cores[beyond]) if getattr(fit, "uses_stalls", False) else [])
-                 if "scaling bottleneck" in b.verdict]
         if named:
             notes.append(f"the band lies wholly above the {top:g}-core time from {cores[slow][0]:g} cores on: the "
                          f"stall model's {', '.join(named)} grows faster than the cores (see the bottlenecks)")
