@@ -127,6 +127,18 @@ def test_interference_is_taken_out_of_the_time():
     assert "runqueue_delay_cycles" not in la.charges
 
 
+def test_two_points_the_floor_is_the_interference_free_time():
+    # memcached beside its load generator on 2 cores (issue 23's floor): 10 s at 1 core, 10 s at
+    # 2 of which other processes took 4 core-s, so 8 s alone; the USL through (10, 8) with the
+    # corpus' coherency share turns down. The prediction may not be slower than the 8 s the
+    # program took alone at 2 cores (it was kept at the raw 10 s before)
+    rows = reps(1, 10.0, 10.0) + reps(2, 10.0, 10.0, runqueue=4.0)
+    p = predictors.fit("auto", campaign(rows)).predict([2.0, 4.0, 16.0, 64.0])
+    assert p.value[0] == pytest.approx(8.0, rel=0.02)
+    assert np.all(p.value <= 8.0 * 1.0001)
+    assert any("kept at that measurement" in w for w in p.warnings)
+
+
 def test_run_queue_delay_of_the_programs_own_threads_is_bounded_by_the_lost_core_time():
     # more threads than cores: they queue for each other (3 core-s) while no core is lost
     rows = reps(1, 10.0, 10.0) + reps(2, 5.0, 10.0, runqueue=3.0)

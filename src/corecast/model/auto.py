@@ -372,7 +372,8 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
                                   **methods.options_for(twopoint.fit_dataset, kw))
         # The floor and the retrograde check: not for the stall model, whose named bottleneck may
         # say why adding cores slows the program down (`twopoint.guard_band`).
-        measured, retro = (None, (False, "")) if tp.uses_stalls else bands.measured_floor(ds1, {}, kw)
+        measured, retro = ((None, (False, "")) if tp.uses_stalls else
+                           bands.measured_floor(ds1, {}, kw, ts=tp.series))
         return PriorBand(tp, float(ts.cores.max()), pri.band_growth_two, measured=measured, retro=retro,
                          reps=bands.rep_percentiles(ds1), table=pri.band_table)
     if len(ts.cores) < 3:

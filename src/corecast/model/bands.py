@@ -38,7 +38,7 @@ from scipy import stats
 from ..dataset import Dataset
 from ..errors import UserError
 from . import usl
-from .series import speed, time_series
+from .series import TimeSeries, speed, time_series
 
 #: A band is at least this wide on each side (log units: 1%).
 MIN_HALF_WIDTH = 0.01
@@ -86,14 +86,16 @@ def retrograde(fit: usl.USLFit | None, meas_cores: np.ndarray, meas_x: np.ndarra
     return False, f"{why_b}, but the measured points still rise: no peak or flattening measured yet"
 
 
-def measured_floor(ds: Dataset, fits: dict[str, Any], kw: dict[str, Any]) -> tuple[
+def measured_floor(ds: Dataset, fits: dict[str, Any], kw: dict[str, Any], ts: TimeSeries | None = None) -> tuple[
         tuple[np.ndarray, np.ndarray] | None, tuple[bool, str]]:
     """The measured series a prediction may not fall below (None when the prediction is for
     another clock or problem size: then it may), and whether the fitted USL says the curve turns
-    down (`retrograde`)."""
+    down (`retrograde`). `ts`: the times the prediction was made from, where they are not `ds`'s
+    own (the two-point predictor's interference-free times): a floor from the raw times of a run
+    that other processes slowed would let the prediction fall below what the program did alone."""
     if any(float(kw.get(k) or 1.0) != 1.0 for k in ("freq_ratio", "size_ratio")):
         return None, (False, "")
-    ts = time_series(ds)
+    ts = ts if ts is not None else time_series(ds)
     x = 1.0 / ts.time
     u = getattr(fits.get("usl"), "fit", None)
     if u is None and len(ts.cores) > 2:
