@@ -185,12 +185,11 @@ class AutoFit(Fitted):
         L = {k: np.log(p.value) for k, p in preds.items()}
         logt = sum(wk * L[k] for k, wk in w.items())
         spread = self.disagreement(cores, L, level)
-        got = self.measured_miss(cores, w, level)
+        miss = self.measured_miss(cores, w, level)
         inside = np.zeros(len(cores), dtype=bool)
-        if got is not None:
+        if miss is not None:
             # inside the measured range the band is no extrapolation's: how far the prediction
             # misses the measurements there, not how far laws that misfit them disagree
-            miss, meas = got
             inside = ~np.isnan(miss)
             spread = np.where(inside, np.nan_to_num(miss), spread)
         warns = list(self.warnings) + dropped
@@ -207,8 +206,7 @@ class AutoFit(Fitted):
             x_lo, x_hi = self.band(x, r, parts, level)
             if inside.any():
                 # and it holds the measurements themselves (interpolated between the counts)
-                x_lo = np.where(inside, np.fmin(x_lo, meas), x_lo)
-                x_hi = np.where(inside, np.fmax(x_hi, meas), x_hi)
+                x_lo, x_hi = bands.hold(cores, x_lo, x_hi, *self.measured)
             lo, hi = 1.0 / x_hi, 1.0 / x_lo
         else:
             # Nothing to calibrate on (3 core counts): the members' own bands, if any.
@@ -264,14 +262,12 @@ class AutoFit(Fitted):
             return np.zeros(len(cores))
         return np.std(np.array(list(logs.values())), axis=0)
 
-    def measured_miss(self, cores: np.ndarray, w: dict[str, float],
-                      level: float) -> tuple[np.ndarray, np.ndarray] | None:
+    def measured_miss(self, cores: np.ndarray, w: dict[str, float], level: float) -> np.ndarray | None:
         """At the asked counts inside the measured range (between the smallest and the largest
         count measured; NaN outside it): |log(measured / predicted)|, the prediction with weights
-        `w`, floored as shown, against the measured medians; and the measured throughput; both
-        interpolated in log count between the measured counts (the throughput in log too). None
-        without a measured series (a prediction for another clock or size) or where a member
-        cannot predict the measured counts."""
+        `w`, floored as shown, against the measured medians, interpolated in log count between the
+        measured counts. None without a measured series (a prediction for another clock or size)
+        or where a member cannot predict the measured counts."""
         if self.measured is None:
             return None
         mc, mx = (np.asarray(v, dtype=float) for v in self.measured)
@@ -281,11 +277,7 @@ class AutoFit(Fitted):
         if set(preds) != set(w):
             return None
         x_m, _ = self.floored(mc, np.exp(-sum(wk * np.log(preds[k].value) for k, wk in w.items())))
-        miss = np.abs(np.log(mx / x_m))
-        inside = (cores >= mc[0]) & (cores <= mc[-1])
-        lc = np.log(np.maximum(cores, 1e-300))
-        return (np.where(inside, np.interp(lc, np.log(mc), miss), np.nan),
-                np.where(inside, np.exp(np.interp(lc, np.log(mc), np.log(mx))), np.nan))
+        return bands.between(cores, mc, np.abs(np.log(mx / x_m)), log=False)
 
     def floored(self, cores: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str]:
         """The throughput `x` at `cores` kept at least at the highest measured at or below each

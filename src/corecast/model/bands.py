@@ -62,6 +62,29 @@ def floor(cores: np.ndarray, meas_cores: np.ndarray, meas_x: np.ndarray) -> np.n
     return np.where(i >= 0, x[np.maximum(i, 0)], 0.0)
 
 
+def between(cores: np.ndarray, meas_cores: np.ndarray, values: np.ndarray, log: bool = True) -> np.ndarray:
+    """`values` at the measured counts, interpolated in log count to `cores` inside the measured
+    range (between the smallest and the largest count measured; in log value too with `log`),
+    NaN outside it."""
+    order = np.argsort(meas_cores)
+    mc, v = np.asarray(meas_cores, dtype=float)[order], np.asarray(values, dtype=float)[order]
+    cores = np.asarray(cores, dtype=float)
+    inside = (cores >= mc[0]) & (cores <= mc[-1])
+    lc = np.log(np.maximum(cores, 1e-300))
+    got = np.interp(lc, np.log(mc), np.log(v) if log else v)
+    return np.where(inside, np.exp(got) if log else got, np.nan)
+
+
+def hold(cores: np.ndarray, low: np.ndarray, high: np.ndarray, meas_cores: np.ndarray,
+         meas_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The throughput band (low, high) widened, inside the measured range, to hold the measured
+    throughput (interpolated between the counts, `between`): a band at a measured count never
+    excludes what was measured there."""
+    m = between(cores, meas_cores, meas_x)
+    inside = ~np.isnan(m)
+    return np.where(inside, np.fmin(low, m), low), np.where(inside, np.fmax(high, m), high)
+
+
 def retrograde(fit: usl.USLFit | None, meas_cores: np.ndarray, meas_x: np.ndarray) -> tuple[bool, str]:
     """Does the fitted model itself say the curve turns down? (yes, why) -- see the module doc."""
     order = np.argsort(meas_cores)

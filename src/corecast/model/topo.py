@@ -388,6 +388,10 @@ class OnTarget(Fitted):
             # measured throughput was reached: the ceiling is then not the target's whole story)
             cap = np.maximum(ceiling, value)
             low, high = np.minimum(low, cap), np.minimum(high, cap)
+        if parts is not None and self.measured_series is not None and low is not None and high is not None:
+            # auto's band on the machine measured holds the measurements inside their range, as
+            # auto's own does (the band recomputed around the final value above need not)
+            low, high = bands.hold(cores, low, high, *self.measured_series)
         over = [int(c) for c, q in zip(cores, pos) if q.oversubscribed]
         spec = self.target.spec
         if over:
