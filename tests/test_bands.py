@@ -209,3 +209,23 @@ def test_with_the_machine_given_the_band_holds_the_measurements_too(given):
         held += int(q.low[0] < q.value[0] < q.high[0])
     assert held == len(one)
 
+
+def test_an_error_at_next_to_no_distance_does_not_make_the_growth():
+    """With a machine given, threads beyond the CPUs that add nothing are all but one effective
+    count: Percona on an 80-CPU Xeon measured to 512 threads validated at a log distance of
+    1e-7, which made a growth of 10^6 and a band of zero to infinity at 1,024 threads."""
+    from corecast.model import corpus as C
+    from corecast.model.calibration import MIN_GROWTH_DISTANCE, calibrate
+    from corecast.model.series import convert
+    from corecast.model.topo import fit_for_target
+    from corecast.target import parse_spec
+    from conftest import ROOT
+    c = calibrate([(1e-7, 0.05), (0.69, 0.1)], noise=0.02)
+    assert c.growth == pytest.approx(np.sqrt((0.1 ** 2 - 0.02 ** 2) / 0.69 ** 2)) and c.points == 1
+    assert calibrate([(MIN_GROWTH_DISTANCE, 0.1)], noise=0.0).points == 1
+    s = next(x for x in C.load_corpus(ROOT / "data" / "corpus") if x.source == "percona-xeon6230"
+             and x.cores.max() >= 512 and x.machine is not None)
+    f = fit_for_target(lambda d: auto.fit_dataset(d), s.dataset(), parse_spec(f"cpus={s.machine.cpus}"), s.order)
+    with np.errstate(over="raise"):
+        p = convert(f.predict([2 * s.cores.max()]), "throughput")
+    assert 0 < p.low[0] < p.value[0] < p.high[0] < 10 * p.value[0]

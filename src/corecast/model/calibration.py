@@ -31,6 +31,11 @@ from .series import convert, single_size, speed, time_series
 
 #: How many origins rolling-origin validation uses at most.
 MAX_ORIGINS = 4
+#: A validation point nearer its origin than this (log distance: 5% more cores, effective cores
+#: with a machine given) tells the noise, not how the error grows with distance: it is left out
+#: of the growth. (Threads beyond the CPUs that add nothing are all but one effective count: an
+#: error at a distance of 1e-7 made a growth of 10^6 and a band of zero to infinity.)
+MIN_GROWTH_DISTANCE = math.log(1.05)
 
 
 @dataclass
@@ -71,7 +76,7 @@ def calibrate(points: Sequence[tuple[float, float]], noise: float, prior_growth:
     """Band parameters from rolling-origin (log distance, log error) pairs and the data's noise:
     g² = mean((e² − s²)⁺ / d²); with a prior growth g₀ counted as `prior_weight` pseudo-errors,
     g² = (k g² + w g₀²) / (k + w) and the t quantile's degrees of freedom k − 1 + w."""
-    pts = [(d, e) for d, e in points if d > 0 and math.isfinite(e)]
+    pts = [(d, e) for d, e in points if d >= MIN_GROWTH_DISTANCE and math.isfinite(e)]
     w = prior_weight if prior_growth is not None else 0.0
     if not pts and w <= 0:
         return None
