@@ -184,6 +184,17 @@ def test_super_linear_points_are_flagged():
     assert any("super-linear at N = 2" in w for w in a.warnings)
 
 
+def test_a_fit_whose_gamma_is_under_the_measured_x1_flags_nothing():
+    # 100, 190, 350, 600 transactions/s at 1, 2, 4, 8: every point below linear in the
+    # measurements; the fit's γ (99.6) is under X(1), and N = 1 was flagged "super-linear,
+    # efficiency 1.004" against it
+    n = np.array([1, 2, 4, 8.0])
+    a = usl.analyze(n, np.array([100.0, 190.0, 350.0, 600.0]))
+    assert a.fit.gamma < 100.0
+    assert not any("super-linear" in p.flags for p in a.points)
+    assert not any("super-linear" in w for w in a.warnings)
+
+
 def test_out_of_pattern_points_are_flagged():
     a = usl.analyze(*load("clients_without_n1.csv"))
     flagged = {p.cores for p in a.points if "out-of-pattern" in p.flags}

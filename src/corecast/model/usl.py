@@ -650,12 +650,13 @@ def analyze(cores: Sequence[float] | np.ndarray, throughput: Sequence[float] | n
     if 1.0 not in distinct:
         notes.append(f"no measurement at N = 1: γ = {f.gamma:.4g} is extrapolated from the fit")
 
-    # Super-linear points: efficiency above 1 against γ, or against a measured X(1).
+    # Super-linear points: efficiency above 1 against a measured X(1), else against γ. (Against
+    # γ where X(1) was measured, half of all fits flagged N = 1 itself, or a point that is below
+    # linear in the measurements, whenever the fitted γ fell a little under the measured X(1).)
     x1 = next((p.throughput for p in points if p.cores == 1.0), None)
     for p in points:
-        eff_x1 = p.throughput / (x1 * p.cores) if x1 else None
-        if p.efficiency > 1.0 + 1e-9 or (eff_x1 is not None and p.cores > 1 and eff_x1 > 1.0 + 1e-9):
-            e = max(p.efficiency, eff_x1 or 0.0)
+        e = p.throughput / (x1 * p.cores) if x1 else p.efficiency
+        if (p.cores > 1 or not x1) and e > 1.0 + 1e-9:
             p.flags.append("super-linear")
             warnings.append(f"super-linear at N = {p.cores:g}: efficiency {e:.3f} > 1 "
                             "(usually a measurement fault: warm-up, caching, or a bad N = 1 run)")
