@@ -192,6 +192,21 @@ class TwoPointFit(Fitted):
         (n1, n2), (t1, t2) = self.series.cores, self.series.time
         return usl.through_two(float(n1), 1.0 / float(t1), float(n2), 1.0 / float(t2), self.coherency_share)
 
+    def peak_note(self, n: np.ndarray) -> str:
+        """Where the central USL (the corpus' coherency share) peaks within the counts asked: said,
+        with where it comes from ("" where it does not, or with the stall model)."""
+        u = self._usl()
+        if self.uses_stalls or u is None or u[1] <= 0:
+            return ""
+        a, b, _, q = u
+        peak = math.sqrt(max(1.0 - a, 0.0) / b)
+        if not np.any(n > 1.25 * peak) or peak <= float(self.series.cores[-1]):
+            return ""
+        return (f"the central prediction peaks near {peak:.0f} cores and is slower beyond: the USL through both "
+                f"points takes {100 * q:.0f}% of the overhead they show as coherency (the corpus' prior); the "
+                "two points cannot show whether this program has such a peak (Amdahl's law through them keeps "
+                "gaining): measure at more core counts to see")
+
     def _stall_time(self, n: np.ndarray, pick: int) -> np.ndarray:
         """Predicted time from the stall laws; pick 0: central, 1: low, 2: high."""
         total = np.zeros_like(n)
@@ -215,7 +230,7 @@ class TwoPointFit(Fitted):
             lo = np.exp(L.min(axis=0)) * self.freq_ratio * self.size_ratio
             hi = np.exp(L.max(axis=0)) * self.freq_ratio * self.size_ratio
             model = "two-point laws: " + " | ".join(laws)
-        warns += [BAND_NOTE, RETRO_NOTE]
+        warns += [BAND_NOTE, self.peak_note(n) or RETRO_NOTE]
         params: dict[str, Any] = {"core_counts": [float(c) for c in self.series.cores], "band": "law bracket",
                                   "chosen": ["two-point"],
                                   "reason": ("only two core counts measured: nothing to validate; "
