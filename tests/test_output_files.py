@@ -293,6 +293,33 @@ def test_a_link_to_a_file_is_refused_and_a_trusted_link_to_a_device_is_followed(
     assert (tmp_path / "elsewhere" / "x.csv").read_text() == "x\n"
 
 
+def test_a_pipe_another_user_planted_in_a_shared_folder_is_not_written(tmp_path):
+    # `mkfifo /tmp/report.json` by another user, who reads it: root's report went into it (the
+    # kernel's fs.protected_fifos guards only opens that create); and without a reader the open
+    # waited for ever
+    from corecast import outputs
+    from corecast.errors import UserError
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    fifo = shared / "report.json"
+    os.mkfifo(fifo)
+    os.chown(fifo, OTHER_UID, OTHER_UID)
+    reader = FifoReader(fifo)
+    with pytest.raises(UserError, match="named pipe of another user"):
+        outputs.write_text(fifo, "SECRET\n")
+    assert reader.finish() == b""           # it got nothing of ours
+    # through a link of our own, too: what the name leads to is judged
+    (tmp_path / "to-it").symlink_to(fifo)
+    with pytest.raises(UserError, match="named pipe of another user"):
+        outputs.write_text(tmp_path / "to-it", "SECRET\n")
+    # our own pipe there is written, as before
+    os.chown(fifo, os.geteuid(), os.getegid())
+    reader = FifoReader(fifo)
+    assert outputs.write_text(fifo, "ours\n") is False
+    assert reader.finish() == b"ours\n"
+
+
 def test_the_name_is_looked_at_again_before_the_rename(tmp_path):
     """A link planted while the file was written is refused, not replaced or followed."""
     from corecast import outputs

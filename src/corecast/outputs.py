@@ -16,7 +16,9 @@ another user planted, or a folder. The rule, by what the name is when corecast w
   opened instead of at the end, so what is written can be read as it grows; the same checks.
 - **a character device or a named pipe** (/dev/null, /dev/full, a tty, a FIFO): written in place,
   opened without O_CREAT or O_TRUNC, never replaced; an error such as ENOSPC from /dev/full is
-  one line. A FIFO without a reader is waited for, as a shell redirection does.
+  one line. A FIFO without a reader is waited for, as a shell redirection does. In a
+  world-writable sticky folder (/tmp, /dev/shm) a pipe of another user is refused, as
+  fs.protected_fifos would refuse it to an open that creates (opened in place it does not).
 - **an open descriptor** (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N): the descriptor
   itself is written (a copy of it), whatever it is open to, at its offset.
 - **refused with one line**: a folder ("is a directory"), a block device (a disk is no place for
@@ -179,7 +181,23 @@ def _plan(p: str) -> tuple[str, os.stat_result | None]:
     why = _kind_of(st.st_mode)
     if why:
         raise UserError(f"{p}: {why}")
+    _check_owner_in_place(p, st)
     return "in place", st
+
+
+def _check_owner_in_place(p: str, st: os.stat_result) -> None:
+    """A pipe (or device) of another user in a world-writable sticky folder is not written: the
+    kernel's fs.protected_fifos guards only opens with O_CREAT, which a pipe written in place is
+    not, so another user's `mkfifo /tmp/report.json` would receive root's report (or hold it
+    forever waiting for a reader). `st`: what the name leads to."""
+    try:
+        folder = os.stat(os.path.dirname(os.path.realpath(p)) or "/")
+    except OSError:
+        return
+    if not _trusted(st, folder):
+        what = "named pipe" if stat.S_ISFIFO(st.st_mode) else "device"
+        raise UserError(f"{p}: a {what} of another user (uid {st.st_uid}) in a folder anyone can write to: "
+                        "not written (remove it, or choose another name)")
 
 
 def _in_place_fd(p: str, kind: str) -> int:
@@ -214,6 +232,11 @@ def _in_place_fd(p: str, kind: str) -> int:
             except OSError as err2:
                 raise UserError(f"{p}: cannot write: {err2.strerror or err2}") from None
         os.set_blocking(fd, True)
+        try:        # what was opened, not what was looked at: a name swapped meanwhile is caught
+            _check_owner_in_place(p, os.fstat(fd))
+        except UserError:
+            os.close(fd)
+            raise
     why = _kind_of(os.fstat(fd).st_mode)
     if why:
         os.close(fd)
