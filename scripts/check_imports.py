@@ -117,6 +117,8 @@ def imports(name: str, path: Path, mods: dict[str, Path], package: str) -> list[
 #: Sub-packages whose layer differs from their package's, by their dotted name under corecast.
 SUBLAYERS: dict[str, str] = {
     "sched.enforce": "collect",     # sched's enforcing mode reads /proc and sysfs, counts with perf
+    "sim.online": "collect",        # runs the program under QEMU (collect.procs supervises it)
+    "sim.capture": "collect",       # runs the program under QEMU or valgrind
 }
 
 

@@ -120,7 +120,8 @@ def test_killing_corecast_leaves_no_program_and_no_file(tmp_path):
     qemu = None
     end = time.monotonic() + 120
     while qemu is None and time.monotonic() < end:
-        out = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "qemu-x86_64"], capture_output=True, text=True).stdout
+        out = subprocess.run(["pgrep", "-f", "^/usr/bin/qemu-x86_64 -plugin .*ring="], capture_output=True,
+                             text=True).stdout         # QEMU itself, under corecast-launch
         qemu = int(out.split()[0]) if out.split() else None
         time.sleep(0.1)
     assert qemu is not None, "qemu never started"
@@ -135,6 +136,50 @@ def test_killing_corecast_leaves_no_program_and_no_file(tmp_path):
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{qemu}") or open(f"/proc/{qemu}/stat").read().split(")")[-1].split()[0] == "Z"
     assert not {n for n in set(os.listdir("/dev/shm")) - shm_before if "ring" in n or "corecast-maps" in n}
+
+
+def _alive_with(word: str) -> list[int]:
+    """Processes (not zombies) whose command line starts with `word` (corecast's, the launcher's
+    and QEMU's hold the whole script)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            state = open(f"/proc/{d}/stat").read().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if cmd.startswith(word) and state != "Z":
+            out.append(int(d))
+    return out
+
+
+@pytest.mark.parametrize("how", ["killed", "ends"])
+def test_what_the_program_started_in_the_background_does_not_outlive_the_simulation(how):
+    """QEMU runs under corecast-launch: what the program leaves running in the background is
+    killed when the program ends, and when corecast is killed (SIGKILL) while it runs. (QEMU had
+    the plugin's parent-death signal, but a child the program started outlived both.)"""
+    tag = "61.4242" if how == "killed" else "61.4243"
+    script = f"/bin/sleep {tag} & /bin/sleep {tag} & " + ("/bin/sleep 60" if how == "killed" else "true")
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "sim", "--online", "--machine", "penryn-l5420", "--",
+                          "/bin/sh", "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env={**os.environ, **ENV})
+    try:
+        if how == "killed":
+            end = time.monotonic() + 120
+            while len(_alive_with(f"/bin/sleep {tag}")) < 2 and time.monotonic() < end:
+                time.sleep(0.1)
+            assert len(_alive_with(f"/bin/sleep {tag}")) == 2, "the background sleeps never started"
+            p.send_signal(signal.SIGKILL)
+        assert p.wait(timeout=120) in (-signal.SIGKILL, 0)
+        end = time.monotonic() + 20
+        while _alive_with(f"/bin/sleep {tag}") and time.monotonic() < end:
+            time.sleep(0.1)
+        assert _alive_with(f"/bin/sleep {tag}") == []
+    finally:
+        for pid in _alive_with(f"/bin/sleep {tag}"):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_online_mistakes_are_one_line(tmp_path):

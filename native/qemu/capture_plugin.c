@@ -264,6 +264,23 @@ static void on_exit_cb(qemu_plugin_id_t id, void *ud) {
     out_fd = -1;
 }
 
+/* The parent of process `pid` (from /proc/PID/stat), or -1. */
+static pid_t parent_of(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0) return -1;
+    buf[k] = 0;
+    char *rp = strrchr(buf, ')');              /* the name may hold spaces and parentheses */
+    char st;
+    long pp;
+    if (!rp || sscanf(rp + 1, " %c %ld", &st, &pp) != 2) return -1;
+    return (pid_t)pp;
+}
+
 /* ring=N: map the ring corecast made; the data area's size comes from the memfd's own size. */
 static int open_ring(int fd) {
     struct stat st;
@@ -278,8 +295,13 @@ static int open_ring(int fd) {
     }
     close(fd);
     reader = (pid_t)h->consumer_pid;
-    /* corecast killed (SIGKILL included): the kernel kills QEMU too */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != reader) return -1;
+    /* corecast killed (SIGKILL included): the kernel kills QEMU too. QEMU's parent is corecast,
+       or corecast-launch started by corecast (which kills the program's whole tree, what it
+       started in the background included, when corecast dies: it has its own parent-death
+       signal), whose death then kills QEMU. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return -1;
+    pid_t parent = getppid();
+    if (parent != reader && parent_of(parent) != reader) return -1;
     h->producer_pid = (int32_t)getpid();
     ring = h;
     return 0;

@@ -155,18 +155,19 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _fresh_name(prefix: str, suffix: str = "") -> str:
-    base = os.path.abspath(tempfile.gettempdir())
+def _fresh_name(prefix: str, suffix: str = "", parent: str | None = None) -> str:
+    base = os.path.abspath(parent or tempfile.gettempdir())
     # os.urandom, as secrets.token_hex reads it (secrets costs ~3 ms of start-up: hmac, hashlib, random)
     return os.path.join(base, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}{suffix}")
 
 
-def temp_dir(prefix: str) -> Path:
-    """A new private folder (mode 700) in the temporary folder, named to the sentinel before it
-    is made: it is removed when corecast ends, however it ends. Remove it with `remove`."""
+def temp_dir(prefix: str, parent: str | Path | None = None) -> Path:
+    """A new private folder (mode 700) in the temporary folder (or in `parent`), named to the
+    sentinel before it is made: it is removed when corecast ends, however it ends. Remove it
+    with `remove`."""
     s = sentinel()
     for _ in range(100):
-        path = _fresh_name(prefix)
+        path = _fresh_name(prefix, parent=None if parent is None else str(parent))
         s.tell("dir", path)
         try:
             os.mkdir(path, 0o700)
@@ -176,7 +177,7 @@ def temp_dir(prefix: str) -> Path:
         except OSError as err:
             s.tell("drop", path)
             raise UserError(f"cannot make a temporary folder {path}: {err.strerror or err}") from None
-    raise UserError(f"cannot make a temporary folder in {tempfile.gettempdir()}: every name tried exists")
+    raise UserError(f"cannot make a temporary folder in {parent or tempfile.gettempdir()}: every name tried exists")
 
 
 def temp_file(prefix: str, suffix: str = "") -> Path:
@@ -491,3 +492,26 @@ class Supervised:
                 self._reap()
             finally:
                 self._lock.release()
+
+
+def start_passing(argv: Sequence[str], fds: Sequence[int], *, what: str, env: Mapping[str, str] | None = None,
+                  stdout: str | int | None = None) -> Supervised:
+    """Start `argv` under corecast-launch (`Supervised`), running at once, with the descriptors
+    `fds` passed to it at the same numbers (a ring, a pipe the program writes into): what
+    `subprocess.Popen(pass_fds=...)` would start, except that the program's whole tree is
+    killed when it ends and when corecast dies, SIGKILL included (QEMU or valgrind under
+    `sim`, and whatever the program started in the background, were left running). The
+    program stays in corecast's process group, so a terminal's Ctrl-C reaches it as before.
+    `what`: the program's name in the error when it cannot be executed."""
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    try:
+        s = Supervised(argv, env=env, stdout=stdout, keep_group=True)
+    finally:
+        for fd in fds:
+            os.set_inheritable(fd, False)
+    s.start()
+    if s.exec_error is not None:
+        s.close()
+        raise UserError(f"cannot run {what}: {os.strerror(s.exec_error)}")
+    return s

@@ -25,8 +25,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import outputs
+from ..collect import procs
 from ..errors import UserError
 from . import native as N
 from . import x86
@@ -124,7 +123,7 @@ def capture(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] = (),
     try:
         return _capture_lackey(vg, cmd, out, scratch, markers, annotate, chunk_bytes, progress, env, decoding)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        procs.remove(scratch)
 
 
 def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, markers: Sequence[str],
@@ -147,12 +146,12 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
     args = [vg, "--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "-v", "-v",
             f"--log-fd={wfd}", *cmd]
     try:
-        proc = subprocess.Popen(args, pass_fds=(wfd,), env=env)
-    except OSError as err:
+        proc = procs.start_passing(args, (wfd,), what="valgrind", env=env)
+    except UserError:
         os.close(rfd)
         os.close(wfd)
         writer.abort()
-        raise UserError(f"cannot run valgrind: {err.strerror}") from None
+        raise
     os.close(wfd)
     total = 0
     try:
@@ -170,13 +169,11 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
             if progress:
                 progress(int(writer.kinds[N.KIND_FETCH]), writer.count)
     except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
+        proc.close()
         _keep_interrupted(writer, raw_path, out)
         raise
     except BaseException:               # a write error (a full disk): valgrind goes too
-        proc.kill()
-        proc.wait()
+        proc.close()
         writer.abort()
         raise
     status = proc.wait()
@@ -257,10 +254,11 @@ def qemu_trace_meta(r: dict[str, Any]) -> dict[str, Any]:
 def _scratch(out: Path) -> Path:
     """A private folder (mode 700, a fresh name) for what a capture makes on the way (the
     undecoded trace, the plugin's maps and count): beside the trace when that is a file (one
-    file system), else in the temporary folder. The trace itself is checked first
-    (corecast.outputs: its folder exists, it is no folder and no planted link)."""
+    file system), else in the temporary folder; named to the sentinel, so that it goes even
+    when corecast is killed (its undecoded trace can be gigabytes). The trace itself is checked
+    first (corecast.outputs: its folder exists, it is no folder and no planted link)."""
     kind = outputs.check(out)
-    return Path(tempfile.mkdtemp(prefix=".corecast-capture-", dir=out.parent if kind in ("new", "regular") else None))
+    return procs.temp_dir(".corecast-capture-", parent=out.parent if kind in ("new", "regular") else None)
 
 
 def _summary(info: CaptureInfo) -> str:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import ctypes as C
 import os
 import shutil
-import subprocess
 import time
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..collect import procs
 from ..errors import UserError
 from ..native import native_path
 from . import native as N
@@ -218,11 +218,16 @@ def _markers_before(recs: np.ndarray, addrs: np.ndarray) -> np.ndarray:
     return np.insert(recs, at, mk)
 
 
+#: `stdout=DEVNULL`: the program's output thrown away (subprocess.DEVNULL's value, as callers pass it).
+DEVNULL = -3
+
+
 class OnlineRun:
     """One run of a program under QEMU with the plugin writing into a ring (see the module).
     `records()` yields its records, annotated (unless `annotate` is False or objdump is
     missing), as they come; `progress(instructions, records)` is told what the plugin has
-    written twice a second; `info` says how it went once they are all out."""
+    written twice a second; `info` says how it went once they are all out. `stdout`: a
+    descriptor of corecast's the program writes to, DEVNULL, or None (corecast's own)."""
 
     def __init__(self, cmd: Sequence[str], *, annotate: bool = True, markers: Sequence[str] = (),
                  env: dict[str, str] | None = None, progress: Callable[[int, int], None] | None = None,
@@ -248,7 +253,7 @@ class OnlineRun:
         self.markers = list(markers)
         self.env, self.progress, self.ring_bytes, self.stdout = env, progress, ring_bytes, stdout
         self.info: dict[str, Any] = {}
-        self._proc: subprocess.Popen | None = None
+        self._proc: procs.Supervised | None = None
         self._ring: Ring | None = None
         self._maps_fd = -1
         self._final_maps: str | None = None
@@ -263,9 +268,8 @@ class OnlineRun:
     def close(self) -> None:
         """Stop the program if it still runs, and let the ring and the maps go."""
         p, self._proc = self._proc, None
-        if p is not None and p.poll() is None:
-            p.kill()
-            p.wait()
+        if p is not None:
+            p.close()               # kills what still runs of the program's tree, and reaps
         if self._ring is not None:
             self._ring.close()
             self._ring = None
@@ -297,10 +301,11 @@ class OnlineRun:
         self._maps_fd = os.memfd_create("corecast-maps", os.MFD_CLOEXEC)
         args = [self.qemu, "-plugin", f"{self.plugin},ring={ring.fd},mapsfd={self._maps_fd}", self.prog, *self.cmd[1:]]
         try:
-            self._proc = subprocess.Popen(args, pass_fds=(ring.fd, self._maps_fd), env=self.env, stdout=self.stdout)
-        except OSError as err:
+            self._proc = procs.start_passing(args, (ring.fd, self._maps_fd), what="qemu-x86_64", env=self.env,
+                                             stdout=os.devnull if self.stdout == DEVNULL else self.stdout)
+        except UserError:
             self.close()
-            raise UserError(f"cannot run qemu-x86_64: {err.strerror}") from None
+            raise
         ann = OnlineAnnotator(self._maps, (self.qemu, self.plugin), self.markers, self.decode)
         hex_marks = np.array([int(m, 16) for m in self.markers if m.lower().startswith("0x")], np.uint64)
         shown = [time.monotonic()]
