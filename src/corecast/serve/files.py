@@ -19,13 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, opened
-from ..parsing import json_document
+from ..parsing import MAX_DATASET_BYTES, json_document
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".csv", ".json", ".jsonl", ".ndjson")
 KINDS = ("campaign", "dataset", "stat-trace", "meters-recording")
 SIDECAR = ".meta.json"
 JSON_SNIFF_BYTES = 64 << 20  # a JSON Dataset larger than this is not looked into for notes.meters
+#: The largest stat trace the dashboard reads: a trace is held whole in memory (its lines, indexed
+#: by time), and anyone who can write into a folder given to `serve` can drop one there, so it is
+#: bounded as a Dataset is (a ~500-byte sample line at 0.1 s is 256 MiB after about 14 hours).
+MAX_TRACE_BYTES = MAX_DATASET_BYTES
 
 
 def sniff(path: Path) -> str:
@@ -229,11 +233,23 @@ def read_trace(path: Path, expect: str) -> Trace:
     cut short (a trace still being written), which is left out with a note."""
     sig = Entry("", path, "", "").signature()
     t = Trace(path, sig)
-    with opened(path, "r", encoding="utf-8") as fh:
-        try:
-            raw = fh.read()
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: not a text file (a JSON-lines trace expected)") from None
+    with opened(path, "rb", "stat trace") as fh:
+        # Refused whole rather than shown in part: the header is the first line and the summary
+        # the last, and a replay that silently started hours into a run would mislead. The size
+        # is looked at first (no read at all of a huge file), and the read is bounded all the
+        # same, for a file that grows after the look.
+        size = os.fstat(fh.fileno()).st_size
+        data = b"" if size > MAX_TRACE_BYTES else fh.read(MAX_TRACE_BYTES + 1)
+        if size > MAX_TRACE_BYTES or len(data) > MAX_TRACE_BYTES:
+            how = f"{size:,} bytes, more than" if size > MAX_TRACE_BYTES else "grew while read past"
+            raise UserError(f"{path}: {how} the {MAX_TRACE_BYTES:,} bytes the dashboard reads from a stat "
+                            "trace (record a shorter one, or at a longer -T)")
+    try:
+        raw = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (a JSON-lines trace expected)") from None
+    if "\r" in raw:                                  # as text mode read it (universal newlines)
+        raw = raw.replace("\r\n", "\n").replace("\r", "\n")
     rows = raw.split("\n")
     last = len(rows) - 1
     while last >= 0 and not rows[last].strip():
