@@ -11,7 +11,8 @@
  * cycles; hardware events are reported as null where the machine has no PMU). Regions nest
  * and repeat; totals per region are written as JSON lines at exit (or by
  * corecast_region_report) to $CORECAST_REGION_OUT, else ./corecast-regions-<pid>.jsonl, where
- * `corecast stat` and corecast.region.load() read them.
+ * `corecast stat` and corecast.region.load() read them. The file is opened without following a
+ * link at its name and written only if it is a regular file of this user with one name.
  */
 #ifndef CORECAST_REGION_H
 #define CORECAST_REGION_H

@@ -2,6 +2,9 @@
 #define _GNU_SOURCE
 #include "corecast_region.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -9,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +141,46 @@ API int corecast_region_end(const char *name) {
     return tot ? 0 : -1;
 }
 
+/* Whether `path` is /proc/PID/fd/N (or /proc/self/fd/N): a descriptor a process hands to its
+ * children (`corecast stat`'s fast path passes a memfd so). Such a name is a link the kernel
+ * makes, which no other user can plant, and O_NOFOLLOW cannot open it (ELOOP). */
+static int is_proc_fd(const char *path) {
+    if (strncmp(path, "/proc/", 6)) return 0;
+    const char *p = path + 6;
+    if (!strncmp(p, "self/", 5)) p += 4;
+    else { if (!isdigit((unsigned char)*p)) return 0; while (isdigit((unsigned char)*p)) p++; }
+    if (strncmp(p, "/fd/", 4)) return 0;
+    p += 4;
+    if (!isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+    return *p == 0;
+}
+
+/* The results file, opened to append; -1 (and one line on stderr) when it cannot be or must not
+ * be. The default name is predictable and in the current folder, which may be /tmp: a program
+ * run there as root must not append through a link another user planted (fs.protected_symlinks
+ * may be 0) nor into a file hard-linked there, so the last name is never followed, and what is
+ * opened must be a regular file of this user with at most one name (0: a memfd). */
+static int open_results(const char *path) {
+    /* O_NONBLOCK: a FIFO planted there never holds the program at its exit */
+    int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | (is_proc_fd(path) ? 0 : O_NOFOLLOW);
+    int fd = open(path, flags, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "corecast region: %s: %s: region totals not written\n", path,
+                errno == ELOOP ? "a symbolic link" : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink > 1) {
+        fprintf(stderr, "corecast region: %s: not a regular file of this user with one name: "
+                "region totals not written\n", path);
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
 API int corecast_region_report(void) {
     const char *path = getenv("CORECAST_REGION_OUT");
     char buf[256];
@@ -146,8 +190,13 @@ API int corecast_region_report(void) {
     }
     pthread_mutex_lock(&lock);
     if (ntotals == 0) { pthread_mutex_unlock(&lock); return 0; }
-    FILE *fh = fopen(path, "a");
-    if (!fh) { pthread_mutex_unlock(&lock); return -1; }
+    int fd = open_results(path);
+    FILE *fh = fd < 0 ? NULL : fdopen(fd, "a");
+    if (!fh) {
+        if (fd >= 0) close(fd);
+        pthread_mutex_unlock(&lock);
+        return -1;
+    }
     for (int r = 0; r < ntotals; r++) {
         struct total *tot = &totals[r];
         fprintf(fh, "{\"source\": \"c\", \"pid\": %d, \"region\": \"", (int)getpid());

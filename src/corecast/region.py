@@ -20,9 +20,12 @@ program that imports this module and never enters a region does not load it (~25
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import json
 import os
+import stat
+import sys
 import threading
 import time
 from pathlib import Path
@@ -44,6 +47,40 @@ _registered = False
 def output_path() -> Path:
     p = os.environ.get("CORECAST_REGION_OUT")
     return Path(p) if p else Path(f"corecast-regions-{os.getpid()}.jsonl")
+
+
+def _is_proc_fd(path: str) -> bool:
+    """/proc/PID/fd/N or /proc/self/fd/N (no `re`: a measured program imports this module)."""
+    parts = path.split("/")
+    return (len(parts) == 5 and parts[:2] == ["", "proc"] and (parts[2].isdigit() or parts[2] == "self")
+            and parts[3] == "fd" and parts[4].isdigit())
+
+
+def _open_results(p: Path) -> int | None:
+    """The results file opened to append, or None after one line on stderr, as the C library
+    does (native/region/region.c, open_results): the default name is predictable and in the
+    current folder, which may be /tmp, so a program run there as root must not append through a
+    link another user planted (fs.protected_symlinks may be 0) nor into a file hard-linked there.
+    The last name is never followed -- except /proc/PID/fd/N, a descriptor handed down (`corecast
+    stat`'s memfd), which no other user can plant -- and what is opened must be a regular file of
+    this user with at most one name (0: a memfd)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK   # a planted FIFO never blocks
+    if not _is_proc_fd(str(p)):
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(p, flags, 0o600)
+    except OSError as err:
+        why = "a symbolic link" if err.errno == errno.ELOOP else (err.strerror or str(err))
+        sys.stderr.write(f"corecast region: {p}: {why}: region totals not written\n")
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink > 1:
+        os.close(fd)
+        sys.stderr.write(f"corecast region: {p}: not a regular file of this user with one name: "
+                         "region totals not written\n")
+        return None
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _thread_counters():
@@ -103,14 +140,19 @@ def totals() -> dict[str, dict[str, Any]]:
 
 
 def report(path: str | os.PathLike | None = None) -> Path | None:
-    """Append the totals so far (JSON lines) and clear them."""
+    """Append the totals so far (JSON lines) and clear them: the file written, or None when
+    there was nothing to write or the file was refused (one line on stderr: see _open_results;
+    run at exit, so never an exception for it)."""
     with _lock:
         if not _totals:
             return None
         items = list(_totals.items())
         _totals.clear()
     p = Path(path) if path else output_path()
-    with open(p, "a") as fh:
+    fd = _open_results(p)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "a") as fh:
         for name, t in items:
             fh.write(json.dumps({"source": "python", "pid": os.getpid(), "region": name, **t}) + "\n")
     return p
