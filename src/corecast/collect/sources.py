@@ -356,10 +356,17 @@ class ResctrlGroup:
         return out
 
     def remove(self) -> None:
+        """Remove the group (its RMID goes back to the kernel); corecast-sentinel, which would
+        have removed it had corecast died, forgets it. A group that cannot be removed now stays
+        named to the sentinel, which tries again when corecast ends."""
         try:
             os.rmdir(self.path)
-        except OSError:
+        except FileNotFoundError:
             pass
+        except OSError:
+            return
+        from .procs import untrack
+        untrack(self.path)
 
 
 def resctrl_unavailable(sys_root: Path = SYS, cpuinfo: Path = PROC / "cpuinfo") -> str | None:
@@ -384,9 +391,16 @@ def resctrl_group(name: str, sys_root: Path = SYS) -> ResctrlGroup | Unavailable
         return Unavailable("resctrl", why)
     base = sys_root / "fs" / "resctrl"
     path = base / "mon_groups" / name
+    # Named to corecast-sentinel before it is made, as occupancy.Group's control group is: only
+    # `remove` takes it away otherwise, so a SIGKILL of corecast left it (and its RMID, of which
+    # a CPU has a few dozen to a few hundred) until the next reboot. The sentinel removes a
+    # resctrl group with rmdir (its tasks go back to the default group; nothing is killed).
+    from .procs import track_cgroup, untrack     # here: most readers of this module start nothing
+    track_cgroup(path)
     try:
         path.mkdir(exist_ok=True)
     except OSError as err:
+        untrack(path)
         return Unavailable("resctrl", f"cannot create monitoring group {path}: {err.strerror}")
     doms = sorted((path / "mon_data").glob("mon_L3_*"))
     return ResctrlGroup(path, doms)

@@ -133,6 +133,8 @@ class VirtualSampler:
             if self.pid <= 0:
                 why: str | None = "resctrl monitoring follows the target's threads: give a command or -p PID"
             else:
+                # named to corecast-sentinel as it is made: removed by `close`, or by the
+                # sentinel if corecast ends without closing (SIGKILL included)
                 g = sources.resctrl_group(f"corecast-{os.getpid()}-{self.pid}", self.sys_root)
                 why = g.reason if isinstance(g, sources.Unavailable) else None
                 if not isinstance(g, sources.Unavailable):
