@@ -246,6 +246,34 @@ def test_resume_refuses_a_campaign_whose_metadata_and_settings_disagree(cli, tmp
     assert "disagree" in r.err and "echo harmless" in r.err and "sh -c exit 0" in r.err
 
 
+def test_resume_runs_no_command_from_a_campaign_another_user_could_have_written(cli, tmp_path):
+    """--resume runs the command (and environment) a campaign records: root resuming a file
+    another user owns, or one others may write, ran whatever they put in it."""
+    out = tmp_path / "t.db"
+    marker = tmp_path / "ran"
+    r = cli("measure", "-q", "--cores", "1", "--reps", "2", "--warmup", "0", "--no-shim", "-o", out, "--",
+            "sh", "-c", f"echo x >> {marker}")
+    assert r.code == 0, r.err
+    con = sqlite3.connect(out)
+    con.execute("DELETE FROM run_values WHERE slot = 1")
+    con.execute("DELETE FROM runs WHERE slot = 1")
+    con.commit()
+    con.close()
+    before = marker.read_text()
+    os.chown(out, 4242, 4242)                       # another user's file
+    r = cli("measure", "-q", "--resume", "-o", out)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "another user (uid 4242)" in r.err, r.err
+    os.chown(out, os.geteuid(), os.getegid())
+    out.chmod(0o664)                                # the group may write it
+    r = cli("measure", "-q", "--resume", "-o", out)
+    assert r.code == 2 and "its group may write" in r.err and "chmod go-w" in r.err, r.err
+    assert marker.read_text() == before             # nothing was run
+    out.chmod(0o644)
+    r = cli("measure", "-q", "--resume", "-o", out)
+    assert r.code == 0, r.err
+    assert marker.read_text().count("x") == before.count("x") + 1
+
+
 def test_carrying_finds_the_marked_processes_and_only_those():
     token = f"{os.getpid()}-{random.getrandbits(32):x}"
     env = dict(os.environ, CORECAST_CARRY_TEST=token)

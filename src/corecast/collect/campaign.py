@@ -169,11 +169,30 @@ def _one_line(argv: Sequence[str], limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def trusted_to_run(path: str | Path) -> None:
+    """Resuming runs the command and the environment (LD_PRELOAD included) recorded in the
+    campaign file, as the user resuming: a file another user owns, or one that others may
+    write, could have had any command put in it, so it is refused with one line. (`info`
+    shows what a campaign would run; a copy of it the user owns can be resumed.)"""
+    st = os.stat(path)
+    if st.st_uid != os.geteuid():
+        raise UserError(f"{path}: a campaign of another user (uid {st.st_uid}): resuming runs the command recorded "
+                        "in it, so it is not resumed (look at it with `corecast info`; a copy of your own can be)")
+    if st.st_mode & 0o022:
+        who = "its group and others" if st.st_mode & 0o022 == 0o022 else ("others" if st.st_mode & 0o002 else
+                                                                             "its group")
+        raise UserError(f"{path}: {who} may write to this campaign file (mode {st.st_mode & 0o777:o}): resuming runs "
+                        f"the command recorded in it, so it is not resumed (`chmod go-w {path}` if that is "
+                        "yours to decide)")
+
+
 def resume(output: str, command: Sequence[str] | None = None, *, reporter: Reporter | None = None) -> Prepared:
-    """Open an interrupted campaign to run what it has not recorded yet, with its own settings."""
+    """Open an interrupted campaign to run what it has not recorded yet, with its own settings
+    (only a file of the user's own that no one else may write: `trusted_to_run`)."""
     reporter = reporter or Reporter()
     camp = _watched(Campaign.open(output))
     try:
+        trusted_to_run(camp.path)
         meta = camp.meta()
         cfg = _stored_config(meta.get("config") or {}, output)
         if not cfg.command:
