@@ -320,6 +320,34 @@ def test_a_pipe_another_user_planted_in_a_shared_folder_is_not_written(tmp_path)
     assert reader.finish() == b"ours\n"
 
 
+def test_a_writer_killed_mid_file_leaves_no_temporary_file(tmp_path):
+    """The content goes to an unnamed file (O_TMPFILE) until it is whole: SIGKILL while a report
+    is written left `.NAME.XXXX.tmp` beside it (nothing can clean up after a SIGKILL)."""
+    code = ("import os, sys, time\n"
+            "from corecast import outputs\n"
+            "o = outputs.Output(sys.argv[1])\n"
+            "fh = o.open()\n"
+            "fh.write('x' * 100000)\n"
+            "fh.flush()\n"
+            "print('writing', flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r.json")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "writing"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert list(tmp_path.iterdir()) == []
+    # the same finished: only the file, with its content
+    from corecast import outputs
+    o = outputs.Output(tmp_path / "r.json")
+    fh = o.open()
+    fh.write("done\n")
+    assert list(tmp_path.iterdir()) == []              # nothing named until it is whole
+    o.commit()
+    assert [f.name for f in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").read_text() == "done\n"
+
+
 def test_the_name_is_looked_at_again_before_the_rename(tmp_path):
     """A link planted while the file was written is refused, not replaced or followed."""
     from corecast import outputs

@@ -3,9 +3,12 @@
 corecast runs as root beside other users, so an output name may be a device, a pipe, a link
 another user planted, or a folder. The rule, by what the name is when corecast writes:
 
-- **a new name or a regular file**: the content goes to a temporary file made beside it with
-  O_CREAT|O_EXCL|O_NOFOLLOW (a name that exists, a planted link included, is never opened),
-  which is renamed over the name at the end. The rename only replaces a regular file: the name
+- **a new name or a regular file**: the content goes to an unnamed file in its folder
+  (O_TMPFILE, so a corecast killed while it writes, SIGKILL included, leaves nothing behind)
+  which at the end gets a fresh temporary name beside it (linkat, which never replaces a
+  name) and is renamed over the name; where the file system has no O_TMPFILE, to a temporary
+  file made beside it with O_CREAT|O_EXCL|O_NOFOLLOW (a name that exists, a planted link
+  included, is never opened), renamed the same way. The rename only replaces a regular file: the name
   is looked at again (lstat) just before it, and anything else found there by then is refused.
   A rename never follows a link at the destination, so the worst a race can do is replace what
   was planted, never write through it. An existing file keeps its permission bits (and, for
@@ -55,6 +58,8 @@ from typing import IO, Any, Iterator
 from . import messages
 from .errors import UserError
 
+#: Whether /proc/self/fd is there, through which an unnamed (O_TMPFILE) file is given a name.
+_PROC_FD = os.path.isdir("/proc/self/fd")
 #: Names that are an open descriptor of this process: written through a copy of it.
 _FD_NAME = re.compile(r"/(?:dev/fd|proc/self/fd|proc/thread-self/fd|proc/(\d+)/fd)/(\d+)")
 _STD_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}
@@ -296,6 +301,7 @@ class Output:
         self._fh: IO[Any] | None = None
         self._file: _Guarded | None = None
         self._tmp: str | None = None
+        self._anon = False                 # the content is in an unnamed file (O_TMPFILE) until commit
         self._target_fd: int | None = None
         self._done = False
 
@@ -327,6 +333,7 @@ class Output:
             fh = os.fdopen(self._create_temp(st), mode, **self._text_kw())
             if self.live:
                 try:
+                    self._name_it(fh.fileno())
                     self._publish()
                 except UserError:
                     fh.close()
@@ -339,21 +346,21 @@ class Output:
         return {} if self.binary else {"encoding": "utf-8", "newline": self.newline}
 
     def _create_temp(self, st: os.stat_result | None) -> int:
-        folder, name = os.path.split(self.p)
-        flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_RDWR if self.seekable else os.O_WRONLY)
-        for _ in range(100):
-            import secrets
-            tmp = os.path.join(folder, f".{name[:120]}.{secrets.token_hex(4)}.tmp")
+        """The file the content goes to until `commit`: unnamed where the folder's file system
+        can (O_TMPFILE: a corecast killed while it writes, SIGKILL included, leaves nothing
+        behind), else a fresh name beside the output (O_CREAT|O_EXCL|O_NOFOLLOW)."""
+        folder = os.path.dirname(self.p) or "."
+        access = os.O_RDWR if self.seekable else os.O_WRONLY
+        fd = -1
+        if _PROC_FD and hasattr(os, "O_TMPFILE"):
             try:
-                fd = os.open(tmp, flags, 0o666)
-                break
-            except FileExistsError:
-                continue
-            except OSError as err:
-                raise UserError(f"{self.p}: cannot write: {err.strerror or err}") from None
-        else:
-            raise UserError(f"{self.p}: cannot write: no free temporary name beside it")
-        self._tmp = tmp
+                fd = os.open(folder, os.O_TMPFILE | access | os.O_CLOEXEC, 0o666)
+                self._anon = True
+            except OSError:
+                fd = -1                     # a file system without it (EOPNOTSUPP): a named one
+        if fd < 0:
+            fd = self._named_temp(lambda tmp: os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                                                      | access, 0o666))
         if st is not None:                  # an existing file keeps its permissions (and owner)
             try:
                 os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o777)
@@ -362,6 +369,40 @@ class Output:
             except OSError:
                 pass
         return fd
+
+    def _named_temp(self, make: Any) -> Any:
+        """`make(name)` for a fresh temporary name beside the output (it raises FileExistsError
+        for a name taken); the name is kept in `_tmp`."""
+        folder, name = os.path.split(self.p)
+        for _ in range(100):
+            import secrets
+            tmp = os.path.join(folder, f".{name[:120]}.{secrets.token_hex(4)}.tmp")
+            try:
+                got = make(tmp)
+                break
+            except FileExistsError:
+                continue
+            except OSError as err:
+                raise UserError(f"{self.p}: cannot write: {err.strerror or err}") from None
+        else:
+            raise UserError(f"{self.p}: cannot write: no free temporary name beside it")
+        self._tmp = tmp
+        return got
+
+    def _name_it(self, fd: int) -> None:
+        """The unnamed file gets a temporary name beside the output (linkat, which never replaces
+        a name), just before it is renamed over it: a name exists only from here to the rename."""
+        if self._anon:
+            # linkat(AT_SYMLINK_FOLLOW) through the descriptor's /proc link: Python calls linkat
+            # only when a dir_fd is given (plain link(2) would link the /proc link itself: EXDEV);
+            # the source's path is absolute, so the folder given is not used
+            root = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                self._named_temp(lambda tmp: os.link(f"/proc/self/fd/{fd}", tmp, src_dir_fd=root,
+                                                     follow_symlinks=True))
+            finally:
+                os.close(root)
+            self._anon = False
 
     def _publish(self) -> None:
         """Rename the temporary file over the name, which must be absent or a regular file."""
@@ -403,6 +444,8 @@ class Output:
                         self._target_fd = None
                         import shutil
                         shutil.copyfileobj(fh.buffer if hasattr(fh, "buffer") else fh, dst, 1 << 20)
+                if self._anon:
+                    self._name_it(fh.fileno())
                 fh.close()
             except OSError as err:
                 raise self.fail(err) from None
