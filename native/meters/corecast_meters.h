@@ -45,12 +45,14 @@
  * Notification: `trigger_gen` (+1 at every trigger state change) and `advice_gen` (+1 at
  * every allowed_workers change) are futex words; ccm_wait_change() sleeps on the first until
  * it changes. For poll()/epoll, ccm_subscribe() connects to the daemon's socket
- * (abstract name "corecast-meters-NAME"): one byte arrives at every trigger state change.
+ * (abstract name "corecast-meters-NAME", its server checked to be the board's owner or root):
+ * one byte arrives at every trigger state change.
  *
  * Application area: /dev/shm/corecast-NAME.app, slots where programs publish their own state
  * (ccm_app_publish(&b, "phase", 3); "active_workers", ...), each under its own seqlock;
  * the daemon shows them in /meters.json and /metrics. Publishing needs write permission on
- * that file (the daemon's --app-mode).
+ * that file (the daemon's --app-mode). Its other writers are not trusted: its geometry is
+ * checked and copied once at open, and slots are read with pread (ccm_read_app).
  *
  * One header on purpose (~800 lines): programs include it and link nothing.
  *
@@ -315,11 +317,19 @@ typedef struct {
     const unsigned char *base;
     size_t size;
     unsigned char *app;          /* the application area (NULL without one) */
-    size_t app_size;
+    size_t app_size;             /* its mapping's length: the file's size when it was opened */
     int app_writable;
     char name[CCM_NAME_MAX + 1];
     struct ccm__section scopes, meters, triggers, advice;   /* the reader's own copies */
     int64_t interval_ns;
+    /* The application area's geometry, copied and checked once at open: its file is writable by
+     * the daemon's --app-mode (the group, or everyone), so its header may be rewritten at any
+     * moment and is never read again (see ccm__app_check). Appended here: the Python reader
+     * (board.py `_Handle`) mirrors this structure. */
+    uint32_t app_header_size, app_slot_count, app_slot_size;
+    int app_fd;                  /* the area's file, kept open (when app is not NULL): slots are
+                                    read with pread(), which cannot fault where the file was
+                                    truncated under the mapping */
 } ccm_board;
 
 static inline int64_t ccm_now_ns(void) {
@@ -354,7 +364,8 @@ static inline int ccm__valid_name(const char *name) {
  * root (-EPERM), and for the board (`shared_write` 0) writable by its owner only (-EPERM:
  * anyone else could write the values readers act on; the application area is writable by the
  * daemon's --app-mode on purpose). -ELOOP: a symbolic link. */
-static inline void *ccm__map(const char *path, int writable, int shared_write, size_t *size, int *err) {
+static inline void *ccm__map(const char *path, int writable, int shared_write, size_t *size, int *err,
+                             int *keep_fd) {
     int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         *err = -errno;
@@ -378,13 +389,46 @@ static inline void *ccm__map(const char *path, int writable, int shared_write, s
         return NULL;
     }
     void *p = mmap(NULL, (size_t)st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
     if (p == MAP_FAILED) {
         *err = -errno;
+        close(fd);
         return NULL;
     }
+    if (keep_fd)
+        *keep_fd = fd;
+    else
+        close(fd);
     *size = (size_t)st.st_size;
     return p;
+}
+
+/* Read exactly `n` bytes at `off` of `fd` (0), or -1 (an error, or the file ends before). */
+static inline int ccm__pread(int fd, void *buf, size_t n, off_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+#define CCM_APP_SLOTS_MAX 4096u  /* more is a damaged area (the daemon makes 64): each read of the
+                                    area costs a system call per slot */
+
+/* The application area's header, read from its file (`fd`, `size` bytes mapped) into `ah` and
+ * checked: 1 when its geometry lies inside the mapping with every slot 8-byte aligned. It is
+ * read with pread, not through the mapping: the file may have been truncated already. */
+static inline int ccm__app_check(int fd, size_t size, struct ccm_app_header *ah) {
+    if (ccm__pread(fd, ah, sizeof *ah, 0) != 0)
+        return 0;
+    return memcmp(ah->magic, CCM_APP_MAGIC, 8) == 0 && ah->header_size >= sizeof(struct ccm_app_header) &&
+           ah->header_size % 8 == 0 && ah->slot_size >= sizeof(struct ccm_app_slot) && ah->slot_size % 8 == 0 &&
+           ah->slot_count <= CCM_APP_SLOTS_MAX &&
+           (uint64_t)ah->header_size + (uint64_t)ah->slot_count * ah->slot_size <= (uint64_t)size;
 }
 
 static inline int ccm__section_ok(size_t size, uint32_t count, uint32_t off, uint32_t elem, uint32_t min_elem) {
@@ -407,7 +451,7 @@ static inline int ccm_open(ccm_board *b, const char *name) {
     snprintf(path, sizeof path, "/dev/shm/corecast-%s", name);
     int err = 0;
     size_t size = 0;
-    void *p = ccm__map(path, 0, 0, &size, &err);
+    void *p = ccm__map(path, 0, 0, &size, &err, NULL);
     if (!p)
         return err;
     const struct ccm_header *h = (const struct ccm_header *)p;
@@ -447,21 +491,33 @@ static inline int ccm_open(ccm_board *b, const char *name) {
     b->base = (const unsigned char *)p;
     b->size = size;
     snprintf(b->name, sizeof b->name, "%s", name);
+    b->app_fd = -1;
     if (h->flags & 1u) {
+        /* Writable by others on purpose (--app-mode): its header is read once, with pread,
+         * checked, and only this process's copy of it is used afterwards (like the sections
+         * above), so a rewrite of slot_count or header_size after this changes nothing here. */
         snprintf(path, sizeof path, "/dev/shm/corecast-%s.app", name);
-        void *a = ccm__map(path, 1, 1, &b->app_size, &err);
-        b->app_writable = a != NULL;
+        int fd = -1;
+        size_t asize = 0;
+        void *a = ccm__map(path, 1, 1, &asize, &err, &fd);
+        int writable = a != NULL;
         if (!a)
-            a = ccm__map(path, 0, 1, &b->app_size, &err);
-        const struct ccm_app_header *ah = (const struct ccm_app_header *)a;
-        if (a && (memcmp(ah->magic, CCM_APP_MAGIC, 8) != 0 || ah->slot_size < sizeof(struct ccm_app_slot) ||
-                  (uint64_t)ah->header_size + (uint64_t)ah->slot_count * ah->slot_size > b->app_size)) {
-            munmap(a, b->app_size);
+            a = ccm__map(path, 0, 1, &asize, &err, &fd);
+        struct ccm_app_header ah;
+        if (a && !ccm__app_check(fd, asize, &ah)) {
+            munmap(a, asize);
+            close(fd);
             a = NULL;
         }
-        b->app = (unsigned char *)a;
-        if (!a)
-            b->app_size = 0;
+        if (a) {
+            b->app = (unsigned char *)a;
+            b->app_size = asize;
+            b->app_writable = writable;
+            b->app_header_size = ah.header_size;
+            b->app_slot_count = ah.slot_count;
+            b->app_slot_size = ah.slot_size;
+            b->app_fd = fd;
+        }
     }
     return 0;
 }
@@ -469,8 +525,11 @@ static inline int ccm_open(ccm_board *b, const char *name) {
 static inline void ccm_close(ccm_board *b) {
     if (b->base)
         munmap((void *)b->base, b->size);
-    if (b->app)
+    if (b->app) {
         munmap(b->app, b->app_size);
+        if (b->app_fd >= 0)
+            close(b->app_fd);
+    }
     memset(b, 0, sizeof *b);
 }
 
@@ -643,11 +702,29 @@ static inline int ccm_wait_change(const ccm_board *b, uint32_t gen, int timeout_
 }
 
 /* A socket that becomes readable (one byte) at every trigger state change: poll() it, read
- * the bytes, then read the triggers. -errno when the daemon is not there. */
+ * the bytes, then read the triggers. -errno when the daemon is not there (-ENOENT: no board).
+ * An abstract socket name has no owner nor permissions: any local user can bind
+ * "corecast-meters-NAME" first. So the server's credentials (SO_PEERCRED) are checked after
+ * connecting: it must be the board file's owner, or root, and the board one this reader
+ * trusts (as ccm_open: a regular file owned by this user or root); -EPERM otherwise. */
 static inline int ccm_subscribe(const char *name) {
     name = ccm__default_name(name);
     if (!ccm__valid_name(name))
         return -EINVAL;
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/corecast-%s", name);
+    int bfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (bfd < 0)
+        return -errno;
+    struct stat st;
+    int bad = fstat(bfd, &st) != 0 ? -errno : 0;
+    close(bfd);
+    if (bad)
+        return bad;
+    if (!S_ISREG(st.st_mode))
+        return -ENOTSUP;
+    if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH)))
+        return -EPERM;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -660,46 +737,104 @@ static inline int ccm_subscribe(const char *name) {
         close(fd);
         return -e;
     }
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred ||
+        (cred.uid != st.st_uid && cred.uid != 0)) {
+        close(fd);
+        return -EPERM;              /* someone else holds the daemon's name */
+    }
     return fd;
 }
 
 /* ------------------------------------------------------------------------------------------
  * the application area */
 
+/* Slot `i` in this process's mapping, or NULL: `i` and the slot's bytes are checked against
+ * the geometry copied at open and the mapping's length, never against the shared header. */
 static inline struct ccm_app_slot *ccm__slot(const ccm_board *b, uint32_t i) {
-    const struct ccm_app_header *ah = (const struct ccm_app_header *)b->app;
-    return (struct ccm_app_slot *)(b->app + ah->header_size + (size_t)i * ah->slot_size);
+    if (!b->app || i >= b->app_slot_count)
+        return NULL;
+    size_t off = (size_t)b->app_header_size + (size_t)i * b->app_slot_size;
+    if (off + sizeof(struct ccm_app_slot) > b->app_size)
+        return NULL;
+    return (struct ccm_app_slot *)(b->app + off);
 }
 
-static inline uint32_t ccm_app_slots(const ccm_board *b) {
-    return b->app ? ((const struct ccm_app_header *)b->app)->slot_count : 0;
+static inline uint32_t ccm_app_slots(const ccm_board *b) { return b->app ? b->app_slot_count : 0; }
+
+/* Whether the application area's file still covers the whole mapping. Anyone who may write the
+ * file may also truncate it, and a mapped page past a file's end raises SIGBUS when touched:
+ * a publisher looks before it writes (the file may still shrink between this look and the
+ * write: a process that publishes trusts the other writers of the area that far). */
+static inline int ccm__app_intact(const ccm_board *b) {
+    struct stat st;
+    return b->app && b->app_fd >= 0 && fstat(b->app_fd, &st) == 0 && (uint64_t)st.st_size >= (uint64_t)b->app_size;
 }
 
+/* Copy slot `i` under its seqlock into `out`: 0, or -1 (no such slot, the file shrank under
+ * it, or a publisher stayed in the middle of a write for 50 ms). The slot is read from the
+ * file with pread, never through the mapping: a file truncated by one of its writers makes
+ * the read fail, not the reader fault. Its text fields are the publisher's, untrusted: they
+ * come back NUL-terminated within their size. */
 static inline int ccm_read_app(const ccm_board *b, uint32_t i, struct ccm_app_slot *out) {
-    if (i >= ccm_app_slots(b))
+    if (!ccm__slot(b, i) || b->app_fd < 0)
         return -1;
-    return ccm_read_rec(ccm__slot(b, i), out, sizeof *out);
+    off_t off = (off_t)b->app_header_size + (off_t)i * (off_t)b->app_slot_size;
+    struct ccm_app_slot v;
+    int64_t deadline = 0;
+    for (int tries = 0;; tries++) {
+        uint32_t again;
+        if (ccm__pread(b->app_fd, &v, sizeof v, off) != 0)
+            return -1;
+        /* the sequence number is the first word pread copied; read once more after the copy,
+         * unchanged and even, the copy is one publish (the seqlock over two system calls) */
+        if (!(v.seq & 1u) && ccm__pread(b->app_fd, &again, sizeof again, off) == 0 && again == v.seq) {
+            v.app[sizeof v.app - 1] = 0;
+            v.key[sizeof v.key - 1] = 0;
+            *out = v;
+            return 0;
+        }
+        if (tries < 16) {
+            ccm__relax();
+            continue;
+        }
+        int64_t now = ccm_now_ns();
+        if (!deadline)
+            deadline = now + 50000000LL;
+        else if (now > deadline)
+            return -1;
+        sched_yield();
+    }
 }
 
 /* Publish `value` under `key` for this process: 0, -EACCES (no write permission on the
- * application area), -ENOSPC (every slot taken), -ENOENT (no application area). */
+ * application area), -ENOSPC (every slot taken), -ENOENT (no application area), -ESTALE (its
+ * file was truncated after it was opened: writing the mapping would fault; open the board
+ * again). */
 static inline int ccm_app_publish(ccm_board *b, const char *key, double value) {
     if (!b->app)
         return -ENOENT;
     if (!b->app_writable)
         return -EACCES;
+    if (!ccm__app_intact(b))
+        return -ESTALE;
     uint32_t me = (uint32_t)getpid();
     uint32_t n = ccm_app_slots(b);
     struct ccm_app_slot *slot = NULL;
     for (uint32_t i = 0; i < n && !slot; i++) {
         struct ccm_app_slot *s = ccm__slot(b, i);
-        if (__atomic_load_n(&s->owner, __ATOMIC_ACQUIRE) == me && strncmp(s->key, key, sizeof s->key) == 0)
+        if (s && __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE) == me && strncmp(s->key, key, sizeof s->key) == 0)
             slot = s;
     }
     for (uint32_t i = 0; i < n && !slot; i++) {          /* claim a free slot, or one of a dead process */
         struct ccm_app_slot *s = ccm__slot(b, i);
+        if (!s)
+            break;
         uint32_t owner = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
-        if (owner != 0 && (owner == me || kill((pid_t)owner, 0) == 0 || errno != ESRCH))
+        /* an owner that is no pid (written by another writer of the area) is free too: kill()
+         * of a negative number would ask about a process group */
+        if ((int32_t)owner > 0 && (owner == me || kill((pid_t)owner, 0) == 0 || errno != ESRCH))
             continue;
         if (__atomic_compare_exchange_n(&s->owner, &owner, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             slot = s;

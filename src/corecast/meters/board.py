@@ -26,8 +26,12 @@ import errno
 import math
 import os
 import re
+import socket
 import stat
+import struct
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +63,59 @@ def board_path(name: str) -> Path:
 
 def socket_address(name: str) -> bytes:
     return b"\0corecast-meters-" + name.encode()
+
+
+UCRED = struct.Struct("iII")        # struct ucred of SO_PEERCRED: pid, uid, gid
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a connected Unix socket, as the
+    kernel recorded them when it connected (or listened)."""
+    return UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, UCRED.size))
+
+
+def subscribe(name: str | None = None) -> socket.socket:
+    """A socket that becomes readable (one byte) at every trigger state change of board `name`
+    (ccm_subscribe of corecast_meters.h). An abstract socket name carries no owner nor
+    permissions, so any local user could bind the daemon's first: the server must be the
+    owner of the board file (one this user trusts, as `Board.open` does) or root, else
+    UserError."""
+    name = check_name(default_name(name))
+    path = board_path(name)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise UserError(f"no blackboard '{name}' ({path} does not exist: is `corecast meters --blackboard "
+                        f"{name}` running?)") from None
+    why = refusal(path, st)
+    if why:
+        raise UserError(why)
+    owner = st.st_uid
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        s.connect(socket_address(name))
+        pid, uid, _gid = peer_credentials(s)
+    except OSError as err:
+        s.close()
+        raise UserError(f"blackboard '{name}': no daemon to subscribe to ({err.strerror or err})") from None
+    if uid not in (owner, 0):
+        s.close()
+        raise UserError(f"blackboard '{name}': its socket is held by uid {uid} (pid {pid}), not by the board's "
+                        f"owner (uid {owner}) or root: not subscribed")
+    return s
+
+
+class _Handle(C.Structure):
+    """ccm_board of corecast_meters.h (the C reader's handle, process-private memory): where
+    the mappings are, and the application area's file (kept open) and geometry, copied and
+    checked at open: that area is writable by others (--app-mode), its header is never read
+    again. Checked against ccmx_board_size() at open (a mismatch is a stale build)."""
+
+    _fields_ = [("h", C.c_void_p), ("base", C.c_void_p), ("size", C.c_size_t), ("app", C.c_void_p),
+                ("app_size", C.c_size_t), ("app_writable", C.c_int), ("name", C.c_char * (L.NAME_MAX + 1)),
+                ("sections", C.c_uint32 * 20), ("interval_ns", C.c_int64),
+                ("app_header_size", C.c_uint32), ("app_slot_count", C.c_uint32), ("app_slot_size", C.c_uint32),
+                ("app_fd", C.c_int)]
 
 
 _KINDS = ((stat.S_ISLNK, "symbolic link"), (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
@@ -242,14 +299,15 @@ class Board:
         self.name = name
         self._lib = L.lib()
         self._h = handle
-        base = C.cast(handle, C.POINTER(C.c_void_p))[1]      # ccm_board: h, base, size, app, ...
-        self._base = int(base)
+        hd = _Handle.from_buffer_copy(handle)
+        self._base = int(hd.base)
+        self._app = hd if hd.app else None
         self.header = L.Header.from_address(self._base)
         # the sections' places, copied once: the header's first lines are rewritten at every tick,
         # and its counts and offsets never change while the daemon runs
         h = L.Header.from_buffer_copy(C.string_at(self._base, C.sizeof(L.Header)))
         self._layout = h
-        size = C.cast(handle, C.POINTER(C.c_size_t))[2]
+        size = hd.size
         for count, off, elem, need in (
                 (h.scope_count, h.scope_off, h.scope_size, L.Scope),
                 (h.meter_count, h.meter_desc_off, h.meter_desc_size, L.MeterDesc),
@@ -327,6 +385,9 @@ class Board:
         """Open board NAME (None: $CORECAST_METERS, else "default"); UserError when there is none."""
         name = check_name(default_name(name))
         lib = L.lib()
+        if lib.ccmx_board_size() != C.sizeof(_Handle):
+            raise UserError("libcorecast_meters.so: its reader's handle differs from corecast.meters.board "
+                            "(a stale build: run `make native`)")
         handle = (C.c_char * lib.ccmx_board_size())()
         r = lib.ccmx_open(handle, name.encode())
         if r == -errno.ENOENT:
@@ -346,6 +407,7 @@ class Board:
 
     def close(self) -> None:
         if self._h is not None:
+            self._app = None                  # its descriptor is closed with the handle
             self._lib.ccmx_close(self._h)
             self._h = None
 
@@ -435,17 +497,32 @@ class Board:
         return None
 
     def apps(self) -> list[AppValue]:
-        app = C.cast(self._h, C.POINTER(C.c_void_p))[3]
-        if not app:
-            return []
-        ah = L.AppHeader.from_address(app)
-        out = []
-        for i in range(ah.slot_count):
-            s = self._copy(app + ah.header_size + i * ah.slot_size, L.AppSlot())
-            if not s.owner:
-                continue
-            alive = self._lib.ccmx_pid_start(s.pid) == s.pid_start
-            out.append(AppValue(s.pid, L.text(s.app), L.text(s.key), _num(s.value), s.t_ns, alive))
+        """The values programs published in the application area: its slots within the geometry
+        checked at open, read from the file with pread (a file truncated by one of its writers
+        ends the list, it cannot fault), each under its seqlock as ccm_read_app does (the
+        sequence number read with the slot and again after it, even and unchanged). Slots a
+        publisher stays inside for 50 ms in all (killed there, or on purpose) are left out."""
+        a, n, out, deadline = self._app, C.sizeof(L.AppSlot), [], 0
+        for i in range(a.app_slot_count if a else 0):
+            off = a.app_header_size + i * a.app_slot_size
+            if off + n > a.app_size:
+                break
+            while True:
+                raw = os.pread(a.app_fd, n, off)
+                if len(raw) < n:
+                    return out
+                if not int.from_bytes(raw[:4], sys.byteorder) & 1 and os.pread(a.app_fd, 4, off) == raw[:4]:
+                    s = L.AppSlot.from_buffer_copy(raw)
+                    break
+                now = time.monotonic_ns()
+                deadline = deadline or now + 50_000_000
+                if now > deadline:
+                    s = None
+                    break
+                os.sched_yield()
+            if s is not None and s.owner:
+                alive = s.pid > 0 and self._lib.ccmx_pid_start(s.pid) == s.pid_start
+                out.append(AppValue(s.pid, L.text(s.app), L.text(s.key), _num(s.value), s.t_ns, alive))
         return out
 
     def publish(self, key: str, value: float) -> None:
@@ -457,8 +534,15 @@ class Board:
             raise UserError(f"{board_path(self.name)}.app: no write permission (the daemon's --app-mode)")
         if r == -errno.ENOSPC:
             raise UserError(f"blackboard '{self.name}': every application slot is taken")
+        if r == -errno.ESTALE:
+            raise UserError(f"{board_path(self.name)}.app was truncated after the board was opened (by one of "
+                            "its writers): open the board again")
         if r != 0:
             raise UserError(f"blackboard '{self.name}' has no application area")
+
+    def subscribe(self) -> socket.socket:
+        """`subscribe(self.name)`: a socket readable at every trigger state change."""
+        return subscribe(self.name)
 
     def generation(self) -> int:
         return self.header.trigger_gen

@@ -205,6 +205,7 @@ class Daemon:
             self.exporter = Exporter(host, port, lambda: self.reader.snapshot())
         interval_ns, window_ns = round(o.interval_s * 1e9), round(o.window_s * 1e9)
         self.writer = W.Writer.create(o.blackboard, self._layout(), interval_ns, window_ns, o.app_slots, o.app_mode)
+        self.writer.say = self.say            # subscribers refused: in the daemon's own log
         if self.writer.replaced:
             self.say(self.writer.replaced)
         self.engine = Engine(self.writer.base, interval_ns, window_ns)

@@ -4,7 +4,12 @@ and a crashed one frees it), builds the board in a new file and renames it into 
 reader never maps half a layout; what another user planted in /dev/shm is refused, never
 opened or written through: `_New`), marks it running and stopped, and tells subscribers
 (ccm_subscribe) of every trigger change with one byte on that socket. The records themselves
-are written by the C loop (engine.py)."""
+are written by the C loop (engine.py).
+
+The socket is reachable by every local user (an abstract name has no permissions) and the
+daemon often runs as root: a subscriber is admitted only when its credentials (SO_PEERCRED)
+may read the board by its file mode (`may_read`), at most MAX_SUBSCRIBERS at once, and the
+accepting thread outlives running out of descriptors (EMFILE, ENFILE)."""
 from __future__ import annotations
 
 import ctypes as C
@@ -12,8 +17,12 @@ import errno
 import mmap
 import os
 import secrets
+import select
 import signal
 import socket
+import stat
+import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -22,7 +31,11 @@ from typing import Any, Callable, Sequence
 
 from ..errors import UserError
 from . import layout as L
-from .board import SHM, Board, board_path, check_name, planted, socket_address
+from .board import SHM, Board, board_path, check_name, peer_credentials, planted, socket_address
+
+MAX_SUBSCRIBERS = 64       # connected at once; more are refused (each holds one of the daemon's descriptors)
+WARN_EVERY_S = 10.0        # a refusal of one kind is logged at most this often (a flood is one line)
+SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)     # Linux 4.13; Python names it from 3.13 on
 
 
 @dataclass
@@ -51,13 +64,18 @@ class Writer:
     """The daemon's board: created by `create()`, published `running()`, `stop()`ped."""
 
     def __init__(self, name: str, path: Path, mm: mmap.mmap, app_mm: mmap.mmap | None, sock: socket.socket,
-                 replaced: str | None):
+                 replaced: str | None, board_fd: int = -1):
         self.name, self.path, self.mm, self.app_mm, self.sock = name, path, mm, app_mm, sock
         self.replaced = replaced                      # what was there before, when it was stale
         self.header = L.Header.from_buffer(mm)
         self.base = C.addressof(C.c_char.from_buffer(mm))
+        self.say: Callable[[str], None] = _say        # where refusals are logged (the daemon may set its own)
+        self._board_fd = board_fd                     # the board's file: its mode says who may subscribe
         self._subs: list[socket.socket] = []
         self._subs_lock = threading.Lock()
+        self._closing = False
+        self._warned: dict[str, tuple[float, int]] = {}    # kind of refusal: (when logged, refused since)
+        self._spare = _spare_fd()                     # given up to accept (and refuse) at EMFILE
         self._accept = threading.Thread(target=self._accepting, name="meters-subscribers", daemon=True)
         self._accept.start()
 
@@ -72,8 +90,7 @@ class Writer:
             sock.close()
             if err.errno != errno.EADDRINUSE:
                 raise UserError(f"blackboard '{name}': cannot take its name: {err.strerror}") from None
-            raise UserError(f"blackboard '{name}' is taken by a live daemon{_owner(name)}; stop it or give "
-                            "another --blackboard NAME") from None
+            raise UserError(_taken(name)) from None
         sock.listen(64)
         path = board_path(name)
         app_path = Path(f"{path}.app")
@@ -106,9 +123,10 @@ class Writer:
             if isinstance(err, OSError):
                 raise UserError(f"cannot make the blackboard {path}: {err.strerror or err}") from None
             raise
+        board_fd = os.dup(board.fd)         # kept: its mode says who may subscribe (fstat at each accept)
         for new in made:
             new.close()                     # the mappings stay
-        return cls(name, path, board.mm, app.mm if app is not None else None, sock, replaced)
+        return cls(name, path, board.mm, app.mm if app is not None else None, sock, replaced, board_fd)
 
     def running(self) -> None:
         self.header.heartbeat_ns = time.monotonic_ns()
@@ -137,10 +155,86 @@ class Writer:
         while True:
             try:
                 conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with self._subs_lock:
+            except OSError as err:
+                if self._closing:
+                    return
+                if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._out_of_files(err)
+                    continue
+                if err.errno in (errno.EINTR, errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
+                    continue
+                return                      # the socket was shut down or closed
+            try:
+                self._admit(conn)
+            except Exception as err:        # noqa: BLE001 - one bad connection never ends the thread
+                conn.close()
+                self._warn("error", f"subscriber refused: {err}")
+
+    def _admit(self, conn: socket.socket) -> None:
+        """Keep `conn` as a subscriber, or close it: a user who may not read the board, or one
+        beyond MAX_SUBSCRIBERS, is refused (and logged, at most once per WARN_EVERY_S)."""
+        try:
+            pid, uid, gid = peer_credentials(conn)
+        except OSError as err:
+            conn.close()
+            self._warn("credentials", f"subscriber refused: its credentials could not be read ({err.strerror})")
+            return
+        try:
+            st = os.fstat(self._board_fd) if self._board_fd >= 0 else os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is None or not may_read(st, uid, gid, lambda: _peer_groups(conn)):
+            mode = f"mode {stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}, gid {st.st_gid}" if st else "gone"
+            self._warn(f"uid {uid}", f"subscriber refused: uid {uid} (pid {pid}) may not read the blackboard "
+                                     f"{self.path} ({mode})")
+            conn.close()
+            return
+        with self._subs_lock:
+            if len(self._subs) >= MAX_SUBSCRIBERS:
+                # full: first drop those that went away (the next trigger change would, later)
+                gone = [s for s in self._subs if not _connected(s)]
+                for s in gone:
+                    s.close()
+                self._subs = [s for s in self._subs if s not in gone]
+            if len(self._subs) < MAX_SUBSCRIBERS:
                 self._subs.append(conn)
+                return
+        self._warn("full", f"subscriber refused: {MAX_SUBSCRIBERS} subscribers connected already "
+                           f"(uid {uid}, pid {pid})")
+        conn.close()
+
+    def _out_of_files(self, err: OSError) -> None:
+        """accept() failed for want of a descriptor (this process's or the system's): the
+        spare one is given up to accept the newest connection and close it (else it stays
+        queued and every accept fails again at once), then taken again; a short sleep lets
+        whatever holds the descriptors let go."""
+        self._warn("files", f"subscriber refused: no descriptor to accept it ({err.strerror})")
+        if self._spare < 0:                 # lost to another thread last time: taken again if it can be
+            self._spare = _spare_fd()
+        if self._spare >= 0:
+            os.close(self._spare)
+            self._spare = -1
+            try:
+                conn, _ = self.sock.accept()
+                conn.close()
+            except OSError:
+                pass
+            self._spare = _spare_fd()
+        time.sleep(0.1)
+
+    def _warn(self, kind: str, text: str) -> None:
+        """Log `text` unless a refusal of this kind was logged less than WARN_EVERY_S ago (then
+        it is counted, and the count goes with the next line)."""
+        now = time.monotonic()
+        last, since = self._warned.get(kind, (-WARN_EVERY_S, 0))
+        if now - last < WARN_EVERY_S:
+            self._warned[kind] = (last, since + 1)
+            return
+        self._warned[kind] = (now, 0)
+        try:
+            self.say(text + (f" ({since} more refused like it in the last {now - last:.0f} s)" if since else ""))
+        except Exception:                   # noqa: BLE001 - a log that fails never ends the thread
+            pass
 
     def stop(self, unlink: bool = True) -> None:
         """Mark the board stopped (readers see it stale) and remove it."""
@@ -151,6 +245,7 @@ class Writer:
                     p.unlink()
                 except FileNotFoundError:
                     pass
+        self._closing = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)     # wakes the accepting thread, which ends:
         except OSError:                              # the name is free once it has let go
@@ -161,9 +256,88 @@ class Writer:
             for s in self._subs:
                 s.close()
             self._subs = []
+        if not self._accept.is_alive():              # else it may still use them (closed at exit)
+            for fd in (self._board_fd, self._spare):
+                if fd >= 0:
+                    os.close(fd)
+            self._board_fd = self._spare = -1
 
 
 BOARD_MODE = 0o644        # any user may read the board (docs/meters.md); only the daemon writes it
+
+
+def may_read(st: os.stat_result, uid: int, gid: int, groups: Callable[[], Sequence[int]]) -> bool:
+    """Whether user `uid` (group `gid`, supplementary `groups()`, asked only when they matter)
+    may read the file of status `st`, by the file's mode as the kernel decides for a reader:
+    root and the owner may; a member of the file's group by its group bits; anyone else by its
+    other bits. A board is 0644 (anyone); a board made group- or owner-only restricts its
+    subscribers the same way."""
+    if uid == 0 or uid == st.st_uid:
+        return True
+    in_group = gid == st.st_gid or ((st.st_mode & 0o044) not in (0, 0o044) and st.st_gid in groups())
+    if in_group:
+        return bool(st.st_mode & stat.S_IRGRP)
+    return bool(st.st_mode & stat.S_IROTH)
+
+
+def _peer_groups(conn: socket.socket) -> list[int]:
+    """The supplementary groups of the process at the other end of `conn` (SO_PEERGROUPS), []
+    where the kernel cannot say (then only its primary group counts)."""
+    for n in (64, 65536):
+        try:
+            raw = conn.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, 4 * n)
+        except OSError as err:
+            if err.errno == errno.ERANGE:
+                continue
+            return []
+        return list(struct.unpack(f"{len(raw) // 4}I", raw[: len(raw) // 4 * 4]))
+    return []
+
+
+def _connected(s: socket.socket) -> bool:
+    """Whether subscriber `s` is still there (a subscriber sends nothing: end of file or an
+    error is one that went away)."""
+    try:
+        r = select.poll()
+        r.register(s, select.POLLIN)
+        if not r.poll(0):
+            return True
+        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def _spare_fd() -> int:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
+def _say(text: str) -> None:
+    print(f"corecast meters: {time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+
+def _taken(name: str) -> str:
+    """The one line saying who holds the name of board `name` (its socket was bound already):
+    a live daemon of this user or root, or someone else (by the credentials SO_PEERCRED gives
+    of the process listening there, or of none: a name bound and never listened on)."""
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    c.settimeout(1.0)
+    try:
+        c.connect(socket_address(name))
+        pid, uid, _gid = peer_credentials(c)
+    except OSError:
+        return (f"blackboard '{name}': its name (the abstract socket @corecast-meters-{name}) is bound by a "
+                "process that accepts no connection, not a corecast daemon: give another --blackboard NAME")
+    finally:
+        c.close()
+    if uid not in (os.geteuid(), 0):
+        return (f"blackboard '{name}': its name (the abstract socket @corecast-meters-{name}) is held by another "
+                f"user (uid {uid}, pid {pid}), not a daemon of yours or root's: give another --blackboard NAME")
+    return f"blackboard '{name}' is taken by a live daemon{_owner(name)}; stop it or give another --blackboard NAME"
 
 
 def _sections(layout: Layout) -> tuple[list[tuple[int, int]], int]:

@@ -1,0 +1,421 @@
+"""corecast meters against the other users of the machine: the application area (writable by
+--app-mode) rewritten or truncated under its readers and publishers, and the subscribers'
+socket (an abstract name, reachable by anyone and bindable by anyone first): who may
+subscribe, how many at once, running out of descriptors, and a name held by another user."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from corecast.errors import UserError
+from corecast.meters import Board, board as B, writer as W
+from corecast.meters.catalog import Env
+from corecast.meters.daemon import Daemon, Options
+from corecast.meters.tree import build
+from corecast.native import include_dir
+
+from conftest import board_name
+from fakes import HZ, FakePMU, FakeProc, two_cpus
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a child process takes another uid")
+
+
+def fake_daemon(tmp_path):
+    env = Env(proc=tmp_path / "proc", sys=tmp_path / "sys", user_hz=HZ, status=lambda spec: None, cpu="skylake")
+    FakeProc(tmp_path / "proc")
+    pmu = FakePMU({"context_switches": 1e-6, "cpu_migrations": 0.0, "page_faults": 0.0}, {})
+    o = Options(interval_s=0.01, window_s=0.05, meters="cpu_busy", blackboard=board_name())
+    d = Daemon(o, backend=pmu, env=env, tree=build(two_cpus()))
+    d.writer.running()
+    return d
+
+
+def as_user(fn, uid=NOBODY, gid=NOBODY, groups=()):
+    """fn() in a forked child as `uid` (it does socket work only, then _exit): its pid; the
+    exit status is fn's return value (99: it raised)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            os.setgroups(list(groups))
+            os.setgid(gid)
+            os.setuid(uid)
+            code = fn()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def exit_code(pid, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+# ============================================================================================
+# the application area rewritten and truncated under its readers
+
+PY_APP = r"""
+import os, sys
+from corecast.meters import Board
+from corecast.errors import UserError
+name = sys.argv[1]
+path = f"/dev/shm/corecast-{name}.app"
+u32 = lambda v: v.to_bytes(4, sys.byteorder)
+b = Board.open(name)
+b.publish("before", 1)
+fd = os.open(path, os.O_WRONLY)
+os.pwrite(fd, u32(0x7ffffff8) + u32(0xffffffff) + u32(8), 12)     # header_size, slot_count, slot_size
+os.pwrite(fd, b"A" * 72, 64 + 5 * 128 + 32)                        # slot 5: app and key without a NUL
+os.pwrite(fd, u32(1234), 64 + 5 * 128 + 104)                       # and an owner
+os.close(fd)
+apps = b.apps()                                                    # the geometry copied at open
+assert len(apps) == 2 and {a.key for a in apps} == {"before", "A" * 40}, apps
+assert [a.app for a in apps if a.key != "before"] == ["A" * 32], apps
+b.publish("after", 2)
+with Board.open(name) as c:                                        # opened now: the area is refused
+    assert c.apps() == []
+    try:
+        c.publish("x", 1)
+        raise AssertionError("published in a damaged area")
+    except UserError as e:
+        assert "no application area" in str(e), e
+os.truncate(path, 0)                                               # truncated under the mapping
+assert b.apps() == []
+try:
+    b.publish("after", 3)
+    raise AssertionError("published past the file's end")
+except UserError as e:
+    assert "truncated" in str(e), e
+print("ok")
+"""
+
+C_APP = r"""
+#include <corecast_meters.h>
+static void put(const char *path, off_t off, const void *p, size_t n) {
+    int fd = open(path, O_WRONLY);
+    if (fd < 0 || pwrite(fd, p, n, off) != (ssize_t)n) exit(2);
+    close(fd);
+}
+static void put32(const char *path, off_t off, uint32_t v) { put(path, off, &v, 4); }
+int main(int argc, char **argv) {
+    const char *name = argv[1];
+    char path[96];
+    snprintf(path, sizeof path, "/dev/shm/corecast-%s.app", name);
+    ccm_board b, c;
+    struct ccm_app_slot s;
+    if (argc < 2 || ccm_open(&b, name) || ccm_app_slots(&b) != 64) return 10;
+    if (ccm_app_publish(&b, "before", 1.0)) return 11;
+    put32(path, 12, 0x7ffffff8u);                  /* header_size */
+    put32(path, 16, 0xffffffffu);                  /* slot_count */
+    put32(path, 20, 8);                            /* slot_size */
+    char text[72];
+    memset(text, 'A', sizeof text);
+    put(path, 64 + 5 * 128 + 32, text, sizeof text);   /* slot 5: app and key without a NUL */
+    if (ccm_app_slots(&b) != 64) return 12;        /* the geometry copied at open */
+    int found = 0;
+    for (uint32_t i = 0; i < ccm_app_slots(&b); i++)
+        if (ccm_read_app(&b, i, &s) == 0 && s.owner && strcmp(s.key, "before") == 0)
+            found = 1;
+    if (!found) return 13;
+    if (ccm_read_app(&b, 64, &s) != -1 || ccm_read_app(&b, 0xffffffffu, &s) != -1) return 14;
+    if (ccm_read_app(&b, 5, &s) != 0 || strlen(s.key) != 39 || strlen(s.app) != 31) return 15;
+    if (ccm_app_publish(&b, "after", 2.0)) return 16;
+    if (ccm_open(&c, name) || c.app || ccm_app_slots(&c) != 0 || ccm_app_publish(&c, "x", 1) != -ENOENT)
+        return 17;                                 /* opened now: the damaged area is refused */
+    ccm_close(&c);
+    if (truncate(path, 0)) return 2;               /* truncated under the mapping */
+    if (ccm_read_app(&b, 0, &s) != -1) return 18;
+    if (ccm_app_publish(&b, "after", 3.0) != -ESTALE) return 19;
+    ccm_close(&b);
+    puts("ok");
+    return 0;
+}
+"""
+
+
+def compile_c(tmp_path, source, name):
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    exe = tmp_path / name
+    r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-I",
+                        str(include_dir("corecast_meters.h")), "-o", str(exe), str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.mark.parametrize("reader", ["python", "c"])
+def test_app_area_rewritten_or_truncated_is_read_within_bounds(tmp_path, reader):
+    cmd = ([sys.executable, "-c", PY_APP] if reader == "python" else [str(compile_c(tmp_path, C_APP, "app"))])
+    d = fake_daemon(tmp_path)
+    try:
+        r = subprocess.run([*cmd, d.opts.blackboard], capture_output=True, text=True, timeout=60)
+        # a crash (SIGSEGV, SIGBUS) is a negative status
+        assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr[-2000:])
+    finally:
+        d.close()
+
+
+# ============================================================================================
+# the subscribers' socket
+
+def _subscriber(name, wait_s=5.0):
+    """As a child: connect to board `name`'s socket; 0 when a trigger byte arrives (kept as a
+    subscriber), 1 when the daemon closes the connection (refused), 2 when nothing comes."""
+    def run():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(B.socket_address(name))
+        s.settimeout(wait_s)
+        try:
+            return 0 if s.recv(1) == b"!" else 1
+        except OSError:
+            return 2
+    return run
+
+
+def _notify_when(d, n, pid, timeout=5.0):
+    """Tell the subscribers of a trigger change once `n` are connected (or the child ended)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and d.writer.subscribers() < n:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            raise AssertionError("the child ended before it was a subscriber")
+        time.sleep(0.01)
+    d.writer.notify()
+
+
+@as_root
+def test_subscribers_must_be_allowed_to_read_the_board(tmp_path):
+    d = fake_daemon(tmp_path)
+    log = []
+    d.writer.say = log.append
+    name, path = d.opts.blackboard, B.board_path(d.opts.blackboard)
+    try:
+        # a board of mode 0644 (what the daemon makes): any user may read it, and subscribe
+        pid = as_user(_subscriber(name))
+        _notify_when(d, 1, pid)
+        assert exit_code(pid) == 0
+        # owner only: another user is refused at once, and that is logged
+        os.chmod(path, 0o600)
+        before = d.writer.subscribers()
+        assert exit_code(as_user(_subscriber(name))) == 1
+        assert d.writer.subscribers() == before
+        assert any(f"uid {NOBODY}" in line and "may not read" in line for line in log), log
+        # group-readable: a member of its group may (by a supplementary group too), others not
+        os.chown(path, 0, 4242)
+        os.chmod(path, 0o640)
+        pid = as_user(_subscriber(name), groups=[4242])
+        _notify_when(d, before + 1, pid)
+        assert exit_code(pid) == 0
+        assert exit_code(as_user(_subscriber(name, 0.5), gid=4242)) == 2    # admitted (no byte sent)
+        assert exit_code(as_user(_subscriber(name, 0.5), groups=[4243])) == 1
+    finally:
+        d.close()
+
+
+CAP = getattr(W, "MAX_SUBSCRIBERS", 64)
+
+
+def test_subscribers_are_capped(tmp_path):
+    d = fake_daemon(tmp_path)
+    log = []
+    d.writer.say = log.append
+    name = d.opts.blackboard
+    subs = []
+    try:
+        for _ in range(CAP):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(B.socket_address(name))
+            subs.append(s)
+        end = time.monotonic() + 10
+        while d.writer.subscribers() < CAP and time.monotonic() < end:
+            time.sleep(0.01)
+        extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        extra.connect(B.socket_address(name))
+        extra.settimeout(5)
+        assert extra.recv(1) == b""                        # refused: closed at once
+        extra.close()
+        assert d.writer.subscribers() == CAP
+        assert any(f"{CAP} subscribers connected already" in line for line in log), log
+        subs.pop().close()                                 # one goes away: its place is free again
+        again = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        again.connect(B.socket_address(name))
+        subs.append(again)
+        time.sleep(0.2)
+        d.writer.notify()
+        again.settimeout(5)
+        assert again.recv(1) == b"!"
+    finally:
+        for s in subs:
+            s.close()
+        d.close()
+
+
+EMFILE = r"""
+import os, resource, sys, time
+from corecast.meters import writer as W
+w = W.Writer.create(sys.argv[1], W.Layout([], [], [], []), 10_000_000, 100_000_000)
+w.say = lambda text: print("LOG", text, flush=True)
+w.running()
+import socket
+from corecast.meters import board as B
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)      # one round: the accepting thread is
+c.connect(B.socket_address(sys.argv[1]))                    # in its loop, waiting in accept()
+while w.subscribers() < 1:
+    time.sleep(0.01)
+time.sleep(0.2)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+hog = []
+try:
+    while True:
+        hog.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+print("full", flush=True)
+sys.stdin.readline()
+for fd in hog:
+    os.close(fd)
+before = w.subscribers()
+print("freed", flush=True)
+sys.stdin.readline()
+end = time.monotonic() + 5
+while w.subscribers() <= before and time.monotonic() < end:
+    time.sleep(0.01)
+print("subs", w.subscribers() - before, w._accept.is_alive(), flush=True)
+w.stop()
+"""
+
+
+def test_subscribers_thread_survives_running_out_of_descriptors():
+    name = board_name()
+    p = subprocess.Popen([sys.executable, "-c", EMFILE, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "full"
+        # the first may take the descriptor that the accepting thread, blocked in accept(),
+        # reserved before the others ran out; the next is accepted on the spare one and closed
+        first, c = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
+        first.connect(B.socket_address(name))
+        c.connect(B.socket_address(name))
+        c.settimeout(5)
+        assert c.recv(1) == b""                  # refused at once (not left waiting)
+        c.close()
+        p.stdin.write("\n")
+        p.stdin.flush()
+        lines = []
+        while (line := p.stdout.readline().strip()) != "freed":
+            assert line, p.stderr.read()
+            lines.append(line)
+        assert any("no descriptor to accept it" in line for line in lines), lines
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(B.socket_address(name))
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "subs 1 True"       # the thread lived on
+        c.close()
+        first.close()
+        assert p.wait(10) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _squat(name, ready_w, done_r):
+    """As a child: bind and listen on board `name`'s socket name, until told to stop."""
+    def run():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(B.socket_address(name))
+        s.listen(8)
+        os.write(ready_w, b"1")
+        os.read(done_r, 1)
+        return 0
+    return run
+
+
+class Squatter:
+    """Another user holding a board's socket name (the daemon is not there)."""
+
+    def __init__(self, name):
+        ready_r, ready_w = os.pipe()
+        self.done_r, self.done_w = os.pipe()
+        self.pid = as_user(_squat(name, ready_w, self.done_r))
+        os.close(ready_w)
+        assert os.read(ready_r, 1) == b"1"
+        os.close(ready_r)
+
+    def stop(self):
+        os.write(self.done_w, b"1")
+        assert exit_code(self.pid) == 0
+        for fd in (self.done_r, self.done_w):
+            os.close(fd)
+
+
+C_SUBSCRIBE = r"""
+#include <corecast_meters.h>
+int main(int argc, char **argv) {
+    int fd = ccm_subscribe(argc > 1 ? argv[1] : NULL);
+    printf("%d\n", fd < 0 ? fd : 0);
+    return 0;
+}
+"""
+
+
+@as_root
+def test_a_socket_name_held_by_another_user_is_not_trusted(tmp_path, cli):
+    exe = compile_c(tmp_path, C_SUBSCRIBE, "subscribe")
+    name = board_name()
+    squat = Squatter(name)
+    board = B.board_path(name)
+    try:
+        # a board of root's there (ccm_subscribe looks at its owner), the socket another user's
+        board.write_bytes(b"\0" * 4096)
+        board.chmod(0o644)
+        r = subprocess.run([str(exe), name], capture_output=True, text=True)
+        assert r.stdout.strip() == "-1", r.stdout + r.stderr           # -EPERM
+        with pytest.raises(UserError, match=f"held by uid {NOBODY}"):
+            B.subscribe(name)
+        board.unlink()
+        # the daemon says who holds its name, in one line
+        r = cli("meters", "--blackboard", name, "--duration", "1")
+        assert r.code == 2 and r.err.count("\n") == 1, r.err
+        assert f"held by another user (uid {NOBODY}" in r.err and "Traceback" not in r.err, r.err
+    finally:
+        squat.stop()
+        if board.exists():
+            board.unlink()
+
+
+def test_subscribing_to_the_real_daemon(tmp_path):
+    exe = compile_c(tmp_path, C_SUBSCRIBE, "subscribe")
+    d = fake_daemon(tmp_path)
+    try:
+        r = subprocess.run([str(exe), d.opts.blackboard], capture_output=True, text=True)
+        assert r.stdout.strip() == "0", r.stdout + r.stderr
+        with Board.open(d.opts.blackboard) as b, b.subscribe() as s:
+            # notified until the byte comes: the accepting thread may admit this subscriber after
+            # a first notify (the C subscriber's closed connection can still be counted)
+            s.settimeout(0.2)
+            got = b""
+            end = time.monotonic() + 20
+            while not got and time.monotonic() < end:
+                d.writer.notify()
+                try:
+                    got = s.recv(1)
+                except TimeoutError:
+                    continue
+            assert got == b"!"
+    finally:
+        d.close()
