@@ -133,6 +133,18 @@ def progs(tmp_path_factory):
 _BOARDS = itertools.count()
 
 
+def region_program(folder: Path, source: str, name: str = "r") -> str:
+    """`source` (C) compiled in `folder` against corecast's region library; the executable."""
+    from corecast.native import include_dir, library_dir
+    inc, lib = include_dir(), library_dir("libcorecast_region.so")
+    src = folder / f"{name}.c"
+    src.write_text(source)
+    exe = folder / name
+    subprocess.run(["gcc", f"-I{inc}", "-pthread", "-o", str(exe), str(src), f"-L{lib}", "-lcorecast_region",
+                    f"-Wl,-rpath,{lib}"], check=True)
+    return str(exe)
+
+
 def board_name() -> str:
     """A blackboard name no other test (nor another engineer's test run) uses."""
     return f"t{os.getpid()}-{next(_BOARDS)}"

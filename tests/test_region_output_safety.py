@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from corecast import region as reg
-from corecast.native import include_dir, library_dir
+from conftest import region_program
 
 C_PROG = r"""
 #include <corecast_region.h>
@@ -29,14 +29,7 @@ VICTIM_TEXT = "root:x:0:0:precious\n"
 
 @pytest.fixture(scope="module")
 def cprog(tmp_path_factory):
-    inc, lib = include_dir(), library_dir("libcorecast_region.so")
-    d = tmp_path_factory.mktemp("region-safety")
-    src = d / "r.c"
-    src.write_text(C_PROG)
-    exe = d / "r"
-    subprocess.run(["gcc", f"-I{inc}", "-o", str(exe), str(src), f"-L{lib}", "-lcorecast_region",
-                    f"-Wl,-rpath,{lib}"], check=True)
-    return str(exe)
+    return region_program(tmp_path_factory.mktemp("region-safety"), C_PROG)
 
 
 def run_in(folder: Path, plant: str, argv: list[str]) -> subprocess.CompletedProcess:

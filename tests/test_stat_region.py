@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from corecast import region as reg
-from corecast.native import include_dir, library_dir
+from conftest import region_program
 
 C_PROG = r"""
 #include <corecast_region.h>
@@ -31,14 +31,7 @@ int main(void) {
 
 @pytest.fixture(scope="module")
 def cprog(tmp_path_factory):
-    inc, lib = include_dir(), library_dir("libcorecast_region.so")
-    d = tmp_path_factory.mktemp("region")
-    src = d / "r.c"
-    src.write_text(C_PROG)
-    exe = d / "r"
-    subprocess.run(["gcc", f"-I{inc}", "-pthread", "-o", str(exe), str(src),
-                    f"-L{lib}", "-lcorecast_region", f"-Wl,-rpath,{lib}"], check=True)
-    return str(exe)
+    return region_program(tmp_path_factory.mktemp("region"), C_PROG)
 
 
 def test_c_regions_written_and_loaded(cprog, tmp_path):
