@@ -686,6 +686,31 @@ def test_a_progress_file_never_blocks_nor_floods_sched_run(tmp_path):
     assert _progress_value(str(tmp_path / "absent")) is None
 
 
+def test_a_progress_file_that_is_not_a_regular_file_is_never_opened(tmp_path):
+    """Opening a device can act by itself (a link to /dev/watchdog, opened by root every quantum,
+    arms it): the name is looked at with O_PATH and opened only when it is a regular file. A
+    writer waiting on a FIFO shows whether anyone opened it for reading."""
+    import threading
+    import time
+    from corecast.sched.enforce.runner import _progress_value
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    opened: list = []
+    w = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
+    w.start()
+    time.sleep(0.2)
+    (tmp_path / "link").symlink_to(fifo)
+    assert _progress_value(str(fifo)) is None and _progress_value(str(tmp_path / "link")) is None
+    w.join(timeout=0.5)
+    never = w.is_alive()
+    r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # release the writer either way
+    w.join(timeout=10)
+    os.close(r)
+    for fd in opened:
+        os.close(fd)
+    assert never, "the progress file's FIFO was opened for reading"
+
+
 def test_a_plugin_output_file_never_blocks_nor_floods_measure(tmp_path):
     """A plugin's `file` source (read after every run) was read whole and waited for: a FIFO at
     its name stopped the campaign between runs, a link to /dev/zero read until memory ran out.

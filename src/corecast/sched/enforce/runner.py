@@ -441,13 +441,24 @@ PROGRESS_TAIL_BYTES = 4096
 def _progress_value(path: str | None) -> float | None:
     """The last number in a program's progress file, or None (none yet, or not a regular file).
     Read every quantum, so read without waiting and at most its last PROGRESS_TAIL_BYTES: a FIFO
-    blocked the enforcing loop for good, and a link to /dev/zero read until memory ran out."""
+    blocked the enforcing loop for good, and a link to /dev/zero read until memory ran out. The
+    name is first opened with O_PATH (which opens no device) and read only when that is a regular
+    file: opening a device can itself act (a link to /dev/watchdog, opened as root every quantum,
+    armed the watchdog)."""
     if not path:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        ref = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(ref).st_mode):
+            return None
+        fd = os.open(f"/proc/self/fd/{ref}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        os.close(ref)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
