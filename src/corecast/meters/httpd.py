@@ -8,6 +8,16 @@ passes MAX_HEAD bytes, is closed; only GET and HEAD are answered (anything else 
 connection closed without reading a body). A request whose Host is not this server's is
 answered 421 (`host_allowed`): a web page elsewhere cannot read the endpoint through DNS
 rebinding.
+
+Pipelined requests (HTTP/1.1) are answered in order, one at a time: the next is taken from a
+connection's input only once the answer before it has gone to the kernel, and the input is
+read again only once every request in it is answered -- so a client that sends thousands of
+requests and reads nothing gets a few answers (as many as the socket buffers hold), never
+thousands of snapshots, and never a growing output buffer: at most one answer is held per
+connection, and RECV_SIZE + MAX_HEAD bytes of input. More than MAX_PIPELINE requests in the
+input at once is answered 400 and the connection closed. Each ready connection gets one turn
+per pass of the loop, of at most PER_TURN answers: one connection cannot keep the thread from
+the others (Prometheus's scrape waits for a few answers at most, not for a flood's).
 """
 from __future__ import annotations
 
@@ -23,6 +33,9 @@ from typing import Callable
 MAX_CONNECTIONS = 64
 IDLE_S = 10.0
 MAX_HEAD = 8192
+RECV_SIZE = 16384      # one read: with MAX_HEAD, the most input a connection holds
+MAX_PIPELINE = 16      # requests one read may bring; more is a flood, not a client (none pipelines that deep)
+PER_TURN = 4           # answers one connection gets per pass of the loop, before the others' turn
 
 # (status, content type, body) for a path
 Answer = tuple[int, str, bytes]
@@ -93,11 +106,14 @@ def host_allowed(host_header: str | None, listen_host: str, port: int, local_ip:
 
 
 class _Conn:
+    """One connection. `inbuf` and `out` are bytearrays: appending to them, and dropping what
+    was parsed or sent from their front, costs what was added or dropped -- never a copy of the
+    whole buffer per request (which made a pipelined flood quadratic)."""
     __slots__ = ("sock", "inbuf", "out", "last", "close_after", "local_ip")
 
     def __init__(self, sock: socket.socket, local_ip: str | None):
         self.sock, self.local_ip = sock, local_ip
-        self.inbuf, self.out = b"", b""
+        self.inbuf, self.out = bytearray(), bytearray()
         self.last = time.monotonic()
         self.close_after = False
 
@@ -195,18 +211,28 @@ class Server:
         c.sock.close()
 
     def _ready(self, c: _Conn, events: int) -> None:
+        """The connection's turn: read (only when every request read before is answered and
+        sent, so the input stays bounded and a flood waits in the client's socket, not in
+        ours), then answer at most PER_TURN requests, each once the answer before it is sent."""
         c.last = time.monotonic()
         try:
-            if events & selectors.EVENT_READ and not c.out:
-                data = c.sock.recv(65536)
+            if events & selectors.EVENT_READ and not c.out and not self._pending(c):
+                data = c.sock.recv(RECV_SIZE)
                 if not data:
                     self._close(c)
                     return
                 c.inbuf += data
-                self._requests(c)
+                if c.inbuf.count(b"\r\n\r\n") > MAX_PIPELINE:
+                    self._respond(c, 400, "text/plain; charset=utf-8", b"too many pipelined requests\n", close=True)
+            for _ in range(PER_TURN):
+                if c.out:
+                    self._send(c)
+                    if c.out:                  # the client has not read the last answer: wait for it
+                        break
+                if c.close_after or not self._request_next(c):
+                    break
             if c.out:
-                n = c.sock.send(c.out)
-                c.out = c.out[n:]
+                self._send(c)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
@@ -217,23 +243,38 @@ class Server:
         if not c.out and c.close_after:
             self._close(c)
             return
-        want = selectors.EVENT_WRITE if c.out else selectors.EVENT_READ
+        # requests left over from this turn wait for the socket to take more (at once, unless
+        # the client is not reading), after every other ready connection's turn
+        want = selectors.EVENT_WRITE if c.out or (self._pending(c) and not c.close_after) else selectors.EVENT_READ
         self.sel.modify(c.sock, want, c)
 
+    @staticmethod
+    def _send(c: _Conn) -> None:
+        n = c.sock.send(c.out)
+        del c.out[:n]
+
     # ------------------------------------------------------------------ requests
-    def _requests(self, c: _Conn) -> None:
-        """Answer every whole request head in the buffer (pipelining kept in order)."""
-        while not c.close_after:
-            end = c.inbuf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(c.inbuf) > MAX_HEAD:
-                    self._respond(c, 431, "text/plain; charset=utf-8", b"request head too large\n", close=True)
-                return
-            if end > MAX_HEAD:
+    @staticmethod
+    def _pending(c: _Conn) -> bool:
+        """Whether the input holds something to answer: a whole request head, or one too large."""
+        return b"\r\n\r\n" in c.inbuf or len(c.inbuf) > MAX_HEAD
+
+    def _request_next(self, c: _Conn) -> bool:
+        """Answer the first whole request head in the input (pipelining kept in order); False
+        when there is none yet."""
+        end = c.inbuf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(c.inbuf) > MAX_HEAD:
                 self._respond(c, 431, "text/plain; charset=utf-8", b"request head too large\n", close=True)
-                return
-            head, c.inbuf = c.inbuf[:end].decode("latin-1"), c.inbuf[end + 4:]
-            self._request(c, head)
+                return True
+            return False
+        if end > MAX_HEAD:
+            self._respond(c, 431, "text/plain; charset=utf-8", b"request head too large\n", close=True)
+            return True
+        head = c.inbuf[:end].decode("latin-1")
+        del c.inbuf[:end + 4]
+        self._request(c, head)
+        return True
 
     def _request(self, c: _Conn, head: str) -> None:
         lines = head.split("\r\n")
@@ -279,5 +320,7 @@ class Server:
             h.append(f"Allow: {self.allow}")
         if close:
             h.append("Connection: close")
-        c.out += ("\r\n".join(h) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
+        c.out += ("\r\n".join(h) + "\r\n\r\n").encode("latin-1")
+        if not head_only:
+            c.out += body
         c.close_after = c.close_after or close
