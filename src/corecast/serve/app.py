@@ -140,7 +140,8 @@ class Dashboard:
     async def state(self, request: web.Request) -> dict[str, Any]:
         ok, why = M.status()
         boards = await asyncio.to_thread(M.boards) if ok else []
-        return {"version": __version__, "files": self.registry.list(),
+        files = await self.registry.alist()      # scanned in a worker thread, never on the loop
+        return {"version": __version__, "files": files, "left_out": list(self.registry.notes),
                 "sessions": [s.describe() for s in self.sessions.values()],
                 "commands": {"allowed": self.allow_commands,
                              "reason": "" if self.allow_commands else
@@ -166,7 +167,7 @@ class Dashboard:
     # ------------------------------------------------------------------ datasets and campaigns
     async def _load(self, fid: str) -> tuple[F.Entry, Any]:
         from .. import dataset as ds_mod
-        e = self.registry.get(fid, ("campaign", "dataset"))
+        e = await self.registry.aget(fid, ("campaign", "dataset"))
         data = await asyncio.to_thread(ds_mod.load, e.path)
         return e, data
 
@@ -249,7 +250,7 @@ class Dashboard:
     async def watch(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `changed` each time the file (or its write-ahead log) changes."""
         try:
-            e = self.registry.get(_arg(request, "file"))
+            e = await self.registry.aget(_arg(request, "file"))
         except UserError as err:
             return web.json_response({"error": str(err)}, status=400)
         try:
@@ -272,7 +273,7 @@ class Dashboard:
         """A recorded stat trace: its header, summary and the sample lines between `from` and
         `to` seconds, exactly as the command wrote them. A meters recording: `meters replay
         --json` and the rows as `export --format json` writes them."""
-        e = self.registry.get(_arg(request, "file"), ("stat-trace", "meters-recording"))
+        e = await self.registry.aget(_arg(request, "file"), ("stat-trace", "meters-recording"))
         if e.kind == "meters-recording":
             return await self._replay_meters(e)
         t = self._traces.get(e.id)
