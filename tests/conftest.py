@@ -145,6 +145,24 @@ def region_program(folder: Path, source: str, name: str = "r") -> str:
     return str(exe)
 
 
+def run_api(dash, fn, owner: bool = True):
+    """Run `fn(client)` against a serve Dashboard's app on a test server (127.0.0.1); `owner`: the
+    client first opens the address the server prints (its secret becomes the client's cookie)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    async def go():
+        server = TestServer(dash.app(), host="127.0.0.1", port=0)
+        async with TestClient(server) as client:
+            dash.port = server.port
+            if owner:
+                r = await client.get(f"/?token={dash.guard.secret}", allow_redirects=False)
+                assert r.status == 302 and client.session.cookie_jar.filter_cookies(
+                    client.make_url("/")).get(dash.guard.cookie_name) is not None
+            return await fn(client)
+    import asyncio
+    return asyncio.run(asyncio.wait_for(go(), 120))
+
+
 def board_name() -> str:
     """A blackboard name no other test (nor another engineer's test run) uses."""
     return f"t{os.getpid()}-{next(_BOARDS)}"

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 aiohttp = pytest.importorskip("aiohttp")
-from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from corecast.serve.app import Dashboard  # noqa: E402
 from corecast.serve.server import parse_listen  # noqa: E402
 from corecast.errors import UserError  # noqa: E402
 
-from conftest import DATA, board_name, run_corecast, start_daemon, stop  # noqa: E402
+from conftest import DATA, board_name, run_api, run_corecast, start_daemon, stop  # noqa: E402
 from fakes import stalls_csv  # noqa: E402
 
 RAYTRACER = DATA / "usl" / "raytracer.csv"
@@ -29,21 +28,6 @@ RAYTRACER = DATA / "usl" / "raytracer.csv"
 def lockbench() -> str:
     from corecast.native import native_path
     return str(native_path("corecast-lockbench"))
-
-
-def run_api(dash: Dashboard, fn, owner: bool = True):
-    """Run `fn(client)` against the dashboard's app on a test server (127.0.0.1); `owner`: the
-    client first opens the address the server prints (its secret becomes the client's cookie)."""
-    async def go():
-        server = TestServer(dash.app(), host="127.0.0.1", port=0)
-        async with TestClient(server) as client:
-            dash.port = server.port
-            if owner:
-                r = await client.get(f"/?token={dash.guard.secret}", allow_redirects=False)
-                assert r.status == 302 and client.session.cookie_jar.filter_cookies(
-                    client.make_url("/")).get(dash.guard.cookie_name) is not None
-            return await fn(client)
-    return asyncio.run(asyncio.wait_for(go(), 120))
 
 
 def fid(dash: Dashboard, name: str) -> str:

@@ -18,7 +18,7 @@ pytest.importorskip("aiohttp")
 from corecast.serve import files  # noqa: E402
 from corecast.serve.app import Dashboard  # noqa: E402
 
-from test_serve import run_api  # noqa: E402
+from conftest import run_api  # noqa: E402
 
 BIG = 20 << 20
 
