@@ -20,6 +20,16 @@ Tables:
 
 Only tables and transactions live here: `corecast.dataset.read_campaign(path)` reads a campaign
 as a Dataset, beside the Dataset's other readers.
+
+A campaign may be another user's file, read by root (`corecast info`, `serve`'s folders), so
+every campaign is opened in one place (`Campaign.open`) that checks its schema before any of
+its data is read (`_check_schema`: no view, trigger, virtual table or generated column, which
+would run SQL the file brings on every read), and every connection is bounded (`_harden`: no
+untrusted function in schema SQL, no value over MAX_VALUE; a reader's SQLite work is bounded
+by the file's size).
+
+Size: the campaign file's format and everything that makes opening one safe -- its journal
+files, its schema, its bounds -- is one subject, kept together so no opening path misses one.
 """
 from __future__ import annotations
 
@@ -35,7 +45,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from . import __version__, messages, outputs
 from .errors import UserError, opened
@@ -89,6 +99,24 @@ CREATE TABLE IF NOT EXISTS run_tables(
 """
 #: The side tables, made when a campaign from before them is opened for writing.
 RUN_TABLES = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS run_tables"):]
+#: The tables SCHEMA makes, all the names corecast reads (run_tables absent from older campaigns).
+TABLES = ("meta", "runs", "run_values", "columns", "notices", "run_tables")
+
+#: The longest single value (string, blob, row) any connection reads or writes: what corecast
+#: stores is kilobytes (a run's details, a side table's row, the machine and its topology as
+#: JSON), so 64 MiB is generous; SQLite's own default (1 GB per value) lets a planted file make
+#: a reader hold gigabytes. A longer value is SQLite's "string or blob too big", one line here.
+MAX_VALUE = 64 << 20
+#: A read-only connection's budget of SQLite work (virtual-machine steps), for all its reads
+#: together: READ_STEPS_PER_BYTE per byte of the file and its WAL, and at least READ_STEPS_MIN.
+#: Reading a real campaign takes under half a step a byte (the bundled ones 0.03, a dense one of
+#: 3,000 runs x 60 values 0.4), so this is no limit a real campaign meets but the last guard
+#: against a read that passed the schema checks and still never ends, or grows with the square
+#: of the file (30,000 side tables of one row, each a scan: 46 s for 1 MB, stopped here in ~1 s).
+#: SQLite does ~10^8 steps a second; counted every READ_STEP_TICK: one Python call per ~1 ms.
+READ_STEPS_PER_BYTE = 100
+READ_STEPS_MIN = 100_000_000
+READ_STEP_TICK = 100_000
 
 
 class ColumnDescription(Protocol):
@@ -142,14 +170,47 @@ _KIND_NAMES = {str: "a string", int: "a whole number", list: "a list", dict: "an
 LOCK_WAIT_S = 30.0
 
 
+def _harden(con: sqlite3.Connection) -> sqlite3.Connection:
+    """Bounds on what a file can make this connection do, set before its first query: SQL kept
+    in the schema (a default, an index's expression, a CHECK) may call no function SQLite does
+    not call innocuous (trusted_schema=OFF), and no value may be longer than MAX_VALUE."""
+    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
+    con.execute("PRAGMA trusted_schema=OFF")
+    return con
+
+
+def _check_schema(con: sqlite3.Connection, p: Path) -> None:
+    """Refuse a file whose schema holds what corecast never makes, reading sqlite_master alone
+    (no table's data): a view, or a virtual table, under a table's name runs the file's query on
+    every read -- an endless recursive CTE never returns and ignores Ctrl-C (SQLite runs without
+    the GIL), a printf() view fills memory -- a generated column is computed on every read (a
+    stored one on every write), and a trigger runs on every write. The names corecast reads must
+    be plain tables where present (a missing one stays SQLite's "no such table")."""
+    found = None
+    for kind, name, rootpage, sql in con.execute("SELECT type, name, rootpage, sql FROM sqlite_master").fetchall():
+        if kind in ("view", "trigger"):
+            found = f"a {kind}"
+        elif kind == "table" and (not rootpage or str(sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL"):
+            found = "a virtual table"
+        elif kind == "table" and any(h for (h,) in con.execute("SELECT hidden FROM pragma_table_xinfo(?)",
+                                                              (name,)).fetchall()):
+            found = "a generated column in table"
+        elif str(name).lower() in TABLES and kind != "table":
+            found = f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+        if found:
+            raise UserError(f"{p}: not a corecast campaign: it holds {found} {ascii(str(name))[:60]}, which "
+                            "corecast never makes")
+
+
 def _connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
-    """A connection that waits for a file another program has locked -- after saying so once
-    on stderr, never in silence -- and gives up with a UserError after LOCK_WAIT_S.
-    `immutable`: the main file alone, read-only, with no journal file opened or made beside it."""
+    """A connection (`_harden`ed) that waits for a file another program has locked -- after
+    saying so once on stderr, never in silence -- and gives up with a UserError after
+    LOCK_WAIT_S. `immutable`: the main file alone, read-only, with no journal file opened or
+    made beside it."""
     if immutable:
-        return sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro&immutable=1", uri=True,
-                               isolation_level=None)
-    con = sqlite3.connect(str(path), timeout=0.2, isolation_level=None)
+        return _harden(sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro&immutable=1", uri=True,
+                                       isolation_level=None))
+    con = _harden(sqlite3.connect(str(path), timeout=0.2, isolation_level=None))
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError as err:
@@ -280,6 +341,8 @@ class Campaign:
         self._lock_fd = lock_fd
         self._held: list[tuple[Path, int]] = []     # the empty journal made beside it (_hold_side_files)
         self.after_close: list[Callable[[], None]] = []    # called once the campaign is closed
+        self._allowed = self._budget = 0    # SQLite steps given to, and left to, a reader (_bound_reads)
+        self._spent = False                 # a read was stopped for spending them all
 
     @property
     def held_files(self) -> list[Path]:
@@ -367,6 +430,9 @@ class Campaign:
             held = _hold_side_files(p, wal)
             self = cls(p, _connect(p, immutable=not write and _settled_and_not_mine(p)), lock)
             self._held = held
+            _check_schema(self._con, p)               # before any of its data is read
+            if not write:                             # a writer is `measure`, on its own file, for hours
+                self._bound_reads()
             meta = self.meta()
             if meta.get("format") != FORMAT:
                 raise UserError(f"{p}: an SQLite file, but not a corecast campaign")
@@ -427,11 +493,51 @@ class Campaign:
         return Campaign._Tx(self._con)
 
     # ------------------------------------------------------------ reading
+    def _bound_reads(self) -> None:
+        """Give this read-only connection its budget of SQLite work (READ_STEPS_PER_BYTE): a
+        progress handler that stops the read in progress once all is spent. It also lets Ctrl-C
+        stop a long read (Python runs the signal's handler in it; see `_rows`)."""
+        size = 0
+        for q in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                size += q.stat().st_size
+            except OSError:
+                pass
+        self._allowed = self._budget = max(READ_STEPS_MIN, READ_STEPS_PER_BYTE * size)
+
+        def tick() -> int:
+            self._budget -= READ_STEP_TICK
+            self._spent = self._budget < 0
+            return int(self._spent)
+        self._con.set_progress_handler(tick, READ_STEP_TICK)
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of one read, as SQLite steps to each (a list of them all first would cost a
+        tenth more time on a big campaign), with its bounds said in one line: a value over
+        MAX_VALUE, or a read past the connection's budget of work. A read stopped by neither was
+        stopped by Ctrl-C (the KeyboardInterrupt raised in the progress handler ends the query;
+        SQLite says only "interrupted"), and is that again."""
+        try:
+            yield from self._con.execute(sql, args)
+        except sqlite3.DataError as err:
+            if "too big" not in str(err):
+                raise
+            raise UserError(f"{self.path}: not a readable campaign file: it holds a value over {MAX_VALUE >> 20} "
+                            "MiB (corecast stores kilobytes)") from None
+        except sqlite3.OperationalError as err:
+            if str(err) != "interrupted":
+                raise
+            if not self._spent:
+                raise KeyboardInterrupt from None
+            raise UserError(f"{self.path}: not a readable campaign file: reading it took over "
+                            f"{self._allowed:,} steps of SQLite's work, far more than a campaign of "
+                            "its size needs") from None
+
     def meta(self) -> dict[str, Any]:
         """The campaign's metadata; a value that is not what corecast wrote (damaged JSON, or
         the wrong kind of value) is a UserError naming it."""
         out = {}
-        for k, v in self._con.execute("SELECT key, value FROM meta"):
+        for k, v in self._rows("SELECT key, value FROM meta"):
             out[k] = self._value(v, f"metadata '{k}'", _META_TYPES.get(k))
         return out
 
@@ -452,27 +558,25 @@ class Campaign:
     def run_count(self, warmups: bool = True) -> int:
         """The runs recorded; without `warmups`, the measured ones only."""
         sql = "SELECT COUNT(*) FROM runs" + ("" if warmups else " WHERE NOT warmup")
-        return int(self._con.execute(sql).fetchone()[0])
+        return int(next(self._rows(sql))[0])
 
     def done_slots(self) -> set[int]:
-        return {r[0] for r in self._con.execute("SELECT slot FROM runs")}
+        return {r[0] for r in self._rows("SELECT slot FROM runs")}
 
     def columns(self) -> dict[str, dict[str, Any]]:
         """The column descriptions in the order the columns appeared: name -> kind, unit,
         source, status, description."""
         out = {}
-        for name, kind, unit, source, status, desc in self._con.execute(
+        for name, kind, unit, source, status, desc in self._rows(
                 "SELECT name, kind, unit, source, status, description FROM columns ORDER BY position"):
             out[name] = dict(kind=kind, unit=unit, source=source, status=status, description=desc)
         return out
 
     def runs(self) -> list[dict[str, Any]]:
-        cur = self._con.execute("SELECT slot, cores, repetition, warmup, cpus, argv, status, exit_status, signal, "
-                                "message, stdout_tail, stderr_tail, started_at, finished_at, details "
-                                "FROM runs ORDER BY slot")
-        names = [d[0] for d in cur.description]
+        names = ["slot", "cores", "repetition", "warmup", "cpus", "argv", "status", "exit_status", "signal",
+                 "message", "stdout_tail", "stderr_tail", "started_at", "finished_at", "details"]
         rows = []
-        for rec in cur:
+        for rec in self._rows(f"SELECT {', '.join(names)} FROM runs ORDER BY slot"):
             r = dict(zip(names, rec))
             r["warmup"] = bool(r["warmup"])
             r["cpus"] = self._value(r["cpus"], f"run {r['slot']}'s cpus", list)
@@ -483,7 +587,7 @@ class Campaign:
             r["details"] = self._value(r["details"] or "{}", f"run {r['slot']}'s details", dict)
             rows.append(r)
         values: dict[int, dict[str, float | None]] = {}
-        for slot, name, value in self._con.execute("SELECT slot, name, value FROM run_values"):
+        for slot, name, value in self._rows("SELECT slot, name, value FROM run_values"):
             values.setdefault(slot, {})[name] = value
         for r in rows:
             r["values"] = values.get(r["slot"], {})
@@ -493,8 +597,8 @@ class Campaign:
         """A side table's rows (more than `limit` is one line), each with its run's `slot`, in run
         and row order (none in a campaign made before side tables)."""
         try:
-            got = self._con.execute("SELECT slot, row, data FROM run_tables WHERE name = ? ORDER BY slot, row "
-                                    "LIMIT ?", (name, limit + 1 if limit >= 0 else -1)).fetchall()
+            got = list(self._rows("SELECT slot, row, data FROM run_tables WHERE name = ? ORDER BY slot, row LIMIT ?",
+                                  (name, limit + 1 if limit >= 0 else -1)))
         except sqlite3.OperationalError:
             return []
         if 0 <= limit < len(got):
@@ -505,12 +609,12 @@ class Campaign:
     def run_table_names(self) -> list[str]:
         """The names of the side tables some run has rows of."""
         try:
-            return [n for (n,) in self._con.execute("SELECT DISTINCT name FROM run_tables ORDER BY name")]
+            return [n for (n,) in self._rows("SELECT DISTINCT name FROM run_tables ORDER BY name")]
         except sqlite3.OperationalError:
             return []
 
     def notices(self) -> list[str]:
-        return [t for (t,) in self._con.execute("SELECT text FROM notices ORDER BY id")]
+        return [t for (t,) in self._rows("SELECT text FROM notices ORDER BY id")]
 
     # ------------------------------------------------------------ writing
     def record_run(self, run: RunRecord, columns: Iterable[ColumnDescription] = ()) -> None:
@@ -571,8 +675,13 @@ def half_created(p: Path) -> bool:
     try:
         # immutable: the main file alone, with no lock and no journal or WAL opened or made beside
         # it (a campaign's metadata is in its main file from birth: created, then linked)
-        con = sqlite3.connect(f"file:{urllib.parse.quote(str(p))}?mode=ro&immutable=1", uri=True, timeout=1.0)
+        con = _harden(sqlite3.connect(f"file:{urllib.parse.quote(str(p))}?mode=ro&immutable=1", uri=True,
+                                      timeout=1.0))
         try:
+            try:
+                _check_schema(con, p)       # a planted view or generated column: not ours to replace
+            except UserError:
+                return False                # (Campaign.open then says what it holds)
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "meta" in tables and con.execute("SELECT 1 FROM meta WHERE key='format'").fetchone():
                 return False
