@@ -147,7 +147,7 @@ def test_a_program_that_cannot_run_is_one_line_and_status_2(front, tmp_path):
 ])
 def test_a_mistake_is_handed_to_python_and_ends_in_one_line(front, args):
     c, c_starts, p = both(front, *args)
-    assert c_starts == [f"-m corecast {' '.join(args)}"]
+    assert c_starts == [f"-P -m corecast {' '.join(args)}"]
     assert c.returncode == p.returncode == 2
     assert c.stderr == p.stderr and len(c.stderr.splitlines()) == 1, c.stderr
 
@@ -164,7 +164,7 @@ def test_a_mistake_is_handed_to_python_and_ends_in_one_line(front, args):
 ])
 def test_every_other_command_reaches_python_unchanged(front, args):
     c, c_starts, p = both(front, *args)
-    assert c_starts == [f"-m corecast {' '.join(args)}"]
+    assert c_starts == [f"-P -m corecast {' '.join(args)}"]
     assert c.returncode == p.returncode
     assert shape(c.stdout) == shape(p.stdout) and shape(c.stderr) == shape(p.stderr)
 
@@ -217,7 +217,7 @@ def test_regions_the_program_marks_are_printed_as_python_prints_them(front, tmp_
     cmd = ["sh", "-c", f"printf '%s\\n' '{line}' >> \"$CORECAST_REGION_OUT\""]
     c, c_starts, p = both(front, "stat", "-c", "task_clock", "--", *cmd)
     assert c.returncode == p.returncode == 0
-    assert c_starts and c_starts[0] == "-c import sys"           # Python only to print the regions
+    assert c_starts and c_starts[0] == "-P -c import sys"           # Python only to print the regions
     same_layout(c.stderr, p.stderr)
     assert "[Regions]" in c.stderr and "solve" in c.stderr
 
@@ -322,3 +322,24 @@ def test_a_killed_front_end_leaves_no_process_behind(front, tmp_path):
         time.sleep(0.05)
     assert ours() == []
     assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("corecast")]
+
+
+def test_a_module_planted_in_the_current_folder_is_never_imported(front, tmp_path):
+    """`python3 -m corecast` put the current folder first on sys.path: a numpy.py (or a
+    corecast/ package) planted where root runs corecast (/tmp, a shared project) ran as root.
+    The front end hands over with -P; `python -m corecast` itself drops the folder before it
+    imports anything else."""
+    work = tmp_path / "shared"
+    (work / "corecast").mkdir(parents=True)
+    marker = tmp_path / "ran"
+    for plant in (work / "numpy.py", work / "corecast" / "__main__.py", work / "corecast" / "__init__.py"):
+        plant.write_text(f"open({str(marker)!r}, 'a').write({plant.name!r} + '\\n')\n")
+    (work / "d.csv").write_text("cores,time_s\n1,10\n2,6\n4,4\n")
+    r, starts = front("info", "d.csv", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert starts and all(s.split()[:1] == ["-P"] for s in starts), starts
+    (work / "corecast").rename(work / "not-corecast")     # python -m corecast: only numpy.py can be met
+    p = subprocess.run([sys.executable, "-m", "corecast", "info", "d.csv"], cwd=work, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert not marker.exists(), marker.read_text()

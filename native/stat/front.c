@@ -22,7 +22,7 @@
  *
  * Anything else -- another command, another option, another event, a failure before the
  * command started (the tracker unavailable, a program not found) -- is handed to Python
- * unchanged: exec of `python3 -m corecast ARGS...`, the python3 beside the `corecast` that was
+ * unchanged: exec of `python3 -P -m corecast ARGS...`, the python3 beside the `corecast` that was
  * run (a virtual environment's bin/), else the interpreter the build was configured with.
  * CORECAST_FRONT=python hands every command over (the tests compare both paths with it).
  *
@@ -127,16 +127,19 @@ void python_exec(char **args, int n) {
     _exit(2);
 }
 
-/* Python with `-m corecast` and the same arguments: never returns. */
+/* Python with `-P -m corecast` and the same arguments: never returns. -P (safe path): `-m` would
+ * otherwise put the current folder first on sys.path, so a numpy.py or a corecast/ planted in a
+ * folder where root runs corecast (/tmp, a shared project) would be imported and run as root. */
 static void hand_over(int argc, char **argv) __attribute__((noreturn));
 static void hand_over(int argc, char **argv) {
-    char **av = calloc((size_t)argc + 3, sizeof *av);
+    char **av = calloc((size_t)argc + 4, sizeof *av);
     if (!av) { fprintf(stderr, "corecast: out of memory\n"); _exit(1); }
     av[0] = argv[0];
-    av[1] = "-m";
-    av[2] = "corecast";
-    for (int i = 1; i < argc; i++) av[i + 2] = argv[i];
-    python_exec(av, argc + 2);
+    av[1] = "-P";
+    av[2] = "-m";
+    av[3] = "corecast";
+    for (int i = 1; i < argc; i++) av[i + 3] = argv[i];
+    python_exec(av, argc + 3);
 }
 
 /* -c SPEC: only the software events, each once; else 0 (Python decides) */

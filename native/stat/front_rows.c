@@ -261,8 +261,9 @@ int print_regions(int memfd) {
     if (p < 0) return 0;
     if (p == 0) {
         fcntl(memfd, F_SETFD, 0);
-        char *av[] = {"corecast", "-c", (char *)REGIONS_PY, path, NULL};
-        python_exec(av, 4);
+        /* -P: the current folder is not put on sys.path (see hand_over in front.c) */
+        char *av[] = {"corecast", "-P", "-c", (char *)REGIONS_PY, path, NULL};
+        python_exec(av, 5);
     }
     int status = 0;
     waitpid(p, &status, 0);

@@ -98,7 +98,7 @@ class StatSource:
         argv[cut:cut] = ["-o", f"/dev/fd/{w}"]
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "corecast", *argv, stdin=asyncio.subprocess.DEVNULL,
+                sys.executable, "-P", "-m", "corecast", *argv, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                 pass_fds=(w,), limit=1 << 24)
         finally:

@@ -239,7 +239,7 @@ class Stealer(Emulation):
         idle = speed * PERIOD_US / 1e6
         try:
             for c in small:
-                p = subprocess.Popen([sys.executable, "-c", _STEALER, str(c), repr(busy), repr(idle), str(os.getpid())],
+                p = subprocess.Popen([sys.executable, "-P", "-c", _STEALER, str(c), repr(busy), repr(idle), str(os.getpid())],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 self.procs.append(p)
                 line = p.stdout.readline() if p.stdout else ""
