@@ -39,7 +39,21 @@ def _prefix() -> str:
     return f"corecast {_command}: " if _command else "corecast: "
 
 
+#: Control characters a line of text may not carry to a terminal: C0 but tab and line feed,
+#: DEL and C1 (ESC starts an escape sequence; CSI and OSC are also single C1 characters).
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]}
+
+
+def visible(text: str) -> str:
+    """`text` with its control characters shown as \\xNN instead of sent: a column name, a
+    command, a machine's name or a cell from another user's file can carry escape sequences
+    (OSC 52 writes the owner's clipboard, others set the title or clear the screen) that must
+    not reach the owner's terminal as they are."""
+    return text.translate(_CONTROL)
+
+
 def _print(text: str) -> None:
+    text = visible(text)
     err = sys.stderr
     live = [p for p in _active if p.drawn]
     try:

@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except UserError as err:
         sys.stdout.flush()
-        print(f"corecast {args.command}: error: {err}", file=sys.stderr)
+        print(messages.visible(f"corecast {args.command}: error: {err}"), file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print(f"corecast {args.command}: interrupted", file=sys.stderr)

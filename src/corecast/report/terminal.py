@@ -15,6 +15,8 @@ import sys
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ..messages import visible
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -76,7 +78,7 @@ class PlainConsole:
 
     def print(self, *objs: Any, **_: Any) -> None:
         parts = [o.render() if isinstance(o, PlainTable) else plain(str(o)) for o in objs]
-        self.file.write(" ".join(parts) + "\n")
+        self.file.write(visible(" ".join(parts)) + "\n")
 
 
 def console(file: Any = None) -> Console:
@@ -220,6 +222,14 @@ def _fitting_console() -> type:
                     super().print(Text(f"({len(dropped)} column{'s' if len(dropped) > 1 else ''} left out to fit "
                                        f"{self.width} columns: {names}; a wider terminal shows "
                                        f"{'them' if len(dropped) > 1 else 'it'})", style="dim"))
+
+        def _render_buffer(self, buffer: Any) -> str:
+            # the text of every segment shown with its control characters visible
+            # (messages.visible: a cell from another user's file may carry escape sequences);
+            # rich's own control segments (cursor moves) and styles are left alone
+            from rich.segment import Segment
+            return super()._render_buffer(Segment(visible(t), st, c) if c is None else Segment(t, st, c)
+                                          for t, st, c in buffer)
 
         def on_broken_pipe(self) -> None:
             # rich's own answer is SystemExit(1): `corecast usl F | head` then exited 1. The

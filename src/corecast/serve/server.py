@@ -38,7 +38,7 @@ class OneLine(logging.Formatter):
             record.exc_info = exc
         if exc and exc[1] is not None:
             line += f": {type(exc[1]).__name__}: {exc[1]}"
-        return " ".join(line.splitlines())
+        return messages.visible(" ".join(line.splitlines()))     # a file's text may carry escapes
 
 
 def run(files: list[str], listen: str = DEFAULT_LISTEN, allow_commands: bool = False,
