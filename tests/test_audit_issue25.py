@@ -732,10 +732,36 @@ def test_a_plugin_output_file_never_blocks_nor_floods_measure(tmp_path):
     (tmp_path / "out").unlink()
     (tmp_path / "out").symlink_to("/dev/zero")
     values, notes = plugins.apply([cat], "", "", tmp_path, {})
-    assert values == {"x": None} and "more than the 67,108,864 bytes" in notes[0]
+    assert values == {"x": None} and "symbolic link" in notes[0]
+    (tmp_path / "out").unlink()
+    with open(tmp_path / "out", "wb") as fh:          # sparse: no disk, more than the bound
+        fh.truncate(plugins.MAX_OUTPUT_BYTES + 1)
+    values, notes = plugins.apply([cat], "", "", tmp_path, {})
+    assert values == {"x": None} and "more than the 67,108,864" in notes[0]
     (tmp_path / "out").unlink()
     (tmp_path / "out").write_text("x=3\nx=4\n")
     assert plugins.apply([cat], "", "", tmp_path, {})[0] == {"x": 7.0}
+
+
+def test_a_plugin_output_file_planted_by_another_user_is_not_read(tmp_path):
+    """The program's folder may be /tmp: a link planted at the plugin's file name made root read
+    its target (another user's secret, mode 600) and store the matched number in the campaign
+    (mode 644); a file of another user there was read too. Neither is now."""
+    from corecast.collect import plugins
+    cat = plugins.Category("pin", "out0.txt", plugins.compile_number_regex(r"pin: (\d+)", "t"), "sum", "", "other")
+    secret = tmp_path / "secret"
+    secret.write_text("pin: 4242\n")
+    secret.chmod(0o600)
+    (tmp_path / "out0.txt").symlink_to(secret)
+    values, notes = plugins.apply([cat], "", "", tmp_path, {})
+    assert values == {"pin": None} and "symbolic link" in notes[0]
+    (tmp_path / "out0.txt").unlink()
+    (tmp_path / "out0.txt").write_text("pin: 7\n")
+    os.chown(tmp_path / "out0.txt", 4242, 4242)
+    values, notes = plugins.apply([cat], "", "", tmp_path, {})
+    assert values == {"pin": None} and "another user (uid 4242)" in notes[0]
+    os.chown(tmp_path / "out0.txt", os.geteuid(), os.getegid())
+    assert plugins.apply([cat], "", "", tmp_path, {})[0] == {"pin": 7.0}
 
 
 def test_a_killed_measure_leaves_its_campaign_and_nothing_else(tmp_path):

@@ -19,13 +19,17 @@ A run where the regex matches nothing gets no value (a missing value, never 0) a
 """
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import UserError, read_input
+from .. import outputs
+from ..errors import UserError
 from ..parsing import read_document
 
 AGGREGATES = ("sum", "min", "max", "avg", "last")
@@ -153,6 +157,45 @@ def extract(regex: re.Pattern, text: str, how: str) -> tuple[float | None, int, 
     return aggregate(vals, how), n, bad
 
 
+def read_output_file(path: Path) -> bytes:
+    """A file the measured program wrote (at most MAX_OUTPUT_BYTES), read as corecast -- often
+    root -- reads it after every run: the program runs where the user says, which may be a
+    folder other users can write to (/tmp), so a link planted at the name (or on the way to it,
+    in a world-writable sticky folder) is not followed, and only a regular file of this user is
+    read: a link to another user's secret put its matched number into the campaign, and a FIFO
+    kept open by its writer made `measure` wait for ever."""
+    if outputs.planted_link(str(path)) is not None:
+        raise UserError("a symbolic link owned by another user is on the way to it: not followed")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        raise UserError("a symbolic link: not followed" if err.errno == errno.ELOOP
+                        else (err.strerror or str(err))) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError("not a regular file")
+        if st.st_uid != os.geteuid():
+            raise UserError(f"a file of another user (uid {st.st_uid}): not read")
+        if st.st_size > MAX_OUTPUT_BYTES:
+            raise UserError(f"{st.st_size:,} bytes, more than the {MAX_OUTPUT_BYTES:,} corecast reads from a "
+                            "plugin output file")
+        chunks, got = [], 0
+        while got <= MAX_OUTPUT_BYTES:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        if got > MAX_OUTPUT_BYTES:
+            raise UserError(f"more than the {MAX_OUTPUT_BYTES:,} bytes corecast reads from a plugin output file")
+        return b"".join(chunks)
+    except OSError as err:
+        raise UserError(err.strerror or str(err)) from None
+    finally:
+        os.close(fd)
+
+
 def apply(cats: list[Category], stdout: str, stderr: str, cwd: str | Path,
           subst: Mapping[str, str]) -> tuple[dict[str, float | None], list[str]]:
     """Values of every category for one run, and notes on the ones that gave nothing."""
@@ -169,7 +212,7 @@ def apply(cats: list[Category], stdout: str, stderr: str, cwd: str | Path,
                 path = Path(cwd) / path
             label = str(path)
             try:     # a FIFO is not waited for, a device or a huge file is not read without end
-                text = read_input(path, "plugin output file", limit=MAX_OUTPUT_BYTES)[0].decode(errors="replace")
+                text = read_output_file(path).decode(errors="replace")
             except UserError as err:
                 values[c.name] = None
                 notes.append(f"{c.name}: cannot read {path} ({err})")
