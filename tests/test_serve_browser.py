@@ -485,3 +485,26 @@ def test_meters_recording_replays_with_the_slider(browser, tmp_path):
         log = srv.stop()
     assert "Traceback" not in log
     assert sum(f"{bad}:6:" in line for line in log.splitlines()) == 1      # one line in the server log
+
+
+def test_text_from_files_reaches_plotly_as_text(browser, tmp_path):
+    """Plotly reads a little HTML in titles, legend names and hover labels: a trace or a column
+    named by another user's file put a working link (and restyled text) on the owner's page.
+    Names go through ptext(): shown as written, no element made of them."""
+    ray = tmp_path / "raytracer.csv"
+    shutil.copy(DATA / "usl" / "raytracer.csv", ray)
+    srv = Server(ray)
+    try:
+        browser.get(srv.login + "#usl")
+        wait(lambda: js(browser, "return typeof plot === 'function' && typeof Plotly === 'object'"), 60, "the page")
+        bad = '<a href="https://example.invalid/" target="_top">click</a><span style="font-size:40px">BIG</span>'
+        got = js(browser, """const div = document.createElement('div'); document.body.append(div);
+            plot(div, [{x: [1, 2], y: [1, 2], name: arguments[0]}, {x: [1, 2], y: [2, 3], name: 'other'}],
+                 {title: {text: `X(N) from ${ptext(arguments[0])}`}});
+            const svg = div.querySelector('svg.main-svg').parentNode;
+            return [svg.querySelectorAll('a').length, div.textContent.includes('<a href='),
+                    [...svg.querySelectorAll('[style*="font-size: 40px"]')].length];""", bad)
+        assert got == [0, True, 0], got
+    finally:
+        log = srv.stop()
+    assert "Traceback" not in log

@@ -86,7 +86,16 @@ const BASE_LAYOUT = {
   yaxis: { gridcolor: "#eceff3", zeroline: false, automargin: true, title: { standoff: 8 } },
 };
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+// Text from files (a trace's, a column's, a source's name) shown as text in Plotly, which reads
+// a little HTML in titles, legends and hover labels (links, styles): another user's file could
+// put a link or a restyled instruction on the owner's page.
+function ptext(s) {
+  return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
 function plot(div, traces, layout) {
+  // trace names are always text (corecast's own names carry no markup)
+  traces = traces.map((t) => (typeof t.name === "string" ? Object.assign({}, t, { name: ptext(t.name) }) : t));
   const l = Object.assign({}, BASE_LAYOUT, layout);
   for (const ax of ["xaxis", "yaxis"]) {
     l[ax] = Object.assign({}, BASE_LAYOUT[ax], layout[ax] || {});
@@ -276,11 +285,11 @@ class StatView {
           this.plots.append(div);
           this.divs.set(s.name, div);
         }
-        const unit = s.kind === "metric" ? "" : ` (${s.unit || "count"} per ${this.rate ? "second" : "interval"})`;
+        const unit = s.kind === "metric" ? "" : ` (${ptext(s.unit || "count")} per ${this.rate ? "second" : "interval"})`;
         const range = this.opts.range || (this.window > 0 ? [Math.max(0, until - this.window), Math.max(until, this.window * 0.05)] : undefined);
         const traces = this.traces(s, from, until);
         plot(div, traces, {
-          title: { text: `${s.name}<span style="font-size:11px;color:#5f6b7a"> ${s.kind}${unit}</span>`, font: { size: 13 }, x: 0.02 },
+          title: { text: `${ptext(s.name)}<span style="font-size:11px;color:#5f6b7a"> ${ptext(s.kind)}${unit}</span>`, font: { size: 13 }, x: 0.02 },
           xaxis: { title: { text: "time (s)" }, range }, yaxis: { rangemode: "tozero", exponentformat: "SI" },
           showlegend: traces.length <= 12, uirevision: s.name,
         });
@@ -712,7 +721,7 @@ function renderUsl(out, r) {
   if (flagged.some(Boolean)) traces.push({ x: pts.filter((p, i) => flagged[i]).map((p) => p.cores), y: pts.filter((p, i) => flagged[i]).map((p) => p.throughput), mode: "markers", name: "flagged point", marker: { color: "#b3261e", size: 10, symbol: "circle-open", line: { width: 2 } } });
   if (d.predictions && d.predictions.length) traces.push({ x: d.predictions.map((p) => p.cores), y: d.predictions.map((p) => p.throughput), mode: "markers", name: "predicted", marker: { color: COLORS[1], size: 9, symbol: "diamond" } });
   const shapes = d.n_max ? [{ type: "line", x0: d.n_max, x1: d.n_max, yref: "paper", y0: 0, y1: 1, line: { color: "#b3261e", dash: "dashdot", width: 1 } }] : [];
-  plot(div, traces, { title: { text: `X(N) from ${d.source}`, font: { size: 13 }, x: 0.02 }, xaxis: { title: { text: "N (cores / load)" }, rangemode: "tozero" }, yaxis: { title: { text: "throughput X(N)" }, rangemode: "tozero" }, shapes });
+  plot(div, traces, { title: { text: `X(N) from ${ptext(d.source)}`, font: { size: 13 }, x: 0.02 }, xaxis: { title: { text: "N (cores / load)" }, rangemode: "tozero" }, yaxis: { title: { text: "throughput X(N)" }, rangemode: "tozero" }, shapes });
   const names = ["α  contention", "β  coherency", "γ  X at N=1, no overhead"];
   out.append(h("h3", {}, "Parameters"), table(["parameter", "estimate", "std. error", `${lvl}% interval`],
     ["alpha", "beta", "gamma"].map((k, i) => [names[i], d[k], d[k + "_se"], `[${fmt(d[k + "_ci"][0])}, ${fmt(d[k + "_ci"][1])}]`]), { cls: "usl-params" }));

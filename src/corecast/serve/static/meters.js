@@ -185,7 +185,7 @@ class MetersView {
             if (t[lvl] === null || t[lvl] === undefined) continue;
             shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: t[lvl], y1: t[lvl], line: { color: col, dash: "dash", width: 1 } });
             annotations.push({ xref: "paper", x: 1, xanchor: "right", y: t[lvl], yanchor: lvl === "high" ? "bottom" : "top", showarrow: false,
-              text: `${lvl} ${fmt(t[lvl])} · ${t.name}`, font: { size: 9, color: col } });
+              text: `${lvl} ${fmt(t[lvl])} · ${ptext(t.name)}`, font: { size: 9, color: col } });
           }
         }
         const mj = d.meters.findIndex((m) => m.name === t.meter && m.scope === t.scope);
@@ -195,7 +195,7 @@ class MetersView {
           line: { width: 9, color: "rgba(179,38,30,0.22)" }, marker: { size: 9, color: "rgba(179,38,30,0.22)" }, connectgaps: false, showlegend: false, hoverinfo: "skip", meta: "trigger-high" });
       });
       plot(div, [...under, ...traces], {
-        title: { text: `${name}<span style="font-size:11px;color:#5f6b7a"> ${unit}${this.opts.live ? " · " + STATS.find((s) => s[0] === this.stat)[1] : " · window average"}</span>`, font: { size: 13 }, x: 0.02 },
+        title: { text: `${ptext(name)}<span style="font-size:11px;color:#5f6b7a"> ${ptext(unit)}${this.opts.live ? " · " + STATS.find((s) => s[0] === this.stat)[1] : " · window average"}</span>`, font: { size: 13 }, x: 0.02 },
         xaxis: { title: { text: "time (s)" }, range }, yaxis: { rangemode: "tozero", exponentformat: "SI" },
         shapes, annotations, showlegend: traces.length > 1 && traces.length <= 16, uirevision: name,
       });
