@@ -505,6 +505,16 @@ def test_text_from_files_reaches_plotly_as_text(browser, tmp_path):
             return [svg.querySelectorAll('a').length, div.textContent.includes('<a href='),
                     [...svg.querySelectorAll('[style*="font-size: 40px"]')].length];""", bad)
         assert got == [0, True, 0], got
+        # and the page runs only its own scripts: an inline one is refused, the page works on
+        head = js(browser, "return fetch('/').then(r => r.headers.get('Content-Security-Policy'))")
+        assert "script-src 'self'" in head and "unsafe-eval" not in head
+        js(browser, "const s = document.createElement('script'); s.textContent = 'window.__inline = 1';"
+                    "document.body.append(s)")
+        assert js(browser, "return window.__inline === undefined")
+        browser.get(srv.login + "#usl")
+        wait(lambda: js(browser, "return !!document.querySelector('nav a')"), 30, "the page again")
+        refused = [e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+        assert all("__inline" in m or "inline script" in m.lower() for m in refused), refused
     finally:
         log = srv.stop()
     assert "Traceback" not in log

@@ -36,6 +36,12 @@ from .guard import QUERY, Guard
 
 log = logging.getLogger("corecast.serve")
 STATIC = Path(__file__).resolve().parent / "static"
+#: The page runs only its own scripts (no inline script, no eval, nothing from elsewhere): a text
+#: from a served file that ever reached the page as HTML still could not run, and so could not
+#: read the POST token from the page's <meta> and start a command. Plotly sets styles inline and
+#: draws images from data: and blob: URLs.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 WATCH_PERIOD_S = 0.5         # how often a watched campaign file is looked at
 REPLAY_LIMIT = 200_000       # sample lines in one replay window
 GRID_POINTS = 48             # points of a prediction curve
@@ -132,7 +138,8 @@ class Dashboard:
     async def index(self, request: web.Request) -> web.Response:
         html = (STATIC / "index.html").read_text(encoding="utf-8")
         html = html.replace("{{token}}", self.guard.token).replace("{{version}}", __version__)
-        return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
+        return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store",
+                                                                         "Content-Security-Policy": CSP})
 
     async def plotly(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(plotly_js(), headers={"Cache-Control": "max-age=86400"})
