@@ -84,26 +84,33 @@ def read_input(path: object, what: str = "file", limit: int | None = None) -> tu
     to its end, or as empty when nothing writes to it (see `_input_fd`). `limit`: the most bytes
     taken; a larger file (or pipe) is one UserError line naming the bound, read no further."""
     fd, regular = _input_fd(path, what)
-    chunks = []
-    got = 0
     try:
-        if limit is not None and regular and os.fstat(fd).st_size > limit:
-            raise UserError(f"{path}: {os.fstat(fd).st_size:,} bytes, more than the {limit:,} corecast reads "
-                            f"from a {what} like this")
-        while True:
-            try:
-                b = os.read(fd, 1 << 20)
-            except OSError as err:
-                raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-            if limit is not None and got > limit:
-                raise UserError(f"{path}: more than the {limit:,} bytes corecast reads from a {what} like this")
+        return read_fd(fd, path, what, limit, regular), regular
     finally:
         os.close(fd)
-    return b"".join(chunks), regular
+
+
+def read_fd(fd: int, path: object, what: str, limit: int | None, regular: bool) -> bytes:
+    """All of open descriptor `fd` (named `path`, a `what`), at most `limit` bytes: a regular
+    file larger than that is refused before it is read, anything else once it has given more
+    (one UserError line naming the bound). The descriptor is the caller's to close."""
+    if limit is not None and regular and os.fstat(fd).st_size > limit:
+        raise UserError(f"{path}: {os.fstat(fd).st_size:,} bytes, more than the {limit:,} corecast reads "
+                        f"from a {what} like this")
+    chunks = []
+    got = 0
+    while True:
+        try:
+            b = os.read(fd, 1 << 20)
+        except OSError as err:
+            raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
+        if not b:
+            break
+        chunks.append(b)
+        got += len(b)
+        if limit is not None and got > limit:
+            raise UserError(f"{path}: more than the {limit:,} bytes corecast reads from a {what} like this")
+    return b"".join(chunks)
 
 
 def need_regular_file(path: object, what: str, why: str) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .. import outputs
-from ..errors import UserError
+from ..errors import UserError, read_fd
 from ..parsing import read_document
 
 AGGREGATES = ("sum", "min", "max", "avg", "last")
@@ -177,19 +177,7 @@ def read_output_file(path: Path) -> bytes:
             raise UserError("not a regular file")
         if st.st_uid != os.geteuid():
             raise UserError(f"a file of another user (uid {st.st_uid}): not read")
-        if st.st_size > MAX_OUTPUT_BYTES:
-            raise UserError(f"{st.st_size:,} bytes, more than the {MAX_OUTPUT_BYTES:,} corecast reads from a "
-                            "plugin output file")
-        chunks, got = [], 0
-        while got <= MAX_OUTPUT_BYTES:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-        if got > MAX_OUTPUT_BYTES:
-            raise UserError(f"more than the {MAX_OUTPUT_BYTES:,} bytes corecast reads from a plugin output file")
-        return b"".join(chunks)
+        return read_fd(fd, path, "plugin output file", MAX_OUTPUT_BYTES, True)
     except OSError as err:
         raise UserError(err.strerror or str(err)) from None
     finally:
