@@ -98,12 +98,11 @@ def _meters_notes(path: Path, head: bytes, fd: int | None = None) -> bool:
     from (at most JSON_SNIFF_BYTES). A file whose metadata cannot be read is a plain Dataset
     here (its page says what is wrong with it)."""
     if fd is None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except OSError:
+        fd = _regular_fd(path)
+        if fd is None:
             return False
         try:
-            return stat.S_ISREG(os.fstat(fd).st_mode) and _meters_notes(path, head, fd)
+            return _meters_notes(path, head, fd)
         finally:
             os.close(fd)
     notes: Any = None
@@ -146,16 +145,26 @@ def _json_notes(path: Path, head: bytes, fd: int) -> Any:
     return _member(text, "notes", stop="rows")
 
 
+def _regular_fd(path: Path) -> int | None:
+    """`path` opened to read as sniff opens it (a FIFO never blocks), when it is a regular file;
+    else None (for the quiet looks into a file's metadata; sniff says why it refuses)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
 def _sidecar_notes(side: Path) -> Any:
     """The notes of a CSV's metadata sidecar, read as the file itself is (a FIFO never blocks,
     at most JSON_SNIFF_BYTES); None when there is none."""
-    try:
-        fd = os.open(side, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+    fd = _regular_fd(side)
+    if fd is None:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         head = os.pread(fd, HEAD_BYTES, 0)
         return _json_notes(side, head, fd) if head.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{") else None
     finally:
