@@ -205,7 +205,7 @@ def stop(p):
 
 # ------------------------------------------------------------------ a headless browser (browserkit.py)
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
@@ -216,7 +216,11 @@ def browser():
     from browserkit import CHROMEDRIVER, CHROMIUM
     o.binary_location = CHROMIUM
     o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(options=o, service=Service(CHROMEDRIVER))
+    # chromium's singleton folders (org.chromium.Chromium.*) go to a folder of the test's own, not
+    # /tmp, where each browser left one behind for good when the driver ended it
+    tmp = tmp_path_factory.mktemp("chromium")
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    d = webdriver.Chrome(options=o, service=Service(CHROMEDRIVER, env=env))
     d.set_page_load_timeout(60)
     yield d
     d.quit()
