@@ -365,3 +365,20 @@ def test_a_corpus_source_without_a_placement_is_placed_as_predict_places_it(tmp_
     for said, order in (("close", "compact"), ("scatter", "spread"), ("OS", "spread"), ("smt-last", "smt-last"),
                         ("whatever", DEFAULT_PLACEMENT)):
         assert C.Series("s", "a", np.ones(1), np.ones(1), s.machine, said).order == order, said
+
+
+def test_the_floor_on_a_target_is_said_in_the_threads_asked_and_measured():
+    # a sysbench-like table measured to 128 threads on an 80-CPU machine, flattening: the fit on
+    # effective cores falls below the run at 128 threads; the note names the threads (256 asked,
+    # 128 measured) beside their effective cores, never a run "at 80" that was not made
+    n = np.array([1, 4, 16, 32, 64, 128], dtype=float)
+    x = np.array([714.26, 2943.93, 9723.86, 14965.71, 18394.29, 21647.44])
+    f = fit_for_target(auto.fit_dataset, _ds(n, x), parse_spec("cpus=80"), "spread")
+    p = f.predict([256, 512])
+    notes = [w for w in p.warnings if "fell below" in w]
+    assert len(notes) == 1, p.warnings
+    assert notes[0].startswith("from 256 threads (80 effective cores on the target)")
+    assert "measured at 128 threads (80 effective cores)" in notes[0]
+    info = p.params["floor"]
+    assert info["kind"] == "fit" and info["from"] == pytest.approx(80) and not info["turns_down"]
+    assert np.all(p.value >= x.max() * (1 - 1e-9))

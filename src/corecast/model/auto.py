@@ -193,7 +193,7 @@ class AutoFit(Fitted):
             inside = ~np.isnan(miss)
             spread = np.where(inside, np.nan_to_num(miss), spread)
         warns = list(self.warnings) + dropped
-        x, note = self.floored(cores, np.exp(-logt))
+        x, note, floor_info = self.floored(cores, np.exp(-logt))
         if note:
             warns.append(note)
         t = 1.0 / x
@@ -241,6 +241,8 @@ class AutoFit(Fitted):
             params["band_parts"] = parts
         if self.measured is not None:
             params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
+        if floor_info is not None:
+            params["floor"] = floor_info
         pr = Prediction(cores=cores, value=t, metric="time_s", low=lo, high=hi, level=level, method="auto",
                         model=model, params=params, warnings=warns)
         return convert(pr, self.metric)
@@ -276,27 +278,26 @@ class AutoFit(Fitted):
         preds, _ = self._member_predictions(mc, level, list(w))
         if set(preds) != set(w):
             return None
-        x_m, _ = self.floored(mc, np.exp(-sum(wk * np.log(preds[k].value) for k, wk in w.items())))
+        x_m, _, _ = self.floored(mc, np.exp(-sum(wk * np.log(preds[k].value) for k, wk in w.items())))
         return bands.between(cores, mc, np.abs(np.log(mx / x_m)), log=False)
 
-    def floored(self, cores: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str]:
+    def floored(self, cores: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str, dict[str, Any] | None]:
         """The throughput `x` at `cores` kept at least at the highest measured at or below each
-        count, unless the fitted model says the curve turns down (`bands`); and what was done."""
+        count, unless the fitted model says the curve turns down (`bands`); what was done, and
+        the same as data (`bands.floor_note`'s: a caller that asked about effective cores
+        says it in threads)."""
         if self.measured is None:
-            return x, ""
+            return x, "", None
         mc, mx = self.measured
         fl = bands.floor(cores, mc, mx)
         below = x < fl * (1 - 1e-12)
         if not np.any(below):
-            return x, ""
+            return x, "", None
         i = int(np.argmax(below))
         ok = mc <= cores[i]
         at = float(mc[ok][int(np.argmax(mx[ok]))])
-        if self.retro[0]:
-            return x, (f"the curve turns down: from {cores[i]:g} the prediction falls below the throughput measured "
-                       f"at {at:g}, because {self.retro[1]}")
-        return np.where(below, fl, x), (f"from {cores[i]:g} the fitted curve fell below the throughput measured at "
-                                        f"{at:g}; kept at that measurement, since {self.retro[1]}")
+        info = {"kind": "fit", "from": float(cores[i]), "at": at, "turns_down": self.retro[0], "why": self.retro[1]}
+        return (x if self.retro[0] else np.where(below, fl, x)), bands.floor_note(info), info
 
     def band(self, x: np.ndarray, r: np.ndarray, parts: dict[str, Any], level: float,
              machine: np.ndarray | float = 0.0, table: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -613,16 +614,17 @@ class PriorBand(Fitted):
         t = convert(p, "time_s")
         warns = [w for w in p.warnings if w != twopoint.BAND_NOTE]
         x = 1.0 / t.value
+        floor_info = None
         if self.measured is not None:
-            fl = bands.floor(cores, *self.measured)
+            mc, mx = self.measured
+            fl = bands.floor(cores, mc, mx)
             below = x < fl * (1 - 1e-12)
             if np.any(below):
                 i = int(np.argmax(below))
-                if self.retro[0]:
-                    warns.append(f"the curve turns down: {self.retro[1]}")
-                else:
-                    warns.append(f"from {cores[i]:g} the two-point law fell below the highest throughput measured; "
-                                 "kept at that measurement (two points that still rise cannot show a peak)")
+                floor_info = {"kind": "two", "from": float(cores[i]), "at": float(mc[int(np.argmax(mx))]),
+                              "turns_down": self.retro[0], "why": self.retro[1]}
+                warns.append(bands.floor_note(floor_info))
+                if not self.retro[0]:
                     x = np.where(below, fl, x)
         parts = {"kind": "two", "noise": 0.0, "growth": self.growth, "spread": [0.0] * len(cores), "top": self.top}
         x_lo, x_hi = self.band(x, cores / self.top, parts, level)
@@ -643,6 +645,8 @@ class PriorBand(Fitted):
         params["band_parts"] = parts
         if self.measured is not None:
             params["retrograde"] = {"confirmed": self.retro[0], "why": self.retro[1]}
+        if floor_info is not None:
+            params["floor"] = floor_info
         q = Prediction(cores=cores, value=t_value, metric="time_s", low=lo, high=hi, level=level,
                        method=p.method, model=p.model, params=params, warnings=warns)
         return convert(q, p.metric)

@@ -54,6 +54,24 @@ RETRO_LEVEL = 0.9
 REP_PERCENTILES = np.arange(0, 101, 1.0)
 
 
+def floor_note(info: dict[str, Any], at_count: str | None = None, measured_at: str | None = None) -> str:
+    """What the floor did (`info`: `params["floor"]` of a prediction), in words; `at_count` and
+    `measured_at` name the counts otherwise (a caller that asked about effective cores says
+    threads)."""
+    frm = at_count if at_count is not None else f"{info['from']:g}"
+    at = measured_at if measured_at is not None else f"{info['at']:g}"
+    if info["kind"] == "two":
+        if info["turns_down"]:
+            return f"the curve turns down: {info['why']}"
+        return (f"from {frm} the two-point law fell below the highest throughput measured; kept at that "
+                "measurement (two points that still rise cannot show a peak)")
+    if info["turns_down"]:
+        return (f"the curve turns down: from {frm} the prediction falls below the throughput measured at {at}, "
+                f"because {info['why']}")
+    return (f"from {frm} the fitted curve fell below the throughput measured at {at}; kept at that measurement, "
+            f"since {info['why']}")
+
+
 def floor(cores: np.ndarray, meas_cores: np.ndarray, meas_x: np.ndarray) -> np.ndarray:
     """The highest throughput measured at or below each of `cores` (0 where none)."""
     order = np.argsort(meas_cores)

@@ -325,6 +325,7 @@ class OnTarget(Fitted):
     #: prediction then never falls below a measurement at fewer threads, `bands`), and the
     #: largest measured count
     measured_series: tuple[np.ndarray, np.ndarray] | None = None
+    measured_eff: tuple[np.ndarray, np.ndarray] | None = None      # measured threads, their effective cores
     top_threads: float = 0.0
     #: the corpus' conformal band with a machine given (`bands.Conformal`)
     table: dict[str, Any] | None = None
@@ -354,7 +355,7 @@ class OnTarget(Fitted):
         f = self._factor(eff, cross, self.cross_cost)
         value = p.value * f
         machine = self.machine_spread(cores, eff, cross, value, level)
-        warns = list(p.warnings) + list(self.warnings)
+        warns = [self._in_threads(w, p.params.get("floor"), cores, eff) for w in p.warnings] + list(self.warnings)
         ceiling = self.ceiling(pos)
         if ceiling is not None:
             bound = value > ceiling
@@ -468,6 +469,25 @@ class OnTarget(Fitted):
             if not np.allclose(alt, eff):
                 out.append(alt)
         return out
+
+    def _in_threads(self, warning: str, info: dict[str, Any] | None, cores: np.ndarray, eff: np.ndarray) -> str:
+        """The base fit's floor note (`bands.floor_note`: counts of effective cores, which the
+        fit was asked about) said in the threads asked and measured, with their effective cores."""
+        if info is None or warning != bands.floor_note(info):
+            return warning
+        hit = np.flatnonzero(np.isclose(eff, info["from"], rtol=1e-9))
+        if not hit.size:
+            return warning
+        i = int(hit[0])
+        frm = f"{cores[i]:g} threads" + ("" if eff[i] == cores[i] else f" ({eff[i]:.3g} effective cores on the target)")
+        at = f"{info['at']:.3g} effective cores"
+        if self.measured_eff is not None:
+            threads, meff = self.measured_eff
+            j = np.flatnonzero(np.isclose(meff, info["at"], rtol=1e-9))
+            if j.size:
+                t = float(threads[int(j[0])])
+                at = f"{t:g} threads" + ("" if t == info["at"] else f" ({info['at']:.3g} effective cores)")
+        return bands.floor_note(info, frm, at)
 
     def _floor(self, cores: np.ndarray, value: np.ndarray, retro: dict[str, Any]) -> tuple[np.ndarray, str]:
         """The prediction kept at least at the highest throughput measured at or below each
@@ -613,6 +633,7 @@ def fit_for_target(fit: Any, ds: Dataset, target: MachineSpec, order: str = "com
                     bytes_per_work=traffic[0] if traffic else None, bytes_source=traffic[1] if traffic else "",
                     warnings=warns, busy_source=busy_source, smt_range=smt_range, busy_range=u_range,
                     measured_series=series, top_threads=top,
+                    measured_eff=(np.unique(ds.cores), m_layout.effective(np.unique(ds.cores))),
                     table=pri.table_for(target.known != "cpus"))
 
 
