@@ -63,6 +63,18 @@ def test_inline_keys_as_the_machine_description_and_lscpu_name_them():
         T.parse_spec("cores=12,cores_per_socket=12")
 
 
+def test_cpus_with_the_part_of_the_topology_a_source_states():
+    # "80 logical CPUs, 2-way SMT" and "2 sockets, 128 CPUs": the cores are what the CPUs leave
+    cases = {"cpus=80,smt=2": (1, 40, 2, None), "cpus=128,sockets=2": (2, 64, 1, None),
+             "cpus=80,sockets=2,smt=2,numa=2": (2, 20, 2, 2), "cpus=80,sockets=2,cores=20,smt=2": (2, 20, 2, None),
+             "cpus=64,numa=4": (1, 64, 1, 4)}
+    for text, want in cases.items():
+        m = T.parse_spec(text)
+        assert (m.sockets, m.cores_per_socket, m.threads_per_core, m.numa_nodes) == want, text
+        assert m.known == "topology" and m.cpus == m.sockets * m.cores_per_socket * m.threads_per_core
+    assert T.parse_spec("cpus=64,ghz=2.5").known == "cpus"        # the clock says nothing of the topology
+
+
 def test_calibration_json(tmp_path):
     p = tmp_path / "target.json"
     p.write_text('{"kind": "corecast-target", "version": 1, "machine": {"sockets": 2, "cores_per_socket": 8, '
@@ -77,7 +89,8 @@ def test_calibration_json(tmp_path):
     ("sockets=2,smt=2", "cores= .per socket. is needed"),
     ("cores=8,wings=2", "unknown key 'wings'"),
     ("cores=eight", "not a whole number"),
-    ("cpus=64,smt=2", "cpus= stands alone"),
+    ("cpus=65,smt=2", "cpus=65 is not a whole number of cores for 1 socket.s. × 2 thread.s. per core"),
+    ("cpus=80,cores=10,smt=2", "1 socket.s. × 10 cores × 2 thread.s. is 20 CPUs, not cpus=80"),
     ("cpus=0", "cpus= must be a whole number of at least 1"),
     ("no-such-machine", "no such file, bundled name"),
     ("sockets=0,cores=8", "sockets must be a whole number of at least 1"),

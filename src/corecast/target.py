@@ -11,7 +11,8 @@ read from any of the forms a user has at hand (`parse_spec`):
 - hwloc's XML (`lstopo --of xml` run on the target),
 - `lscpu` or `lscpu -J` output saved to a file,
 - an inline form: `sockets=2,cores=32,smt=2[,ghz=2.4][,numa=4]` (cores per socket; smt threads
-  per core), or `cpus=64` when only the logical CPU count is known.
+  per core), `cpus=64` when only the logical CPU count is known, or `cpus=80,smt=2` /
+  `cpus=128,sockets=2` with the part of the topology that is (the cores are what is left).
 
 `placement(spec, threads, order)` says where `threads` software threads land: how many sockets
 they span, whether any share a core with an SMT sibling, and whether there are more threads than
@@ -282,14 +283,28 @@ def _inline(text: str) -> MachineSpec:
             raise UserError(f"machine description '{text}': {k}={kv[k]} is not a {'whole ' if kind is int else ''}number") from None
         return v
 
-    if "cpus" in kv:
-        if set(kv) - {"cpus", "ghz"}:
-            raise UserError(f"machine description '{text}': cpus= stands alone (or with ghz=)")
-        if num("cpus") < 1:
-            raise UserError(f"machine description '{text}': cpus= must be a whole number of at least 1")
+    if "cpus" in kv and num("cpus") < 1:
+        raise UserError(f"machine description '{text}': cpus= must be a whole number of at least 1")
+    if "cpus" in kv and not set(kv) - {"cpus", "ghz"}:
         return MachineSpec(sockets=1, cores_per_socket=num("cpus"), threads_per_core=1,
                            ghz=num("ghz", float) if "ghz" in kv else None, source=f"inline '{text}'",
                            known="cpus")
+    if "cpus" in kv:
+        # the logical CPUs with part of the topology (`cpus=80,smt=2`, `cpus=128,sockets=2`): the
+        # cores per socket are what the CPUs leave, and must be a whole number (one socket and no
+        # SMT where not said, as in the form with cores=)
+        sockets = num("sockets") if "sockets" in kv else 1
+        smt = num("smt") if "smt" in kv else 1
+        if sockets < 1 or smt < 1:
+            raise UserError(f"machine description '{text}': sockets= and smt= must be at least 1")
+        cores, rest = divmod(num("cpus"), sockets * smt)
+        if "cores" in kv and num("cores") * sockets * smt != num("cpus"):
+            raise UserError(f"machine description '{text}': {sockets} socket(s) × {num('cores')} cores × {smt} "
+                            f"thread(s) is {num('cores') * sockets * smt} CPUs, not cpus={num('cpus')}")
+        if rest or cores < 1:
+            raise UserError(f"machine description '{text}': cpus={num('cpus')} is not a whole number of cores "
+                            f"for {sockets} socket(s) × {smt} thread(s) per core")
+        kv["cores"] = str(cores)
     if "cores" not in kv:
         raise UserError(f"machine description '{text}': cores= (per socket) is needed")
     return MachineSpec(sockets=num("sockets") if "sockets" in kv else 1, cores_per_socket=num("cores"),
