@@ -169,6 +169,138 @@ def test_app_area_rewritten_or_truncated_is_read_within_bounds(tmp_path, reader)
         d.close()
 
 
+# another writer of the area truncating it while a process publishes there in a loop: the
+# area is cut to nothing and written back whole at once, over and over (so most publishes
+# find it whole when they look, and some are cut in the middle of their write)
+
+C_PUBLISHER = r"""
+#include <corecast_meters.h>
+int main(int argc, char **argv) {
+    ccm_board b;
+    char go[8];
+    if (argc < 3 || ccm_open(&b, argv[1]) || ccm_app_publish(&b, "before", 1.0)) return 10;
+    long n = atol(argv[2]), ok = 0, stale = 0, other = 0;
+    puts("ready");
+    fflush(stdout);
+    if (!fgets(go, sizeof go, stdin)) return 12;       /* the area is being cut from now on */
+    for (long i = 0; i < n; i++) {
+        int r = ccm_app_publish(&b, "phase", (double)i);
+        if (r == 0) { ok++; continue; }
+        if (r == -ESTALE) stale++; else other++;
+        ccm_close(&b);                         /* open the board again, as the error says */
+        if (ccm_open(&b, argv[1])) return 11;
+    }
+    printf("ok %ld stale %ld other %ld\n", ok, stale, other);
+    return 0;
+}
+"""
+
+PY_PUBLISHER = r"""
+import sys
+from corecast.meters import Board
+from corecast.errors import UserError
+b = Board.open(sys.argv[1])
+b.publish("before", 1)
+print("ready", flush=True)
+sys.stdin.readline()                                   # the area is being cut from now on
+ok = stale = other = 0
+for i in range(int(sys.argv[2])):
+    try:
+        b.publish("phase", i)
+        ok += 1
+    except UserError as e:
+        stale += "truncated" in str(e)
+        other += "truncated" not in str(e)
+        b.close()
+        b = Board.open(sys.argv[1])
+print("ok", ok, "stale", stale, "other", other)
+"""
+
+TRUNCATER = r"""
+import os, sys
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR)
+whole = os.pread(fd, os.fstat(fd).st_size, 0)
+sys.stdout.write("ready\n"); sys.stdout.flush()
+os.set_blocking(0, False)
+while True:
+    try:
+        if os.read(0, 1) is not None:
+            break
+    except BlockingIOError:
+        pass
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, whole, 0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("publisher", ["c", "python"])
+def test_a_publisher_survives_the_area_truncated_under_it(tmp_path, publisher):
+    n = 100_000 if publisher == "c" else 30_000
+    cmd = ([str(compile_c(tmp_path, C_PUBLISHER, "publisher"))] if publisher == "c"
+           else [sys.executable, "-c", PY_PUBLISHER])
+    d = fake_daemon(tmp_path)
+    name = d.opts.blackboard
+    pub = subprocess.Popen([*cmd, name, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    cut = None
+    try:
+        assert pub.stdout.readline().strip() == "ready"                 # it has the area open
+        cut = subprocess.Popen([sys.executable, "-c", TRUNCATER, f"{B.board_path(name)}.app"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert cut.stdout.readline().strip() == "ready"
+        out, err = pub.communicate("go\n", timeout=600)
+        # killed by SIGBUS (a negative status) before: the publisher wrote through its mapping
+        # after the file was cut under it
+        assert pub.returncode == 0, (pub.returncode, out, err[-2000:])
+        counts = out.split()
+        assert counts[0] == "ok", out
+        assert int(counts[1]) > 0 and int(counts[3]) > 0, out     # both happened
+    finally:
+        if pub.poll() is None:
+            pub.kill()
+        pub.communicate()
+        if cut is not None:
+            cut.stdin.close()                  # it stops at the end of its input
+            try:
+                cut.wait(10)
+            except subprocess.TimeoutExpired:
+                cut.kill()
+                cut.wait()
+        d.close()
+
+
+C_OTHER_SIGBUS = r"""
+#include <corecast_meters.h>
+int main(int argc, char **argv) {
+    ccm_board b;
+    if (argc < 3 || ccm_open(&b, argv[1]) || ccm_app_publish(&b, "x", 1.0)) return 10;   /* the handler is in */
+    if (argv[2][0] == 'k') { kill(getpid(), SIGBUS); return 11; }                           /* sent */
+    int fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC, 0600);                              /* a fault elsewhere */
+    if (fd < 0 || ftruncate(fd, 4096)) return 12;
+    volatile char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED || ftruncate(fd, 0)) return 13;
+    p[0] = 1;
+    return 14;
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["kill", "fault"])
+def test_a_publishers_other_sigbus_still_kills_it(tmp_path, how):
+    """The publisher's SIGBUS handler takes only faults inside an area it publishes to: a SIGBUS
+    sent to it, or a fault in another mapping, still ends it as the default action does."""
+    exe = compile_c(tmp_path, C_OTHER_SIGBUS, "other")
+    d = fake_daemon(tmp_path)
+    try:
+        r = subprocess.run([str(exe), d.opts.blackboard, "k" if how == "kill" else str(tmp_path / "f")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == -7, (r.returncode, r.stderr)            # SIGBUS
+    finally:
+        d.close()
+
+
 # ============================================================================================
 # the subscribers' socket
 
@@ -260,6 +392,68 @@ def test_subscribers_are_capped(tmp_path):
     finally:
         for s in subs:
             s.close()
+        d.close()
+
+
+PER_USER = getattr(W, "MAX_SUBSCRIBERS_PER_USER", 16)
+
+
+def _hog(name, n, go_r):
+    """As a child: connect `n` times to board `name`'s socket, keep them all until a byte comes
+    on `go_r`; the exit status is how many the daemon closed (refused) by then."""
+    def run():
+        subs = []
+        for _ in range(n):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(B.socket_address(name))
+            subs.append(s)
+        os.read(go_r, 1)
+        refused = 0
+        for s in subs:
+            s.settimeout(0)
+            try:
+                refused += s.recv(1) == b""
+            except BlockingIOError:
+                pass
+        return refused
+    return run
+
+
+@as_root
+def test_one_user_cannot_take_every_subscriber_place(tmp_path):
+    """One local user opening as many subscriptions as the daemon takes in all gets
+    MAX_SUBSCRIBERS_PER_USER of them; another user still gets in (before, the first user's 64
+    locked everyone else out)."""
+    d = fake_daemon(tmp_path)
+    log = []
+    d.writer.say = log.append
+    name = d.opts.blackboard
+    go_r, go_w = os.pipe()
+    hog = other = None
+    try:
+        hog = as_user(_hog(name, CAP, go_r))
+        end = time.monotonic() + 30
+        while d.writer.subscribers() < PER_USER and time.monotonic() < end:
+            time.sleep(0.01)
+        assert d.writer.subscribers() == min(PER_USER, CAP)
+        # another user: connected after all of the first one's (the socket's queue is in order)
+        other = as_user(_subscriber(name, 20.0), uid=NOBODY - 1, gid=NOBODY - 1)
+        _notify_when(d, PER_USER + 1, other, timeout=30)
+        assert exit_code(other, 30) == 0                   # admitted: the trigger byte came
+        other = None
+        assert d.writer.subscribers() == PER_USER + 1
+        os.write(go_w, b"x")
+        assert exit_code(hog, 30) == CAP - PER_USER       # the first user's others were refused
+        hog = None
+        assert any(f"uid {NOBODY}" in line and f"{PER_USER} subscribers connected already" in line
+                   for line in log), log
+    finally:
+        os.write(go_w, b"x")
+        for pid in (hog, other):
+            if pid is not None:
+                exit_code(pid, 1)
+        os.close(go_r)
+        os.close(go_w)
         d.close()
 
 

@@ -52,9 +52,11 @@
  * (ccm_app_publish(&b, "phase", 3); "active_workers", ...), each under its own seqlock;
  * the daemon shows them in /meters.json and /metrics. Publishing needs write permission on
  * that file (the daemon's --app-mode). Its other writers are not trusted: its geometry is
- * checked and copied once at open, and slots are read with pread (ccm_read_app).
+ * checked and copied once at open, and slots are read with pread (ccm_read_app); a publisher
+ * keeps a SIGBUS handler so that the file cut under its mapping makes a publish fail with
+ * -ESTALE, not kill it (see "a publisher's mapping of the application area").
  *
- * One header on purpose (~800 lines): programs include it and link nothing.
+ * One header on purpose (~1,100 lines): programs include it and link nothing.
  *
  * Thread safety: ccm_* reads are safe from any thread. cc_allowed_workers/cc_throttle_point
  * use one process-wide board (weak symbols: one copy however many files include this). */
@@ -522,10 +524,138 @@ static inline int ccm_open(ccm_board *b, const char *name) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * a publisher's mapping of the application area, against the file cut under it
+ *
+ * Whoever may write the area may also truncate it, and a store into a mapped page past the
+ * file's end raises SIGBUS, which would kill the publisher. Checking the size first (fstat)
+ * leaves the moment between the look and the store; writing with pwrite instead would leave
+ * the claim of a slot, a compare-and-swap on the mapping. So a process that publishes keeps a
+ * SIGBUS handler (installed at its first publish, once per process): a fault inside an area it
+ * publishes to puts anonymous memory over that whole mapping (mmap MAP_FIXED: the store is
+ * done again, into memory that is no file's) and marks the area stale -- that publish and every
+ * later one through the handle return -ESTALE (open the board again). A SIGBUS anywhere else
+ * goes to the handler that was there before (or the default action: the process dies as it
+ * would have). The areas are in a process-wide table (weak symbols: one copy however many
+ * files include this), registered at the first publish through a handle and removed by
+ * ccm_close; the handler reads only that table (no thread-local storage, no allocation). */
+
+#define CCM__BUS_AREAS 64
+struct ccm__bus_area {
+    int state;                   /* 0 free, 1 being filled, 2 in use */
+    int stale;                   /* the handler replaced the mapping: -ESTALE from now on */
+    unsigned char *base;
+    size_t len;
+};
+__attribute__((weak)) struct ccm__bus_area ccm__bus_areas[CCM__BUS_AREAS];
+__attribute__((weak)) struct sigaction ccm__bus_old;  /* the handler before ours */
+__attribute__((weak)) int ccm__bus_installed;         /* 0 no, 1 installing, 2 installed */
+
+static inline void ccm__on_sigbus(int sig, siginfo_t *si, void *ctx) {
+    unsigned char *a = (unsigned char *)si->si_addr;
+    int ours = 0;
+    if (si->si_code > 0)         /* a fault (not kill or raise): si_addr is the address touched */
+        for (int i = 0; i < CCM__BUS_AREAS; i++) {
+            struct ccm__bus_area *e = &ccm__bus_areas[i];
+            if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2 || a < e->base || a >= e->base + e->len)
+                continue;
+            int saved = errno;
+            void *p = mmap(e->base, e->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            errno = saved;
+            if (p == MAP_FAILED)
+                break;
+            __atomic_store_n(&e->stale, 1, __ATOMIC_RELEASE);
+            ours = 1;
+        }
+    if (ours)
+        return;
+    if (ccm__bus_old.sa_flags & SA_SIGINFO) {
+        if (ccm__bus_old.sa_sigaction)
+            ccm__bus_old.sa_sigaction(sig, si, ctx);
+        return;
+    }
+    if (ccm__bus_old.sa_handler == SIG_IGN && si->si_code <= 0)
+        return;
+    if (ccm__bus_old.sa_handler != SIG_DFL && ccm__bus_old.sa_handler != SIG_IGN) {
+        ccm__bus_old.sa_handler(sig);
+        return;
+    }
+    /* the default action, as without this handler: a fault happens again at once when the
+     * handler returns, a sent signal is raised again (delivered when the handler returns) */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGBUS, &dfl, NULL);
+    if (si->si_code <= 0)
+        raise(sig);
+}
+
+/* The handler in place (once per process): 0, or -errno. */
+static inline int ccm__bus_install(void) {
+    int st = __atomic_load_n(&ccm__bus_installed, __ATOMIC_ACQUIRE);
+    while (st != 2) {
+        int zero = 0;
+        if (__atomic_compare_exchange_n(&ccm__bus_installed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = ccm__on_sigbus;
+            sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+            sigemptyset(&sa.sa_mask);
+            if (sigaction(SIGBUS, &sa, &ccm__bus_old) != 0) {
+                int err = errno;
+                __atomic_store_n(&ccm__bus_installed, 0, __ATOMIC_RELEASE);
+                return -err;
+            }
+            __atomic_store_n(&ccm__bus_installed, 2, __ATOMIC_RELEASE);
+            return 0;
+        }
+        sched_yield();           /* another thread is installing it */
+        st = __atomic_load_n(&ccm__bus_installed, __ATOMIC_ACQUIRE);
+    }
+    return 0;
+}
+
+/* The table's entry for the mapping at `base` (registered now if it is not yet: `len` bytes),
+ * or NULL when the table is full. */
+static inline struct ccm__bus_area *ccm__bus_area(unsigned char *base, size_t len) {
+    for (int i = 0; i < CCM__BUS_AREAS; i++) {
+        struct ccm__bus_area *e = &ccm__bus_areas[i];
+        if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == 2 && e->base == base)
+            return e;
+    }
+    for (int i = 0; i < CCM__BUS_AREAS; i++) {
+        struct ccm__bus_area *e = &ccm__bus_areas[i];
+        int zero = 0;
+        if (__atomic_compare_exchange_n(&e->state, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            e->base = base;
+            e->len = len;
+            __atomic_store_n(&e->stale, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&e->state, 2, __ATOMIC_RELEASE);
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* The mapping at `base` is about to go (ccm_close): forget it. */
+static inline void ccm__bus_forget(unsigned char *base) {
+    for (int i = 0; i < CCM__BUS_AREAS; i++) {
+        struct ccm__bus_area *e = &ccm__bus_areas[i];
+        int two = 2;
+        if (e->base == base && __atomic_compare_exchange_n(&e->state, &two, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            e->base = NULL;
+            e->len = 0;
+            __atomic_store_n(&e->state, 0, __ATOMIC_RELEASE);
+        }
+    }
+}
+
 static inline void ccm_close(ccm_board *b) {
     if (b->base)
         munmap((void *)b->base, b->size);
     if (b->app) {
+        ccm__bus_forget(b->app);
         munmap(b->app, b->app_size);
         if (b->app_fd >= 0)
             close(b->app_fd);
@@ -765,8 +895,8 @@ static inline uint32_t ccm_app_slots(const ccm_board *b) { return b->app ? b->ap
 
 /* Whether the application area's file still covers the whole mapping. Anyone who may write the
  * file may also truncate it, and a mapped page past a file's end raises SIGBUS when touched:
- * a publisher looks before it writes (the file may still shrink between this look and the
- * write: a process that publishes trusts the other writers of the area that far). */
+ * a publisher looks before it writes, and a file cut between this look and the write is
+ * caught by the SIGBUS handler above (the publish then returns -ESTALE). */
 static inline int ccm__app_intact(const ccm_board *b) {
     struct stat st;
     return b->app && b->app_fd >= 0 && fstat(b->app_fd, &st) == 0 && (uint64_t)st.st_size >= (uint64_t)b->app_size;
@@ -810,14 +940,22 @@ static inline int ccm_read_app(const ccm_board *b, uint32_t i, struct ccm_app_sl
 
 /* Publish `value` under `key` for this process: 0, -EACCES (no write permission on the
  * application area), -ENOSPC (every slot taken), -ENOENT (no application area), -ESTALE (its
- * file was truncated after it was opened: writing the mapping would fault; open the board
- * again). */
+ * file was truncated after it was opened, before or during this publish: open the board
+ * again), -EMFILE (this process publishes to 64 areas already), or the -errno of installing
+ * the SIGBUS handler. A file cut in the middle of the write never kills the publisher: see
+ * "a publisher's mapping of the application area" above. */
 static inline int ccm_app_publish(ccm_board *b, const char *key, double value) {
     if (!b->app)
         return -ENOENT;
     if (!b->app_writable)
         return -EACCES;
-    if (!ccm__app_intact(b))
+    int err = ccm__bus_install();
+    if (err)
+        return err;
+    struct ccm__bus_area *guard = ccm__bus_area(b->app, b->app_size);
+    if (!guard)
+        return -EMFILE;
+    if (__atomic_load_n(&guard->stale, __ATOMIC_ACQUIRE) || !ccm__app_intact(b))
         return -ESTALE;
     uint32_t me = (uint32_t)getpid();
     uint32_t n = ccm_app_slots(b);
@@ -840,7 +978,7 @@ static inline int ccm_app_publish(ccm_board *b, const char *key, double value) {
             slot = s;
     }
     if (!slot)
-        return -ENOSPC;
+        return __atomic_load_n(&guard->stale, __ATOMIC_ACQUIRE) ? -ESTALE : -ENOSPC;
     struct ccm_app_slot v;
     memset(&v, 0, sizeof v);
     v.pid = (int32_t)me;
@@ -859,7 +997,7 @@ static inline int ccm_app_publish(ccm_board *b, const char *key, double value) {
     snprintf(v.key, sizeof v.key, "%s", key);
     v.owner = me;
     ccm_write_rec(slot, &v, sizeof v);
-    return 0;
+    return __atomic_load_n(&guard->stale, __ATOMIC_ACQUIRE) ? -ESTALE : 0;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -537,8 +537,13 @@ class Board:
         if r == -errno.ESTALE:
             raise UserError(f"{board_path(self.name)}.app was truncated after the board was opened (by one of "
                             "its writers): open the board again")
-        if r != 0:
+        if r == -errno.EMFILE:
+            raise UserError(f"blackboard '{self.name}': this process publishes to 64 application areas "
+                            "already (close a board first)")
+        if r == -errno.ENOENT:
             raise UserError(f"blackboard '{self.name}' has no application area")
+        if r != 0:
+            raise UserError(f"blackboard '{self.name}': cannot publish: {os.strerror(-r)}")
 
     def subscribe(self) -> socket.socket:
         """`subscribe(self.name)`: a socket readable at every trigger state change."""

@@ -8,7 +8,8 @@ are written by the C loop (engine.py).
 
 The socket is reachable by every local user (an abstract name has no permissions) and the
 daemon often runs as root: a subscriber is admitted only when its credentials (SO_PEERCRED)
-may read the board by its file mode (`may_read`), at most MAX_SUBSCRIBERS at once, and the
+may read the board by its file mode (`may_read`), at most MAX_SUBSCRIBERS at once and at most
+MAX_SUBSCRIBERS_PER_USER of one user (root and the daemon's own user excepted), and the
 accepting thread outlives running out of descriptors (EMFILE, ENFILE)."""
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from . import layout as L
 from .board import SHM, Board, board_path, check_name, peer_credentials, planted, socket_address
 
 MAX_SUBSCRIBERS = 64       # connected at once; more are refused (each holds one of the daemon's descriptors)
+MAX_SUBSCRIBERS_PER_USER = 16   # of one uid at once, so that one user cannot take every place; root and the
+                                # daemon's own user are not held to it (they could stop the daemon anyway)
 WARN_EVERY_S = 10.0        # a refusal of one kind is logged at most this often (a flood is one line)
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)     # Linux 4.13; Python names it from 3.13 on
 
@@ -72,6 +75,7 @@ class Writer:
         self.say: Callable[[str], None] = _say        # where refusals are logged (the daemon may set its own)
         self._board_fd = board_fd                     # the board's file: its mode says who may subscribe
         self._subs: list[socket.socket] = []
+        self._sub_uid: dict[socket.socket, int] = {}  # each subscriber's uid (for MAX_SUBSCRIBERS_PER_USER)
         self._subs_lock = threading.Lock()
         self._closing = False
         self._warned: dict[str, tuple[float, int]] = {}    # kind of refusal: (when logged, refused since)
@@ -172,7 +176,8 @@ class Writer:
 
     def _admit(self, conn: socket.socket) -> None:
         """Keep `conn` as a subscriber, or close it: a user who may not read the board, or one
-        beyond MAX_SUBSCRIBERS, is refused (and logged, at most once per WARN_EVERY_S)."""
+        beyond MAX_SUBSCRIBERS or beyond MAX_SUBSCRIBERS_PER_USER of its user (root and the
+        daemon's own user excepted), is refused (and logged, at most once per WARN_EVERY_S)."""
         try:
             pid, uid, gid = peer_credentials(conn)
         except OSError as err:
@@ -189,19 +194,32 @@ class Writer:
                                      f"{self.path} ({mode})")
             conn.close()
             return
+        capped = uid not in (0, os.geteuid())
         with self._subs_lock:
-            if len(self._subs) >= MAX_SUBSCRIBERS:
+            if len(self._subs) >= MAX_SUBSCRIBERS or (capped and self._of_user(uid) >= MAX_SUBSCRIBERS_PER_USER):
                 # full: first drop those that went away (the next trigger change would, later)
                 gone = [s for s in self._subs if not _connected(s)]
                 for s in gone:
                     s.close()
                 self._subs = [s for s in self._subs if s not in gone]
-            if len(self._subs) < MAX_SUBSCRIBERS:
+            self._sub_uid = {s: self._sub_uid[s] for s in self._subs if s in self._sub_uid}
+            mine = self._of_user(uid)
+            if len(self._subs) < MAX_SUBSCRIBERS and not (capped and mine >= MAX_SUBSCRIBERS_PER_USER):
                 self._subs.append(conn)
+                self._sub_uid[conn] = uid
                 return
-        self._warn("full", f"subscriber refused: {MAX_SUBSCRIBERS} subscribers connected already "
-                           f"(uid {uid}, pid {pid})")
+            full = len(self._subs) >= MAX_SUBSCRIBERS
+        if full:
+            self._warn("full", f"subscriber refused: {MAX_SUBSCRIBERS} subscribers connected already "
+                               f"(uid {uid}, pid {pid})")
+        else:
+            self._warn(f"uid {uid} full", f"subscriber refused: uid {uid} (pid {pid}) has "
+                                          f"{MAX_SUBSCRIBERS_PER_USER} subscribers connected already")
         conn.close()
+
+    def _of_user(self, uid: int) -> int:
+        """How many subscribers `uid` has connected (under _subs_lock)."""
+        return sum(1 for s in self._subs if self._sub_uid.get(s) == uid)
 
     def _out_of_files(self, err: OSError) -> None:
         """accept() failed for want of a descriptor (this process's or the system's): the
@@ -256,6 +274,7 @@ class Writer:
             for s in self._subs:
                 s.close()
             self._subs = []
+            self._sub_uid = {}
         if not self._accept.is_alive():              # else it may still use them (closed at exit)
             for fd in (self._board_fd, self._spare):
                 if fd >= 0:
