@@ -3,7 +3,10 @@ runs on this machine's emulated AMP (relations between measured values, no wall-
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -89,6 +92,162 @@ def test_cgroup_v2_writes(tmp_path):
     assert (base / "cgroup.procs").read_text() == "4242"
     assert (base / "small/cgroup.threads").read_text() == "4243"
     assert "EMULATED AMP" in em.describe() and "cpu.max" in em.describe()
+    em.close()
+
+
+# ---------------------------------------------------------------- the root's cpu controller (v2)
+# A fake cgroup v2 root: plain folders and files. A write replaces a file's text (the kernel
+# would add or remove the controller named), so the last write is what the test reads, and the
+# test then puts there what the kernel would show (`_kernel_shows`); a fake cgroup is removed
+# with its files (the kernel's rmdir of an empty cgroup).
+
+def _fake_v2_root(tmp_path: Path, subtree: str) -> Path:
+    mnt = tmp_path / "cgroup"
+    mnt.mkdir()
+    (mnt / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (mnt / "cgroup.subtree_control").write_text(subtree + "\n")
+    return mnt
+
+
+def _subtree(mnt: Path) -> str:
+    return (mnt / "cgroup.subtree_control").read_text().strip()
+
+
+def _kernel_shows(mnt: Path, written: str, now: str) -> None:
+    """The run wrote `written` into the root's subtree_control: the kernel shows `now` there."""
+    assert _subtree(mnt) == written
+    (mnt / "cgroup.subtree_control").write_text(now + "\n")
+
+
+def test_cgroup_v2_gives_back_the_cpu_controller_it_enabled(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)
+    mnt = _fake_v2_root(tmp_path, "memory pids")
+    term = signal.getsignal(signal.SIGTERM)
+    em = E.CgroupV2(mnt, [1], 0.5)
+    _kernel_shows(mnt, "+cpu", "cpu memory pids")        # enabled: it was not
+    assert signal.getsignal(signal.SIGTERM) is not term  # SIGTERM ends the run through its clean-up
+    em.close()
+    assert _subtree(mnt) == "-cpu"                       # given back (nothing else uses it)
+    assert not em.base.exists() and em.left_on is None
+    assert signal.getsignal(signal.SIGTERM) is term
+    em.close()                                           # twice (atexit): nothing more written
+    assert _subtree(mnt) == "-cpu"
+
+
+def test_cgroup_v2_never_touches_a_cpu_controller_that_was_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)
+    mnt = _fake_v2_root(tmp_path, "cpu memory")
+    em = E.CgroupV2(mnt, [1], 0.5)
+    assert _subtree(mnt) == "cpu memory"                 # not even written
+    em.close()
+    assert _subtree(mnt) == "cpu memory"
+
+
+def test_cgroup_v2_gives_back_the_controller_after_a_failed_set_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)
+    mnt = _fake_v2_root(tmp_path, "memory")
+    (mnt / f"corecast-sched-{os.getpid()}/small/cpu.max").mkdir(parents=True)    # the last write fails
+    real = E._Cgroup._write
+
+    def write(self, path, text):                         # the kernel shows what the run enabled
+        real(self, path, text)
+        if path == mnt / "cgroup.subtree_control" and text == "+cpu":
+            path.write_text("cpu memory\n")
+    monkeypatch.setattr(E._Cgroup, "_write", write)
+    with pytest.raises(UserError, match="cpu.max"):
+        E.CgroupV2(mnt, [1], 0.5)
+    assert _subtree(mnt) == "-cpu"
+    assert not (mnt / f"corecast-sched-{os.getpid()}").exists()
+
+
+@pytest.mark.parametrize("other", ["run", "below", "setting"])
+def test_cgroup_v2_leaves_the_controller_when_another_uses_it(tmp_path, monkeypatch, other):
+    monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)
+    mnt = _fake_v2_root(tmp_path, "memory")
+    em = E.CgroupV2(mnt, [1], 0.5)
+    _kernel_shows(mnt, "+cpu", "cpu memory")
+    if other == "run":                                   # another corecast sched run came meanwhile
+        (mnt / "corecast-sched-1").mkdir()
+    elif other == "below":                               # someone enabled cpu below a child
+        (mnt / "system.slice").mkdir()
+        (mnt / "system.slice/cgroup.subtree_control").write_text("cpu memory\n")
+    else:                                                # someone set a child's cpu limit
+        (mnt / "user.slice").mkdir()
+        (mnt / "user.slice/cpu.max").write_text("50000 100000\n")
+        (mnt / "user.slice/cpu.weight").write_text("100\n")
+    em.close()
+    assert _subtree(mnt) == "cpu memory" and not em.base.exists()
+    assert em.left_on and "in use" in em.left_on
+
+
+# A process that sets the emulation up on a fake root and waits; the keeper's pid on its line.
+HOLDER = r"""
+import os, shutil, sys, time
+from pathlib import Path
+from corecast.sched.enforce import emulate as E
+E._rmdir = shutil.rmtree
+em = E.CgroupV2(Path(sys.argv[1]), [1], 0.5)
+keeper = getattr(em, "_keeper", None)
+print("ready", keeper.proc.pid if keeper else 0, flush=True)
+time.sleep(120)
+"""
+
+
+def _wait_for(cond, timeout=60.0):
+    end = time.monotonic() + timeout
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.02)
+    return cond()
+
+
+def _holder(mnt):
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(mnt)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline().split()
+    assert line and line[0] == "ready", p.stderr.read()
+    return p, int(line[1])
+
+
+def _end_keeper(pid):
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cgroup_v2_gives_the_controller_back_on_sigterm_and_sigint(tmp_path, sig):
+    mnt = _fake_v2_root(tmp_path, "memory")
+    p, keeper = _holder(mnt)
+    try:
+        _kernel_shows(mnt, "+cpu", "cpu memory")
+        p.send_signal(sig)
+        p.wait(60)
+        assert _subtree(mnt) == "-cpu", p.stderr.read()
+        assert not any(mnt.glob("corecast-sched-*"))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        _end_keeper(keeper)
+
+
+@pytest.mark.slow
+def test_cgroup_v2_keeper_gives_the_controller_back_after_sigkill(tmp_path):
+    mnt = _fake_v2_root(tmp_path, "memory")
+    p, keeper = _holder(mnt)
+    try:
+        _kernel_shows(mnt, "+cpu", "cpu memory")
+        p.kill()
+        p.wait()
+        assert _subtree(mnt) == "cpu memory"     # nothing ran in corecast's process
+        # the sentinel removes the emulation's cgroup (on a real root; it leaves this fake one alone)
+        shutil.rmtree(mnt / f"corecast-sched-{p.pid}")
+        assert _wait_for(lambda: _subtree(mnt) == "-cpu"), _subtree(mnt)
+    finally:
+        _end_keeper(keeper)
 
 
 def _can_emulate() -> str | None:
@@ -181,6 +340,7 @@ def test_the_small_cgroup_weighs_what_its_threads_would(tmp_path):
         emu.place(p.pid, False)
         emu.place(q.pid, False)
         assert (small / "cpu.shares").read_text() == "2"           # empty: the least weight
+        emu.close()
     finally:
         p.kill()
         q.kill()

@@ -13,17 +13,30 @@ one slowed what: numbers from an emulated AMP are not a hybrid machine's.
 
 The cgroup `corecast-sched-PID` is named to corecast's sentinel (`corecast.collect.procs`)
 before it is made: if corecast dies, or an error cuts the set-up short, the sentinel kills what
-is left in it and removes it. `close()` removes it on every other path.
+is left in it and removes it. `close()` removes it on every other path (also registered with
+atexit; and while a cgroup emulation is set up, SIGTERM raises KeyboardInterrupt as Ctrl-C does,
+where nothing else handles SIGTERM, so that the same clean-up runs).
+
+cgroup v2: the `cpu` controller must be enabled in the root's cgroup.subtree_control. When it
+was not, this run enables it and gives it back at the end when nothing else uses it by then
+(`cpuctl.give_back`); a keeper process (`cpuctl`, started before the write) does the same
+after the sentinel has removed the cgroup when corecast could not (SIGKILL). A controller that
+was on before is never touched.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from ...collect import procs
 from ...errors import UserError
+from ...messages import warning
+from . import cpuctl
 from .hybrid import format_cpus
 
 PERIOD_US = 10_000          # the bandwidth period: throttling within 10 ms keeps the slow CPU smooth
@@ -38,6 +51,91 @@ def nice_weight(tid: int) -> int:
     except OSError:
         return 0
     return int(round(1024 * 1.25 ** -nice))
+
+
+def _rmdir(path: Path) -> None:
+    """Remove a cgroup (one place, so that tests on a fake tree of plain folders can replace it)."""
+    path.rmdir()
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt()
+
+
+class _TermAsInterrupt:
+    """SIGTERM raises KeyboardInterrupt (as Ctrl-C does) while a cgroup emulation is set up, so
+    that the `finally` and atexit clean-up runs instead of the process ending at once; only in
+    the main thread, and only where SIGTERM had its default action (a handler someone else set
+    is left alone)."""
+
+    def __init__(self) -> None:
+        self.old = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _raise_interrupt)
+                self.old = signal.SIG_DFL
+        except (ValueError, OSError):
+            self.old = None
+
+    def restore(self) -> None:
+        if self.old is None or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) is _raise_interrupt:
+                signal.signal(signal.SIGTERM, self.old)
+        except (ValueError, OSError):
+            pass
+        self.old = None
+
+
+_KEEPER_FDS: set[int] = set()      # the keepers' pipes: a forked child that does not exec closes them
+
+
+def _forget_keepers() -> None:
+    for fd in list(_KEEPER_FDS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _KEEPER_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_keepers)
+
+
+class _Keeper:
+    """cpuctl.py run as a script: gives the cpu controller back after corecast died (see cpuctl)."""
+
+    def __init__(self, mount: Path, cgroup: Path):
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-I", cpuctl.__file__, str(mount), str(cgroup)], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, start_new_session=True)
+        except OSError as err:
+            raise UserError(f"cannot start the keeper of the cpu controller ({sys.executable}): "
+                            f"{err.strerror or err}") from None
+        if self.proc.stdin is not None:
+            _KEEPER_FDS.add(self.proc.stdin.fileno())
+
+    def dismiss(self) -> None:
+        """corecast gave the controller back itself (or never enabled it): the keeper ends."""
+        p, self.proc = self.proc, None
+        if p is None:
+            return
+        if p.stdin is not None:
+            _KEEPER_FDS.discard(p.stdin.fileno())
+            try:
+                p.stdin.write(b"done\n")
+                p.stdin.close()
+            except OSError:
+                pass
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 class Emulation:
@@ -94,6 +192,8 @@ class CgroupV1(_Cgroup):
         super().__init__(small, speed)
         self.home = _own_cgroup(mount)
         self.base = self.home / f"corecast-sched-{os.getpid()}"
+        self._term = _TermAsInterrupt()
+        atexit.register(self.close)
         procs.track_cgroup(self.base)
         try:
             try:
@@ -139,11 +239,12 @@ class CgroupV1(_Cgroup):
                     (self.home / "tasks").write_text(line)
                 except OSError:
                     pass
-            (self.base / "small").rmdir()
+            _rmdir(self.base / "small")
         except OSError:
             pass
+        self._term.restore()
         try:
-            self.base.rmdir()
+            _rmdir(self.base)
         except FileNotFoundError:
             pass
         except OSError:
@@ -158,13 +259,25 @@ class CgroupV2(_Cgroup):
         super().__init__(small, speed)
         self.mount = mount
         self.base = mount / f"corecast-sched-{os.getpid()}"
+        self.enabled_cpu = False       # this run enabled the root's cpu controller: it gives it back
+        self.left_on: str | None = None    # why it was left enabled, when it was
+        self._keeper: _Keeper | None = None
+        self._done = False
+        self._term = _TermAsInterrupt()
+        atexit.register(self.close)
         procs.track_cgroup(self.base)
         try:
             try:
                 self.base.mkdir(exist_ok=True)
             except OSError as err:
                 raise UserError(f"{self.base}: cannot make the emulation's cgroup: {err.strerror or err}") from None
-            self._write(mount / "cgroup.subtree_control", "+cpu")
+            before = cpuctl.enabled(mount)
+            if before is None or "cpu" not in before:
+                if before is not None:
+                    self._keeper = _Keeper(mount, self.base)    # before the write, as the sentinel
+                self._write(mount / "cgroup.subtree_control", "+cpu")
+                # unreadable before: whether it was on is not known, so it is never disabled
+                self.enabled_cpu = before is not None
             for d in ("big", "small"):
                 try:
                     (self.base / d).mkdir(exist_ok=True)
@@ -196,23 +309,42 @@ class CgroupV2(_Cgroup):
             raise UserError(f"{self.base}: cannot move thread {tid}: {err.strerror or err}") from None
 
     def close(self) -> None:
+        if self._done:
+            return
+        self._term.restore()
+        try:
+            pids = (self.base / "cgroup.procs").read_text().split()
+        except OSError:
+            pids = []
+        for line in pids:              # back to the root: then the cgroups below can go
+            try:
+                (self.mount / "cgroup.procs").write_text(line)
+            except OSError:
+                pass
         for d in ("small", "big"):
             try:
-                (self.base / d).rmdir()
+                _rmdir(self.base / d)
             except OSError:
                 pass
         try:
-            for line in (self.base / "cgroup.procs").read_text().split():
-                try:
-                    (self.mount / "cgroup.procs").write_text(line)
-                except OSError:
-                    pass
-            self.base.rmdir()
+            _rmdir(self.base)
         except FileNotFoundError:
             pass
         except OSError:
-            return                     # still busy: the sentinel keeps it and removes it later
+            # still busy: the sentinel removes it when corecast ends, and the keeper then gives
+            # the cpu controller back (its pipe closes at the same moment)
+            return
         procs.untrack(self.base)
+        if self.enabled_cpu:
+            self.enabled_cpu = False
+            self.left_on = cpuctl.give_back(self.mount, self.base.name)
+            if self.left_on:
+                warning(f"the cpu controller this run enabled is left enabled in "
+                        f"{self.mount}/cgroup.subtree_control: {self.left_on}")
+        if self._keeper is not None:
+            self._keeper.dismiss()
+            self._keeper = None
+        self._done = True
 
 
 _STEALER = r"""
