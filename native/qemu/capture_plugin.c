@@ -166,7 +166,28 @@ static tbuf *buf(void) {
     return b;
 }
 
-static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned size) {
+/* A data record joined to the thread's last record (`p`), when it is part of the same access:
+ * 1, or 0 when it is a record of its own. A store to what the same instruction just loaded is
+ * one read-modify-write record, as lackey writes it ("M") and cachegrind counts it (a data
+ * read). TCG performs an access wider than 8 bytes (SSE, AVX, x87 extended) as 8-byte pieces
+ * at ascending addresses: they are put back together into the one access valgrind reports (a
+ * 16- or 32-byte load is one access to the caches, not two or four). */
+static inline __attribute__((always_inline)) int joined(cc_rec *p, uint64_t addr, uint8_t kind, unsigned size) {
+    if (kind == CC_K_STORE && p->kind == CC_K_LOAD && p->addr == addr && p->size == size) {
+        p->kind = CC_K_MODIFY;
+        return 1;
+    }
+    if (p->kind == kind && p->addr + p->size == addr && p->size >= 8 && p->size + size <= 64) {
+        p->size = (uint8_t)(p->size + size);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every record goes through here when it is the first of its thread or its block is full; the
+ * callbacks below take the other records themselves (the same rules, inline): out of line,
+ * their common path needs no registers saved and no call. */
+static __attribute__((noinline)) void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned size) {
     tbuf *b = tls;
     if (__builtin_expect(b == NULL, 0)) {
         b = buf();
@@ -175,22 +196,8 @@ static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned siz
     /* The records after a fetch, up to the next one, are its instruction's accesses (QEMU calls
      * the instruction's callback before its memory callbacks). So a data record that follows a
      * data record of the same thread belongs to the same instruction. */
-    if (kind != CC_K_FETCH && b->n) {
-        cc_rec *p = &b->rec[b->n - 1];
-        /* A store to what the same instruction just loaded is one read-modify-write record, as
-         * lackey writes it ("M") and cachegrind counts it (a data read). */
-        if (kind == CC_K_STORE && p->kind == CC_K_LOAD && p->addr == addr && p->size == size) {
-            p->kind = CC_K_MODIFY;
-            return;
-        }
-        /* TCG performs an access wider than 8 bytes (SSE, AVX, x87 extended) as 8-byte pieces at
-         * ascending addresses: they are put back together into the one access valgrind reports
-         * (a 16- or 32-byte load is one access to the caches, not two or four). */
-        if (p->kind == kind && p->addr + p->size == addr && p->size >= 8 && p->size + size <= 64) {
-            p->size = (uint8_t)(p->size + size);
-            return;
-        }
-    }
+    if (kind != CC_K_FETCH && b->n && joined(&b->rec[b->n - 1], addr, kind, size))
+        return;
     /* A full block is written when the next record does not fit, so that the last record is
      * still there for the pieces and the store above to join. */
     if (b->n == BLOCK) flush(b);
@@ -203,16 +210,68 @@ static inline void emit(unsigned vcpu, uint64_t addr, uint8_t kind, unsigned siz
     b->fetches += kind == CC_K_FETCH;
 }
 
+/* A record's last eight bytes (aux 0, thread, kind, size) as one word (cctrace.h's layout). */
+static inline uint64_t rec_word(unsigned vcpu, unsigned kind, unsigned size) {
+    return (uint64_t)(uint16_t)vcpu << 32 | (uint64_t)kind << 48 | (uint64_t)size << 56;
+}
+
+static inline void put(tbuf *b, uint64_t addr, uint64_t word) {
+    cc_rec *r = &b->rec[b->n++];
+    memcpy(r, &addr, 8);
+    memcpy((char *)r + 8, &word, 8);
+}
+
 /* The instruction's address and length ride in userdata: length in the top byte. */
 static void on_exec(unsigned int vcpu, void *ud) {
     uintptr_t v = (uintptr_t)ud;
-    emit(vcpu, v & 0x00ffffffffffffffULL, CC_K_FETCH, (unsigned)(v >> 56));
+    tbuf *b = tls;
+    if (__builtin_expect(b == NULL || b->n == BLOCK, 0)) {
+        emit(vcpu, v & 0x00ffffffffffffffULL, CC_K_FETCH, (unsigned)(v >> 56));
+        return;
+    }
+    put(b, v & 0x00ffffffffffffffULL, rec_word(vcpu, CC_K_FETCH, (unsigned)(v >> 56)));
+    b->fetches++;
+}
+
+/* QEMU 7.2's meminfo: the access's MemOpIdx (MemOp << 4 | mmu index), whose MemOp holds log2
+ * of the size in its low three bits, and the direction (1 read, 2 write) << 16. Checked against
+ * the API's own qemu_plugin_mem_size_shift() and qemu_plugin_mem_is_store() for every value
+ * they can take, at start-up (meminfo_known); another layout takes the calls. (A callback
+ * registered for one direction only is called for both by QEMU 7.2.) */
+static int meminfo_known;
+
+static int meminfo_check(void) {
+    for (uint32_t i = 0; i < (1u << 18); i++)
+        if (qemu_plugin_mem_size_shift(i) != ((i >> 4) & 7) || qemu_plugin_mem_is_store(i) != ((i >> 17) & 1))
+            return 0;
+    return 1;
+}
+
+/* A load or a store: emit()'s rules, the common path inline. */
+static inline __attribute__((always_inline)) void on_data(unsigned vcpu, uint64_t addr, const uint8_t kind,
+                                                          unsigned size) {
+    tbuf *b = tls;
+    if (__builtin_expect(b == NULL || b->n == 0 || b->n == BLOCK || size > 255, 0)) {
+        emit(vcpu, addr, kind, size);
+        return;
+    }
+    if (!joined(&b->rec[b->n - 1], addr, kind, size))
+        put(b, addr, rec_word(vcpu, kind, size));
+}
+
+static __attribute__((noinline)) void on_mem_api(unsigned vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr) {
+    emit(vcpu, vaddr, qemu_plugin_mem_is_store(info) ? CC_K_STORE : CC_K_LOAD, 1u << qemu_plugin_mem_size_shift(info));
 }
 
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud) {
     (void)ud;
-    emit(vcpu, vaddr, qemu_plugin_mem_is_store(info) ? CC_K_STORE : CC_K_LOAD,
-         1u << qemu_plugin_mem_size_shift(info));
+    if (__builtin_expect(!meminfo_known, 0)) {
+        on_mem_api(vcpu, info, vaddr);
+        return;
+    }
+    const unsigned size = 1u << ((info >> 4) & 7);
+    if (info & (2u << 16)) on_data(vcpu, vaddr, CC_K_STORE, size);
+    else on_data(vcpu, vaddr, CC_K_LOAD, size);
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
@@ -339,6 +398,7 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
         return -1;
     }
     owner = getpid();
+    meminfo_known = meminfo_check();
     pthread_atfork(NULL, NULL, forked);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
     qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
