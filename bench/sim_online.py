@@ -129,11 +129,14 @@ def parts(sort: str, src: Path, tmp: Path, env: dict[str, str], cg_cpu: float) -
         sim_ns = min(t) / kept * 1e9
     from corecast.sim.trace import TraceWriter, read_trace
     w_t, r_t = [], []
+    fetches = sum(int(np.count_nonzero(r["kind"] == 0)) for r in recs)
     for _ in range(3):
         c0 = time.process_time()
-        with TraceWriter(tmp / "parts.cctrace", {}, announce=False) as w:
+        # as `sim capture --no-annotate` writes: no census (the ring counts instructions and threads)
+        with TraceWriter(tmp / "parts.cctrace", {}, announce=False, census=False) as w:
             for r in recs:
                 w.write(r)
+            w.counted(fetches, 1)
         w_t.append(time.process_time() - c0)
         c0 = time.process_time()
         for _ in read_trace(tmp / "parts.cctrace").chunks(1 << 20, reuse=True):

@@ -450,3 +450,27 @@ def test_frame_kind_check_finds_an_unknown_kind_anywhere_and_only_there(n):
             bad = full.copy()
             bad["kind"][at] = kind
             assert check(bad) == -2, (at, kind)
+
+
+def test_writer_without_census_takes_the_callers_counts(tmp_path):
+    """`census=False` (a QEMU capture without decoding): the records and frames are those a
+    census-taking writer writes, and the header's threads, branches and uops are what the caller
+    says with `counted` -- the same header as the census gives for the same records."""
+    from corecast.sim.trace import read_trace
+    recs = _some_records(300_000)
+    recs["kind"] = np.arange(len(recs)) % 4                  # fetches, loads, stores, modifies
+    recs["tid"] = np.arange(len(recs)) // 100_000            # three threads
+    headers = {}
+    for census in (True, False):
+        with TraceWriter(tmp_path / f"{census}.cctrace", {"source": "qemu"}, census=census) as w:
+            for i in range(0, len(recs), 70_000):
+                w.write(recs[i:i + 70_000])
+            if not census:
+                w.counted(int(np.count_nonzero(recs["kind"] == KIND_FETCH)), 3)
+        assert int(w.kinds[KIND_FETCH]) == 75_000
+        t = read_trace(tmp_path / f"{census}.cctrace")
+        assert np.array_equal(t.frames.read_all(), recs)
+        headers[census] = t.meta
+    assert headers[True] == headers[False]
+    assert headers[False]["threads"] == 3 and not headers[False]["has_branches"] and not headers[False]["has_uops"]
+    assert (tmp_path / "True.cctrace").read_bytes() == (tmp_path / "False.cctrace").read_bytes()

@@ -217,16 +217,22 @@ def capture_qemu(cmd: Sequence[str], out: str | Path, *, markers: Sequence[str] 
     out = Path(out)
     outputs.check(out)
     t0 = time.monotonic()
+    # Without decoding, the records are the plugin's fetches and data accesses (and markers),
+    # whose instructions and threads the ring counts: the writer takes no census of its own.
     with OnlineRun(cmd, annotate=annotate, markers=markers, env=env, progress=progress) as run, \
-            TraceWriter(out, {"source": "qemu", "command": list(cmd)}) as writer:
+            TraceWriter(out, {"source": "qemu", "command": list(cmd)}, census=run.decode) as writer:
         try:
             for recs in run.records():
                 writer.write(recs)
         except KeyboardInterrupt:
+            if not run.decode:
+                writer.counted(*run.counts_so_far())
             run.close()
             writer.close({"interrupted": True}, what=f"{writer.count:,} records, interrupted")
             raise
         r = run.info
+        if not run.decode:
+            writer.counted(r["instructions"], max(1, r["threads"]))
         objects = r["objects"]
         meta = qemu_trace_meta(r)
         info = CaptureInfo(path=out, records=writer.count, instructions=int(writer.kinds[N.KIND_FETCH]),

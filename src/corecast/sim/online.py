@@ -294,6 +294,13 @@ class OnlineRun:
             self._final_maps = os.pread(self._maps_fd, size, 0).decode(errors="replace") if size else ""
         return self._final_maps or ""
 
+    def counts_so_far(self) -> tuple[int, int]:
+        """Instructions and threads the plugin has written so far (a run cut short)."""
+        if self._ring is None:
+            return 0, 1
+        threads = self._ring.threads()
+        return self._ring.counts()[1], max(1, threads if threads >= 0 else 16384)
+
     def records(self) -> Iterator[np.ndarray]:
         """The records as the program runs, in slices (each valid until the next is asked for)."""
         t0 = time.monotonic()
