@@ -94,9 +94,19 @@ class ColumnInfo:
         return d
 
     @classmethod
-    def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ColumnInfo":
+    def from_dict(cls, name: str, d: Mapping[str, Any], where: object = "metadata") -> "ColumnInfo":
+        """A column's description as a file's metadata gives it: every field a string (kind and
+        status left at their defaults when null); anything else is one UserError naming it."""
         known = {f.name for f in fields(cls)} - {"name"}
-        return cls(name=name, **{k: v for k, v in d.items() if k in known})
+        got: dict[str, Any] = {}
+        for k in known:
+            v = d.get(k)
+            if v is None:
+                continue
+            if not isinstance(v, str):
+                raise UserError(f"{where}: metadata of column '{name}': '{k}' is {_shown(v)}, not a string")
+            got[k] = v
+        return cls(name=name, **got)
 
 
 #: A column named `X_idle_cycles` is the part of the stall category `X_cycles` during which cores
@@ -113,6 +123,19 @@ def default_column_info(name: str, source: str | None = None) -> ColumnInfo:
     elif kind == "stall" and ("cycles" in name):
         unit = "cycles"
     return ColumnInfo(name=name, kind=kind, unit=unit, source=source)
+
+
+#: The machine's fields that are text (the others are counts, and the clock).
+_MACHINE_TEXT = ("cpu_model", "vendor", "kernel", "hostname")
+
+
+def _shown(v: Any) -> str:
+    """A value from a file, short, for an error message."""
+    try:
+        text = json.dumps(v)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass
@@ -136,11 +159,30 @@ class Machine:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Machine":
+    def from_dict(cls, d: Mapping[str, Any] | None, where: object = "metadata") -> "Machine":
+        """The machine a file's metadata describes, each value checked (names are strings, counts
+        whole numbers from 0 to MAX_CORES, the clock a finite number, 0 or more): anything else is
+        one UserError naming it, not a failure wherever the value is first used."""
         if not d:
             return cls()
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        if not isinstance(d, Mapping):
+            raise UserError(f"{where}: metadata 'machine' must be an object")
+        got: dict[str, Any] = {}
+        for f in fields(cls):
+            v = d.get(f.name)
+            if v is None:
+                continue
+            if f.name in _MACHINE_TEXT:
+                ok, want = isinstance(v, str), "a string"
+            elif f.name == "nominal_freq_hz":        # 0 where a kernel said so: as unknown
+                ok, want = _finite_number(v) and v >= 0, "a number, 0 or more"
+            else:
+                ok = isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_CORES
+                want = f"a whole number from 0 to {MAX_CORES:,}"
+            if not ok:
+                raise UserError(f"{where}: metadata 'machine': '{f.name}' is {_shown(v)}, not {want}")
+            got[f.name] = v
+        return cls(**got)
 
     def describe(self) -> str:
         parts = []
@@ -482,12 +524,19 @@ def _apply_meta(meta: Mapping[str, Any], names: list[str], path: object) -> dict
     columns = {}
     for n in names:
         info = cols_meta.get(n)
-        columns[n] = ColumnInfo.from_dict(n, info) if isinstance(info, Mapping) else default_column_info(n, source=f"file {Path(str(path)).name}")
+        columns[n] = ColumnInfo.from_dict(n, info, path) if isinstance(info, Mapping) else default_column_info(n, source=f"file {Path(str(path)).name}")
     machine = meta.get("machine")
     if machine is not None and not isinstance(machine, Mapping):
         raise UserError(f"{path}: metadata 'machine' must be an object")
-    return dict(columns=columns, machine=Machine.from_dict(machine), command=meta.get("command"),
-                corecast_version=meta.get("corecast_version"), notes=dict(meta.get("notes") or {}),
+    for key in ("command", "corecast_version"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise UserError(f"{path}: metadata '{key}' is {_shown(meta[key])}, not a string")
+    notes = meta.get("notes") or {}
+    if not isinstance(notes, Mapping):
+        raise UserError(f"{path}: metadata 'notes' must be an object")
+    _campaign_notes(notes, path)
+    return dict(columns=columns, machine=Machine.from_dict(machine, path), command=meta.get("command"),
+                corecast_version=meta.get("corecast_version"), notes=dict(notes),
                 tables=_side_tables(meta.get("tables"), path))
 
 
@@ -506,13 +555,48 @@ def _side_tables(doc: Any, path: object) -> dict[str, list[dict[str, Any]]]:
         total += len(rows)
         if total > MAX_ROWS:
             raise UserError(f"{path}: metadata tables hold more than {MAX_ROWS:,} rows")
+        numbers = ("repetition", *_TABLE_NUMBERS.get(str(name), ()))
         for i, r in enumerate(rows):
             if not isinstance(r, Mapping) or not isinstance(r.get("cores"), (int, float)) or isinstance(
                     r.get("cores"), bool) or any(isinstance(v, (dict, list)) for v in r.values()):
                 raise UserError(f"{path}: metadata table '{name}', row {i + 1}: expected a flat object with a "
                                 "'cores' number")
+            for k in numbers:
+                if r.get(k) is not None and not _finite_number(r[k]):
+                    raise UserError(f"{path}: metadata table '{name}', row {i + 1}: '{k}' is {_shown(r[k])}, "
+                                    "not a number")
         out[str(name)] = [dict(r) for r in rows]
     return out
+
+
+#: The columns of a side table that its readers take as numbers (`collect.locks` writes the
+#: `locks` table; `report.locks` and `model.mva` read it), checked where a file is read.
+_TABLE_NUMBERS = {"locks": ("instances", "acquisitions", "contended", "trylock_failures", "wait_s", "max_wait_s",
+                            "hold_s", "hold_mean_all_s", "hold_samples", "hold_outliers", "hold_max_s", "threads",
+                            "wait_ticks", "site_line")}
+
+
+def _finite_number(v: Any) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:               # an integer past the largest float
+        return False
+
+
+def _campaign_notes(notes: Mapping[str, Any], path: object) -> None:
+    """The part of a file's notes its readers compute with: `campaign` an object, and its
+    `threads_per_core` a whole number from 1 to MAX_CORES (`report.locks`, `model.mva`)."""
+    camp = notes.get("campaign")
+    if camp is None:
+        return
+    if not isinstance(camp, Mapping):
+        raise UserError(f"{path}: metadata 'notes': 'campaign' must be an object")
+    tpc = camp.get("threads_per_core")
+    if tpc is not None and not (_finite_number(tpc) and 1 <= tpc <= MAX_CORES):
+        raise UserError(f"{path}: metadata 'notes': campaign 'threads_per_core' is {_shown(tpc)}, not a number "
+                        f"from 1 to {MAX_CORES:,}")
 
 
 # ====================================================================== readers
@@ -703,7 +787,10 @@ def read_json(path: str | Path, text: str | None = None) -> Dataset:
                         raise UserError(f"{path}: {label}: column '{col}': '{v.strip()[:40]}' is not a "
                                         "finite number") from None
                 else:
-                    fv = float(v)
+                    try:
+                        fv = float(v)
+                    except OverflowError:            # an integer past the largest float
+                        fv = math.inf
                 if not math.isfinite(fv):
                     raise UserError(f"{path}: {label}: column '{col}': not a finite number")
                 fv *= reading.scale.get(k, 1.0)
@@ -764,7 +851,7 @@ def read_campaign(path: str | Path) -> Dataset:
                            "exit_status": r["exit_status"], "message": r["message"],
                            "stderr_tail": (r["stderr_tail"] or "")[-500:]})
     metrics["exit_status"] = exit_status
-    columns = {n: ColumnInfo(name=n, **cols[n]) for n in names}
+    columns = {n: ColumnInfo.from_dict(n, cols[n], f"{p}: damaged campaign file") for n in names}
     columns["exit_status"] = ColumnInfo(name="exit_status", kind="other", unit="", source="measured: wait4 status",
                                         status="ok", description="exit code (128 + signal when killed); "
                                         "runs with a non-zero status have no metric values")
@@ -801,9 +888,11 @@ def read_campaign(path: str | Path) -> Dataset:
                      for t in rows if t["slot"] in by_slot]
               for name, rows in side.items()}
     tables = _side_tables(tables, p)
+    _campaign_notes(notes, f"{p}: damaged campaign file")
     ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
                  repetition=[r["repetition"] for r in runs], columns=columns,
-                 machine=Machine.from_dict(meta.get("machine")), command=shlex.join(argv) if argv else None,
+                 machine=Machine.from_dict(meta.get("machine"), f"{p}: damaged campaign file"),
+                 command=shlex.join(argv) if argv else None,
                  corecast_version=meta.get("corecast_version"), notes=notes, path=str(p),
                  tables={k: v for k, v in tables.items() if v})
     return ds

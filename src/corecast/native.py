@@ -71,3 +71,51 @@ def load_library(name: str) -> ctypes.CDLL:
         return ctypes.CDLL(str(path))
     except OSError as err:
         raise UserError(f"cannot load {path}: {err}") from None
+
+
+def system_program(name: str) -> str | None:
+    """The full path of a system tool corecast runs as a helper (addr2line, mount, ...), found in
+    PATH; None where there is none it may run.
+
+    Only absolute PATH entries are looked in: an empty entry or `.` is the current folder, which
+    may be /tmp. Run as root, only a program that no other user can change is taken: its folder
+    in PATH and the file it resolves to (with every folder above each) belong to root and are
+    writable by no other user. As root, a folder of a user's that PATH names (a PATH kept by
+    `sudo -E`, a user's ~/bin) would otherwise run that user's program as root."""
+    import os
+    import stat as st_
+
+    root = os.geteuid() == 0
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not os.path.isabs(folder):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if not st_.S_ISREG(info.st_mode) or not os.access(path, os.X_OK):
+            continue
+        if root and not (_root_only(os.path.realpath(folder)) and _root_only(os.path.realpath(path))):
+            continue
+        return path
+    return None
+
+
+def _root_only(real: str) -> bool:
+    """`real` (a resolved path) and every folder above it belong to root, and no other user may
+    write to any of them (a group's write only where the group is root's)."""
+    import os
+
+    p = real
+    while True:
+        try:
+            info = os.stat(p)
+        except OSError:
+            return False
+        if info.st_uid != 0 or info.st_mode & 0o002 or (info.st_mode & 0o020 and info.st_gid != 0):
+            return False
+        parent = os.path.dirname(p)
+        if parent == p:
+            return True
+        p = parent

@@ -213,7 +213,7 @@ def parse_spec(text: str, files: bool = True) -> MachineSpec:
         except json.JSONDecodeError as err:
             raise UserError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from None
         if isinstance(doc, dict) and "lscpu" in doc:
-            return _from_lscpu(_flatten_lscpu(doc["lscpu"]), str(p))
+            return _from_lscpu(_flatten_lscpu(doc["lscpu"], str(p)), str(p))
         if isinstance(doc, dict) and doc.get("kind") in (schema.KIND, "corecast-target"):
             return spec_of(schema.parse(doc, str(p), default_name=p.stem, base=p.parent), str(p))
         raise UserError(f"{p}: a JSON file, but neither `lscpu -J` output nor a machine description "
@@ -315,12 +315,18 @@ def _inline(text: str) -> MachineSpec:
                        source=f"inline '{text}'")
 
 
-def _flatten_lscpu(items: list[Mapping[str, Any]]) -> dict[str, str]:
+def _flatten_lscpu(items: Any, where: str = "lscpu -J output") -> dict[str, str]:
+    """`lscpu -J`'s fields, children included: a list of objects, each with its own list of
+    children; anything else in the file is one UserError naming it."""
+    if not isinstance(items, list):
+        raise UserError(f"{where}: 'lscpu' and each 'children' must be a list of fields, as `lscpu -J` writes")
     out: dict[str, str] = {}
     for it in items:
+        if not isinstance(it, Mapping):
+            raise UserError(f"{where}: each field of 'lscpu' must be an object, as `lscpu -J` writes")
         if "field" in it:
             out[str(it["field"]).strip()] = str(it.get("data", "")).strip()
-        out.update(_flatten_lscpu(it.get("children", [])))
+        out.update(_flatten_lscpu(it.get("children", []), where))
     return out
 
 

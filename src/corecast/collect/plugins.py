@@ -157,13 +157,14 @@ def extract(regex: re.Pattern, text: str, how: str) -> tuple[float | None, int, 
     return aggregate(vals, how), n, bad
 
 
-def read_output_file(path: Path) -> bytes:
-    """A file the measured program wrote (at most MAX_OUTPUT_BYTES), read as corecast -- often
+def read_output_file(path: Path, what: str = "plugin output file", limit: int = MAX_OUTPUT_BYTES) -> bytes:
+    """A file the measured program wrote (at most `limit` bytes), read as corecast -- often
     root -- reads it after every run: the program runs where the user says, which may be a
     folder other users can write to (/tmp), so a link planted at the name (or on the way to it,
     in a world-writable sticky folder) is not followed, and only a regular file of this user is
     read: a link to another user's secret put its matched number into the campaign, and a FIFO
-    kept open by its writer made `measure` wait for ever."""
+    kept open by its writer made `measure` wait for ever. (The sync shim's reports are read
+    through it too: `collect.shim.read_reports`.)"""
     if outputs.planted_link(str(path)) is not None:
         raise UserError("a symbolic link owned by another user is on the way to it: not followed")
     try:
@@ -177,7 +178,7 @@ def read_output_file(path: Path) -> bytes:
             raise UserError("not a regular file")
         if st.st_uid != os.geteuid():
             raise UserError(f"a file of another user (uid {st.st_uid}): not read")
-        return read_fd(fd, path, "plugin output file", MAX_OUTPUT_BYTES, True)
+        return read_fd(fd, path, what, limit, True)
     except OSError as err:
         raise UserError(err.strerror or str(err)) from None
     finally:

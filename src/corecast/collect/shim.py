@@ -49,6 +49,7 @@ from ..errors import UserError
 from ..native import native_path
 from ..store import OK
 from . import locks
+from .plugins import read_output_file
 from .source import Collected, Host, Option, Run, Source
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
 IDLE_PART_SUFFIX = "_idle_cycles"
 
 ENV_REPORT = "CORECAST_SHIM_REPORT"
+#: The most of one report read back: the lock table of a busy program (locks.MAX_LOCK_LINES
+#: lines of about a hundred bytes are read) with room to spare.
+MAX_REPORT_BYTES = 256 << 20
 LIBRARY = "libcorecast_shim.so"
 
 LOCK_PRIMS = ("mutex_lock", "mutex_timedlock", "spin_lock", "rwlock_rdlock", "rwlock_wrlock",
@@ -227,8 +231,13 @@ def read_reports(report_dir: str | Path) -> ShimSummary:
             bad.append(f"{p.name}: process ended while writing its report")
             continue
         try:
-            procs.append(parse_report(p.read_text(errors="replace"), p.name))
-        except (OSError, ValueError) as err:
+            # the program wrote them, and may have left anything at a report's name (a FIFO no
+            # one writes to made `measure` wait for ever, a link to /dev/zero read without end)
+            text = read_output_file(p, "sync shim report", MAX_REPORT_BYTES).decode(errors="replace")
+            procs.append(parse_report(text, p.name))
+        except UserError as err:
+            bad.append(f"{p.name}: {err}")
+        except ValueError as err:
             bad.append(str(err))
     prims: dict[str, PrimStat] = {}
     nthreads = run_ns = delay_ns = 0

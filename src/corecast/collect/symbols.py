@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import shutil
 import stat
 import struct
 import subprocess
@@ -33,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from ..native import system_program
 
 MAX_MAPS = 4096
 MAX_SECTION_BYTES = 64 << 20
@@ -273,7 +274,7 @@ class Site:
 def addr2line(path: str, vaddrs: Sequence[int]) -> dict[int, tuple[str | None, str | None, int | None]]:
     """(function, file, line) of each address in the object at `path`, from its DWARF line table,
     through binutils' addr2line; empty where it is missing, times out or fails."""
-    tool = shutil.which("addr2line")
+    tool = system_program("addr2line")         # never a user's, nor the current folder's, as root
     todo = sorted(set(vaddrs))[:MAX_ADDR2LINE]
     if not tool or not todo:
         return {}

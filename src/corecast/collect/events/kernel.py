@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ...errors import UserError
+from ...native import system_program
 
 SYSFS_PMUS = Path("/sys/bus/event_source/devices")
 TRACEFS_DIRS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
@@ -62,10 +63,10 @@ def tracefs_dir(mount: bool = True) -> Path | None:
     for d in TRACEFS_DIRS:
         if (d / "events").is_dir():
             return d
-    if mount and os.geteuid() == 0 and TRACEFS_DIRS[0].is_dir():
+    tool = system_program("mount") if mount and os.geteuid() == 0 and TRACEFS_DIRS[0].is_dir() else None
+    if tool:                              # never a user's `mount`, nor the current folder's, as root
         import subprocess
-        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS_DIRS[0])],
-                       capture_output=True, check=False)
+        subprocess.run([tool, "-t", "tracefs", "nodev", str(TRACEFS_DIRS[0])], capture_output=True, check=False)
         if (TRACEFS_DIRS[0] / "events").is_dir():
             return TRACEFS_DIRS[0]
     return None

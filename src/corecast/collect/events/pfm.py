@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from ...errors import UserError
 from .abi import PerfEventAttr
 
-LIBPFM_PATHS = ("/usr/lib/x86_64-linux-gnu/libpfm.so.4", "libpfm.so.4")
+#: Where libpfm4 is looked for: a bare name is the dynamic loader's own search (its cache and
+#: default folders, as for any library). Never ctypes.util.find_library: where the loader's
+#: cache has no libpfm it runs gcc, cc, ld and objdump found through PATH -- as root, programs
+#: from whatever folder PATH names first (a user's own, kept by `sudo -E`; the current folder,
+#: for an empty entry), to find a library that is not there.
+LIBPFM_PATHS = ("/usr/lib/x86_64-linux-gnu/libpfm.so.4", "libpfm.so.4", "libpfm.so")
 
 PFM_OS_PERF_EVENT = 1
 PFM_PLM0 = 0x01   # kernel
@@ -223,10 +228,6 @@ def load() -> Libpfm | None:
         os.environ.setdefault("LIBPFM_ENCODE_INACTIVE", "1")
         candidates = [os.environ["CORECAST_LIBPFM"]] if os.environ.get("CORECAST_LIBPFM") else []
         candidates += list(LIBPFM_PATHS)
-        import ctypes.util          # here, for start-up time: find_library may run ldconfig
-        found = ctypes.util.find_library("pfm")
-        if found:
-            candidates.append(found)
         errors = []
         for path in candidates:
             try:
