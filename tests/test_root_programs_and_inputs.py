@@ -259,6 +259,24 @@ def test_mounting_tracefs_runs_no_mount_of_another_user(tmp_path, users_folder, 
     assert not marker.exists(), marker.read_text()
 
 
+def test_sim_runs_no_objdump_qemu_or_valgrind_of_another_user(tmp_path, users_folder, monkeypatch):
+    # `sim capture` and `sim --online` ran the first objdump, qemu-x86_64 and valgrind in PATH
+    from corecast.errors import UserError
+    from corecast.sim import capture, x86
+    folder, uid = users_folder
+    marker = tmp_path / "ran"
+    _planted(folder, ["objdump", "qemu-x86_64", "valgrind"], marker, uid)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    for found in (x86.objdump(), capture.qemu_path()):
+        assert found is None or not found.startswith(str(folder)), found
+    try:
+        assert not capture.valgrind_path().startswith(str(folder))
+    except UserError:
+        pass
+    x86.objdump_lines(sys.executable, 0x1000, 0x1010)
+    assert not marker.exists(), marker.read_text()
+
+
 def test_loading_libpfm_runs_no_program(monkeypatch):
     """ctypes.util.find_library runs /sbin/ldconfig, and gcc, cc, ld and objdump from PATH where
     the loader's cache has no libpfm: loading it must run nothing."""

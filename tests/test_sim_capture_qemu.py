@@ -112,7 +112,7 @@ def test_backend_choice(monkeypatch):
         choose_backend("pin")
     # without qemu-x86_64 (or on another architecture) lackey stays the fallback
     import corecast.sim.capture as cap
-    monkeypatch.setattr(cap.shutil, "which", lambda name: None if name == "qemu-x86_64" else "/usr/bin/" + name)
+    monkeypatch.setattr(cap, "system_program", lambda name: None if name == "qemu-x86_64" else "/usr/bin/" + name)
     assert cap.qemu_path() is None and choose_backend("auto") == "lackey"
     with pytest.raises(UserError, match="apt-get install qemu-user"):
         choose_backend("qemu")

@@ -35,6 +35,7 @@ import numpy as np
 from .. import outputs
 from ..collect import procs
 from ..errors import UserError
+from ..native import system_program
 from . import native as N
 from . import x86
 from .online import OnlineRun
@@ -66,7 +67,7 @@ def qemu_path() -> str | None:
     import platform
     if platform.machine() not in ("x86_64", "AMD64"):
         return None
-    return shutil.which("qemu-x86_64")
+    return system_program("qemu-x86_64")
 
 
 def choose_backend(backend: str) -> str:
@@ -83,7 +84,7 @@ def choose_backend(backend: str) -> str:
 
 
 def valgrind_path() -> str:
-    v = shutil.which("valgrind")
+    v = system_program("valgrind")
     if not v:
         raise UserError("valgrind is not installed (apt-get install valgrind); `corecast sim "
                         "capture` records traces with its lackey tool")

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..collect import procs
 from ..errors import UserError
-from ..native import native_path
+from ..native import native_path, system_program
 from . import native as N
 from . import x86
 from .synth import pack_uop
@@ -232,7 +232,7 @@ class OnlineRun:
     def __init__(self, cmd: Sequence[str], *, annotate: bool = True, markers: Sequence[str] = (),
                  env: dict[str, str] | None = None, progress: Callable[[int, int], None] | None = None,
                  ring_bytes: int = RING_BYTES, stdout: int | None = None):
-        self.qemu = shutil.which("qemu-x86_64")
+        self.qemu = system_program("qemu-x86_64")
         if self.qemu is None or os.uname().machine != "x86_64":
             raise UserError("online simulation runs the program under qemu-x86_64 on an x86-64 machine "
                             "(apt-get install qemu-user)")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +18,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..native import system_program
 from . import native as N
 from .x86decode import FLAGS, TMP_ADDR, TMP_LOAD, TMP_OP, Decoded, decode
 
@@ -36,14 +36,23 @@ def _clear_first(uops: list[int]) -> list[int]:
 # ----------------------------------------------------------------------------------------
 # objdump
 
+def objdump() -> str | None:
+    """binutils' objdump, where corecast may run it (`corecast.native.system_program`: as root,
+    never one another user could have put in PATH's way)."""
+    return system_program("objdump")
+
+
 def objdump_available() -> bool:
-    return shutil.which("objdump") is not None
+    return objdump() is not None
 
 
 def objdump_lines(path: str | Path, lo: int | None = None, hi: int | None = None) -> dict[int, tuple[int, str]]:
     """Each instruction objdump finds in `path` (file addresses), optionally only in [lo, hi):
     address -> (length, text)."""
-    cmd = ["objdump", "-d", "-w", str(path)]
+    tool = objdump()
+    if tool is None:
+        return {}
+    cmd = [tool, "-d", "-w", str(path)]
     if lo is not None and hi is not None:
         cmd[2:2] = [f"--start-address={lo:#x}", f"--stop-address={hi:#x}"]
     try:
