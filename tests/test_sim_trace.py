@@ -474,3 +474,24 @@ def test_writer_without_census_takes_the_callers_counts(tmp_path):
     assert headers[True] == headers[False]
     assert headers[False]["threads"] == 3 and not headers[False]["has_branches"] and not headers[False]["has_uops"]
     assert (tmp_path / "True.cctrace").read_bytes() == (tmp_path / "False.cctrace").read_bytes()
+
+
+@pytest.mark.parametrize("version", ['"1e999"', '{"a": 1}', "1e999", "true", "0", "-7", "2.5"])
+def test_a_trace_version_of_the_wrong_kind_is_one_line(tmp_path, version):
+    # the header's JSON said the version; `int(...)` of a text, an object or 1e999 was an
+    # internal error (exit status 1), not one line
+    import re
+    from corecast.sim.trace import Trace, read_trace, write_trace
+    p = write_trace(tmp_path / "t.cctrace", Trace(_some_records(100), {}), compress=False)
+    data = p.read_bytes()
+    offset, jlen = (int(v) for v in np.frombuffer(data[8:16], "<u4"))
+    blob = data[16:16 + jlen].decode()
+    assert re.search(r'"version": *\d+', blob)
+    body = re.sub(r'"version": *\d+', f'"version": {version}', blob).encode()
+    start = (16 + len(body) + 15) // 16 * 16
+    head = data[:8] + np.array([start, len(body)], "<u4").tobytes() + body
+    bad = tmp_path / "bad.cctrace"
+    bad.write_bytes(head + b" " * (start - len(head)) + data[offset:])
+    assert read_trace(p).meta["version"] >= 1
+    with pytest.raises(UserError, match="is not one this corecast reads"):
+        read_trace(bad)

@@ -147,6 +147,8 @@ def test_sim_result_without_baseline_cpi(cli, tmp_path):
     (["--sim", "{notsim}", "--machine", "atom-n540"], "not a `corecast sim --json` result"),
     (["--sim", "{badjson}"], "not valid JSON"),
     (["--mpki", "{ok}", "--sim", "{ok}"], "not allowed with"),
+    (["--mpki", "{huge}", "--machine", "atom-n540"], "must be a finite number"),
+    (["--sim", "{simpath}"], "machine.path must be text"),
 ])
 def test_user_errors_are_one_line_exit_2(cli, tmp_path, args, match):
     files = {
@@ -156,7 +158,12 @@ def test_user_errors_are_one_line_exit_2(cli, tmp_path, args, match):
         "unknown_event": tmp_path / "unknown.toml",
         "notsim": tmp_path / "notsim.json",
         "badjson": tmp_path / "bad.json",
+        "huge": tmp_path / "huge.json",
+        "simpath": tmp_path / "simpath.json",
     }
+    # an integer past the largest float (OverflowError), and a result naming a machine file `true`
+    files["huge"].write_text('{"baseline_cpi": 1, "instructions": 1000, "events": {"l2_hit": 1' + "0" * 400 + '}}')
+    files["simpath"].write_text(json.dumps(dict(SIM, machine={"name": "penryn-l5420", "path": True})))
     files["ok"].write_text("baseline_cpi = 1\ninstructions = 1000\n[events]\nl2_hit = 3\n")
     files["noinstr"].write_text("baseline_cpi = 1\n")
     files["unknown_event"].write_text("baseline_cpi = 1\ninstructions = 10\n[events]\nfrobs = 3\n")

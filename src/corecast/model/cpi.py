@@ -78,8 +78,8 @@ def _num(name: str, value: Any, *, positive: bool = False) -> float:
         raise UserError(f"{name} must be a number, got {value!r}")
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{name} must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):       # OverflowError: an integer past the largest float
+        raise UserError(f"{name} must be a finite number, got {str(value)[:40]}") from None
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         raise UserError(f"{name} must be a finite number {'>' if positive else '>='} 0, got {value!r}")
     return v
@@ -538,6 +538,9 @@ def inputs_from_sim(doc: Mapping[str, Any], where: str = "sim result",
     if isinstance(cores, int) and cores > 1:
         notes.append(f"events were simulated on {cores} cores (coherence misses included)")
     mach = doc.get("machine") if isinstance(doc.get("machine"), Mapping) else {}
+    for k in ("name", "path"):
+        if mach.get(k) is not None and not isinstance(mach.get(k), str):
+            raise UserError(f"{where}: machine.{k} must be text, got {str(mach.get(k))[:40]}")
     return CPIInputs(baseline_cpi=base, events=events, instructions=instructions, source=where,
                      notes=notes, machine=mach.get("name"), machine_path=mach.get("path"),
                      cores=cores if isinstance(cores, int) and cores >= 1 else 1)

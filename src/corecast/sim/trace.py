@@ -367,10 +367,11 @@ def read_trace(path: str | Path) -> Trace:
         raise UserError(f"{path}: damaged trace metadata") from None
     if not isinstance(meta, dict):
         raise UserError(f"{path}: damaged trace metadata (not a JSON object)")
-    if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
-        raise UserError(f"{path}: trace format {meta.get('format')} version "
-                        f"{meta.get('version')} is not one this corecast reads")
-    version = int(meta.get("version", 1))
+    version = meta.get("version", 1)
+    if meta.get("format") != FORMAT or isinstance(version, bool) or not isinstance(version, int) \
+            or not 1 <= version <= VERSION:
+        raise UserError(f"{path}: trace format {str(meta.get('format'))[:40]} version "
+                        f"{str(meta.get('version'))[:40]} is not one this corecast reads")
     if meta.get("compression") is not None or version >= 2:
         if COMPRESSIONS.get(version) != meta.get("compression"):
             raise UserError(f"{path}: trace compression {meta.get('compression')!r} is not one this corecast reads "
