@@ -96,15 +96,30 @@ def run(args: argparse.Namespace) -> int:
     finally:
         setup.close()
     ds = read_campaign(args.output)
-    messages.wrote(args.output, f"{len(ds.cores)} run(s) recorded")
+    if records:
+        messages.wrote(args.output, f"{len(ds.cores)} run(s) recorded")
+    else:
+        # A finished campaign resumed: nothing was run and nothing written (it said "wrote
+        # x.db: 6 run(s) recorded" of a file it had not touched).
+        messages.note(f"{args.output}: nothing left to run; its {len(ds.cores)} run(s) were already recorded")
     failed = [r for r in records if r.status != "ok"]
 
     def render() -> None:
         render_summary(ds, console())
         if failed:
-            print(f"{len(failed)} run(s) failed in this session; they are recorded with their exit status "
-                  f"(see `corecast export {args.output}`)")
+            print(failed_line(failed, args.output))
 
     print_document(output_format(args), lambda: campaign_summary(ds, args.output), render, rows=campaign_rows,
                    indent=1, default=str)
     return 1 if failed else 0
+
+
+def failed_line(failed: list, output: str) -> str:
+    """The line under the summary for the runs that failed in this session. Warm-ups are not
+    runs of the data (the summary's "runs ok" and "N run(s) recorded" leave them out), so they
+    are counted apart: "4 run(s) failed" of a campaign that recorded 2 contradicted itself."""
+    warm = sum(1 for r in failed if getattr(r, "warmup", False))
+    measured = len(failed) - warm
+    what = f"{measured} run(s)" + (f" and {warm} warm-up run(s)" if warm else "")
+    return (f"{what} failed in this session; they are recorded with their exit status "
+            f"(see `corecast export {output}`)")

@@ -53,9 +53,21 @@ def render_terminal(s: dict[str, Any], data: Dataset, con: Console) -> None:
             last = g["per_cores"][-1] if g["per_cores"] else {}
             share = last.get("wait_share")
             con.print(f"  {escape(g['site'])}: {escape(str(g['call']))}"
-                      + ("" if share is None else f": waits {100 * share:.1f}% of thread time at {last['cores']} cores"))
+                      + ("" if share is None else f": waits {100 * share:.1f}% of thread time at {last['cores']} "
+                               + ("core" if last["cores"] == 1 else "cores")))
     for line in note_lines(data.notes or {}):
         con.print(line)
+
+
+def column_source(c: dict) -> str:
+    """A column's source as `info` says it: a column no run gave a value for (an event this
+    machine does not support, one denied) is not "measured: ..." -- it says its status and what
+    was asked for, as the columns table's status does."""
+    src = c.get("source") or "not recorded"
+    status = c.get("status") or "ok"
+    if status in ("ok", "derived") or c.get("values"):
+        return src
+    return f"{status}, no value: " + re.sub(r"^measured:\s*", "", src)
 
 
 def source_groups(columns: list[dict]) -> list[tuple[list[str], str]]:
@@ -63,7 +75,7 @@ def source_groups(columns: list[dict]) -> list[tuple[list[str], str]]:
     own column (as the perf software events do) are written once, "(the column)" in its place."""
     groups: dict[str, list[tuple[str, str]]] = {}
     for c in columns:
-        src = c["source"] or "not recorded"
+        src = column_source(c)
         key = re.sub(rf"(?<![\w]){re.escape(c['name'])}(?![\w])", "(the column)", src)
         groups.setdefault(key, []).append((c["name"], src))
     out = []

@@ -149,8 +149,8 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
         top = doc["predictions"][-1]["cores"]
         brow = []
         for b in doc["bottlenecks"]:
-            brow.append([b["rank"], b["category"], b["model"], b["growth"], b["share_measured"],
-                         b["share_at_largest_target"], _pct(b.get("charged_share")), b["verdict"]])
+            brow.append([b["rank"], b["category"], b["model"], b["growth"], _share(b.get("share_measured")),
+                         _share(b.get("share_at_largest_target")), _pct(b.get("charged_share")), b["verdict"]])
         con.print(T.make_table(f"Bottlenecks (stalls per core, largest measured → {top} cores)",
                                ["rank", "category", "model", "growth", "share now", f"share at {top}",
                                 "charged", "verdict"],
@@ -167,6 +167,20 @@ WAITS_HEADER = ["category", "wait core-s", "idle part (shim)", "charged core-s",
 
 def _pct(v: Any) -> str:
     return "-" if v is None else f"{100 * float(v):.0f}%"
+
+
+def _share(v: Any) -> str:
+    """A share of the stalls as a percentage, as the "charged" column beside it: the fractions
+    were printed raw, "1" beside "6.421e-06" in one column. A share too small to round to 1%
+    is "<1%", never a "0%" that reads as none measured."""
+    if v is None:
+        return "-"
+    f = float(v)
+    if f != f:
+        return "-"
+    if 0 < f < 0.005:
+        return "<1%"
+    return f"{100 * f:.0f}%"
 
 
 def lost_rows(lost: dict[str, Any]) -> list[list[Any]]:
