@@ -363,3 +363,17 @@ def test_throughput_only_table_leaves_out_a_meaningless_time(cli, tmp_path):
     html = tmp_path / "r.html"
     r = cli("predict", p, "--cores", "16", "--report", html)
     assert r.code == 0 and "time_s" not in html.read_text().split("Predictions", 1)[1].split("</table>", 1)[0]
+
+
+def test_a_campaign_whose_runs_all_failed_says_so_not_that_the_column_is_missing():
+    # `measure -- false`, then predict: it said "needs a 'time_s' or 'throughput' column to
+    # predict (metrics: time_s, ...)", naming the column it said was missing
+    from corecast import dataset as D
+    from corecast.errors import UserError
+    from corecast.model.series import input_metric
+    ds = D.Dataset(cores=np.array([1.0, 2.0]), metrics={"time_s": np.array([np.nan, np.nan])})
+    with pytest.raises(UserError, match="no run has a value of 'time_s' to predict from") as err:
+        input_metric(ds)
+    assert "needs a" not in str(err.value)
+    with pytest.raises(UserError, match="needs a 'time_s' or 'throughput' column"):
+        input_metric(D.Dataset(cores=np.array([1.0, 2.0]), metrics={"rss": np.array([1.0, 2.0])}))

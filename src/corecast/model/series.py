@@ -39,6 +39,13 @@ def input_metric(ds: Dataset) -> str:
         return "time_s"
     if "throughput" in ds.metrics and np.isfinite(ds.metrics["throughput"]).any():
         return "throughput"
+    empty = [m for m in ("time_s", "throughput") if m in ds.metrics]
+    if empty:
+        # the column is there and every value is missing: runs that failed (a campaign records
+        # them with their exit status and no time); "needs a 'time_s' column (metrics: time_s)"
+        # contradicted itself
+        raise UserError(f"{ds.label}: no run has a value of {' or '.join(repr(m) for m in empty)} to predict from "
+                        "(runs that failed are recorded without one: `corecast info` shows their status)")
     avail = ", ".join(ds.metrics) or "none"
     raise UserError(f"{ds.label}: needs a 'time_s' or 'throughput' column to predict (metrics: {avail})")
 
