@@ -116,6 +116,23 @@ def test_steep_growth_is_capped_and_still_meets_the_last_point():
     assert any("grows as n^5.0" in w and "n^2 at most" in w for w in f.warnings)
 
 
+def test_steep_growth_of_a_charged_part_says_it_is_the_charged_part():
+    # condition waits flat at 5 s a run, but the runs lost core-time only at 2 cores: the part
+    # charged to time grows as n^10; the warning said "stall category 'cond_wait_cycles' grows
+    # as n^10", which the flat measured waits contradict
+    rows = []
+    for n, t, u in ((1, 10.0, 9.999), (2, 5.5, 10.0)):
+        for r in range(3):
+            f = 1 + 0.002 * (r - 1)
+            rows.append({"cores": n, "repetition": r, "time_s": t * f, "user_s": u * f, "sys_s": 0.0,
+                         "cond_wait_cycles": 5.0 * CLOCK})
+    cols = {"cond_wait_cycles": D.ColumnInfo("cond_wait_cycles", kind="stall", unit="cycles", source="shim")}
+    ds = D.Dataset.from_rows(rows, columns=cols, machine=D.Machine(nominal_freq_hz=CLOCK))
+    f = twopoint.fit_dataset(ds, use_stalls=True)
+    steep = [w for w in f.warnings if "grows as n^" in w]
+    assert len(steep) == 1 and steep[0].startswith("the part of stall category 'cond_wait_cycles' charged to time")
+
+
 def test_unknown_clock_falls_back_to_time_laws():
     ds = two_core_dataset([1.0, 0.6], {"lock_wait_cycles": [0, 1e7]}, clock=None, reps=1)
     f = predictors.fit("auto", ds)

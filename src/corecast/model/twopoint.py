@@ -345,7 +345,11 @@ def fit_dataset(ds: Dataset, size: float | None = None, freq_ratio: float = 1.0,
             raise UserError(f"{ds.label}: stall category '{nm}' has negative values")
         st = StallLaw(nm, ag.cores, v)
         if st.raw_exponent > StallLaw.MAX_EXPONENT:
-            warns.append(f"stall category '{nm}' grows as n^{st.raw_exponent:.1f} between {ag.cores[0]:g} and "
+            # after the lost-core-time analysis a category is its part charged to time, which can
+            # grow steeply where the waits themselves are flat: say which was measured
+            what = (f"the part of stall category '{nm}' charged to time (the core-time the runs lost)"
+                    if losttime.was_prepared(ds1, nm) else f"stall category '{nm}'")
+            warns.append(f"{what} grows as n^{st.raw_exponent:.1f} between {ag.cores[0]:g} and "
                          f"{ag.cores[1]:g} cores; extrapolated as n^{StallLaw.MAX_EXPONENT:g} at most (steeper "
                          "growth from two points is noise or other processes competing for the cores)")
         stalls.append(st)
