@@ -92,7 +92,10 @@ class PerfSession:
             desc = (sp.description if sp is not None else None) or None
             if v.status != "ok" and v.message:
                 desc = f"{desc + '; ' if desc else ''}{v.status}: {v.message}"
-            cols.append(ColumnInfo(name=col, kind=kind, unit=unit, source=f"measured: {origin} {v.name}{enc}, "
+            # an event that gave no value was asked for, not measured (info's JSON said "measured"
+            # of an event this machine does not support)
+            said = "measured" if status == "ok" else "asked for"
+            cols.append(ColumnInfo(name=col, kind=kind, unit=unit, source=f"{said}: {origin} {v.name}{enc}, "
                                    "inherited by every thread and child, counting from exec",
                                    status=status, description=desc))
             det[col] = {"event": v.name, "status": v.status, "message": v.message, "raw": v.raw,

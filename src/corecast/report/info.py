@@ -67,7 +67,7 @@ def column_source(c: dict) -> str:
     status = c.get("status") or "ok"
     if status in ("ok", "derived") or c.get("values"):
         return src
-    return f"{status}, no value: " + re.sub(r"^measured:\s*", "", src)
+    return f"{status}, no value: " + re.sub(r"^(measured|asked for):\s*", "", src)
 
 
 def source_groups(columns: list[dict]) -> list[tuple[list[str], str]]:
