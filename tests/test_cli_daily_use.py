@@ -128,3 +128,15 @@ def test_a_campaign_records_an_event_that_gave_no_value_as_asked_for(cli, tmp_pa
         if c.get("status") in ("not supported", "unavailable", "denied"):
             assert not c["source"].startswith("measured"), c
     assert any((c.get("source") or "").startswith("measured: perf") for c in cols.values()), cols
+
+
+def test_the_time_range_is_not_joined_by_a_hyphen():
+    # "9.538e-04-9.538e-04": a hyphen between numbers in scientific notation reads as a minus
+    from corecast.report import campaign
+    ds = dataset.Dataset(cores=[1.0, 1.0, 2.0], metrics={"time_s": [9.538e-4, 1.2e-3, 5e-4]})
+    con = terminal.console()
+    with con.capture() as cap:
+        campaign.render_summary(ds, con)
+    out = cap.get()
+    assert "9.538e-04 – 0.0012" in out or "9.538e-04 – 1.2e-03" in out, out
+    assert not re.search(r"e-0\d-\d", out), out

@@ -116,7 +116,7 @@ def render_summary(ds: Dataset, console: Any) -> None:
     t.add_column("cores", justify="right")
     t.add_column("runs ok", justify="right")
     t.add_column("time_s", justify="right")
-    t.add_column("min-max", justify="right")
+    t.add_column("min – max", justify="right")
     has_x = any(r.get("throughput") is not None for r in rows)
     if has_x:
         t.add_column("throughput", justify="right")
@@ -127,7 +127,7 @@ def render_summary(ds: Dataset, console: Any) -> None:
         if r["failed"]:
             runs = f"[red]{runs}[/]"
         ts = r.get("time_s")
-        cells = [str(r["cores"]), runs, fmt(ts[0]) if ts else "-", f"{fmt(ts[1])}-{fmt(ts[2])}" if ts else "-"]
+        cells = [str(r["cores"]), runs, fmt(ts[0]) if ts else "-", f"{fmt(ts[1])} – {fmt(ts[2])}" if ts else "-"]
         if has_x:
             cells.append(fmt(r.get("throughput")))
         cells.append(f"{r['speedup']:.2f}" if r.get("speedup") else "-")
