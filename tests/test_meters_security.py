@@ -277,6 +277,15 @@ int main(int argc, char **argv) {
     ccm_board b;
     if (argc < 3 || ccm_open(&b, argv[1]) || ccm_app_publish(&b, "x", 1.0)) return 10;   /* the handler is in */
     if (argv[2][0] == 'k') { kill(getpid(), SIGBUS); return 11; }                           /* sent */
+    if (argv[2][0] == 'a') {        /* the kernel's asynchronous notice of a memory error elsewhere */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        si.si_signo = SIGBUS;
+        si.si_code = BUS_MCEERR_AO;
+        si.si_addr = &si;
+        if (syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &si)) return 15;
+        return 16;
+    }
     int fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC, 0600);                              /* a fault elsewhere */
     if (fd < 0 || ftruncate(fd, 4096)) return 12;
     volatile char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -287,14 +296,17 @@ int main(int argc, char **argv) {
 """
 
 
-@pytest.mark.parametrize("how", ["kill", "fault"])
+@pytest.mark.parametrize("how", ["kill", "fault", "mce_notice"])
 def test_a_publishers_other_sigbus_still_kills_it(tmp_path, how):
     """The publisher's SIGBUS handler takes only faults inside an area it publishes to: a SIGBUS
-    sent to it, or a fault in another mapping, still ends it as the default action does."""
+    sent to it, a fault in another mapping, or the kernel's asynchronous notice of a memory
+    error (BUS_MCEERR_AO: a positive si_code, but no instruction faults again after it; the
+    handler swallowed it and the process ran on) still ends it as the default action does."""
     exe = compile_c(tmp_path, C_OTHER_SIGBUS, "other")
     d = fake_daemon(tmp_path)
     try:
-        r = subprocess.run([str(exe), d.opts.blackboard, "k" if how == "kill" else str(tmp_path / "f")],
+        arg = {"kill": "k", "mce_notice": "a"}.get(how, str(tmp_path / "f"))
+        r = subprocess.run([str(exe), d.opts.blackboard, arg],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == -7, (r.returncode, r.stderr)            # SIGBUS
     finally:

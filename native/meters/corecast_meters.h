@@ -551,16 +551,30 @@ __attribute__((weak)) struct ccm__bus_area ccm__bus_areas[CCM__BUS_AREAS];
 __attribute__((weak)) struct sigaction ccm__bus_old;  /* the handler before ours */
 __attribute__((weak)) int ccm__bus_installed;         /* 0 no, 1 installing, 2 installed */
 
+#ifdef BUS_MCEERR_AO
+#define CCM__BUS_MCEERR_AO BUS_MCEERR_AO
+#else
+#define CCM__BUS_MCEERR_AO 5     /* Linux's value, where <signal.h> was read without it */
+#endif
+
 static inline void ccm__on_sigbus(int sig, siginfo_t *si, void *ctx) {
     unsigned char *a = (unsigned char *)si->si_addr;
     int ours = 0;
-    if (si->si_code > 0)         /* a fault (not kill or raise): si_addr is the address touched */
+    /* A fault of the instruction the handler returns to, which then runs (and faults) again; not
+     * a signal sent (kill, raise: si_code <= 0), nor the kernel's asynchronous notice of a
+     * memory error (BUS_MCEERR_AO: it has an address, but nothing runs again after it). */
+    const int refaults = si->si_code > 0 && si->si_code != CCM__BUS_MCEERR_AO;
+    if (refaults)                /* a fault (not kill or raise): si_addr is the address touched */
         for (int i = 0; i < CCM__BUS_AREAS; i++) {
             struct ccm__bus_area *e = &ccm__bus_areas[i];
-            if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2 || a < e->base || a >= e->base + e->len)
+            if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2)
+                continue;
+            unsigned char *base = e->base;     /* read once: the range checked is the range replaced */
+            size_t len = e->len;
+            if (a < base || a >= base + len)
                 continue;
             int saved = errno;
-            void *p = mmap(e->base, e->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            void *p = mmap(base, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
             errno = saved;
             if (p == MAP_FAILED)
                 break;
@@ -574,20 +588,20 @@ static inline void ccm__on_sigbus(int sig, siginfo_t *si, void *ctx) {
             ccm__bus_old.sa_sigaction(sig, si, ctx);
         return;
     }
-    if (ccm__bus_old.sa_handler == SIG_IGN && si->si_code <= 0)
+    if (ccm__bus_old.sa_handler == SIG_IGN && !refaults)
         return;
     if (ccm__bus_old.sa_handler != SIG_DFL && ccm__bus_old.sa_handler != SIG_IGN) {
         ccm__bus_old.sa_handler(sig);
         return;
     }
     /* the default action, as without this handler: a fault happens again at once when the
-     * handler returns, a sent signal is raised again (delivered when the handler returns) */
+     * handler returns, any other SIGBUS is raised again (delivered when the handler returns) */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGBUS, &dfl, NULL);
-    if (si->si_code <= 0)
+    if (!refaults)
         raise(sig);
 }
 
@@ -597,12 +611,19 @@ static inline int ccm__bus_install(void) {
     while (st != 2) {
         int zero = 0;
         if (__atomic_compare_exchange_n(&ccm__bus_installed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            /* the action before ours, read first: a SIGBUS of another thread between installing
+             * ours and sigaction's copy of the old one would otherwise find it empty */
+            if (sigaction(SIGBUS, NULL, &ccm__bus_old) != 0) {
+                int err = errno;
+                __atomic_store_n(&ccm__bus_installed, 0, __ATOMIC_RELEASE);
+                return -err;
+            }
             struct sigaction sa;
             memset(&sa, 0, sizeof sa);
             sa.sa_sigaction = ccm__on_sigbus;
             sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
             sigemptyset(&sa.sa_mask);
-            if (sigaction(SIGBUS, &sa, &ccm__bus_old) != 0) {
+            if (sigaction(SIGBUS, &sa, NULL) != 0) {
                 int err = errno;
                 __atomic_store_n(&ccm__bus_installed, 0, __ATOMIC_RELEASE);
                 return -err;
