@@ -160,6 +160,44 @@ def test_cgroup_v2_gives_back_the_controller_after_a_failed_set_up(tmp_path, mon
     assert not (mnt / f"corecast-sched-{os.getpid()}").exists()
 
 
+def test_cgroup_v2_gives_back_the_controller_when_interrupted_just_after_enabling_it(tmp_path, monkeypatch):
+    """SIGTERM (KeyboardInterrupt, as Ctrl-C) arriving once the "+cpu" write is done but before
+    the run noted that it enabled the controller: the clean-up still gives it back (it left it
+    enabled, and dismissed the keeper that would have disabled it)."""
+    monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)
+    mnt = _fake_v2_root(tmp_path, "memory")
+    real = E._Cgroup._write
+
+    def write(self, path, text):
+        real(self, path, text)
+        if path == mnt / "cgroup.subtree_control" and text == "+cpu":
+            path.write_text("cpu memory\n")            # the kernel shows it enabled
+            raise KeyboardInterrupt()                   # the signal, right after the write
+    monkeypatch.setattr(E._Cgroup, "_write", write)
+    with pytest.raises(KeyboardInterrupt):
+        E.CgroupV2(mnt, [1], 0.5)
+    assert _subtree(mnt) == "-cpu"
+    assert not (mnt / f"corecast-sched-{os.getpid()}").exists()
+
+
+def test_cgroup_v2_a_refused_enable_is_not_given_back(tmp_path, monkeypatch):
+    """The kernel refused "+cpu": the run enabled nothing, so it disables nothing at the end
+    (someone who enabled cpu meanwhile keeps it)."""
+    monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)
+    mnt = _fake_v2_root(tmp_path, "memory")
+    real = E._Cgroup._write
+
+    def write(self, path, text):
+        if path == mnt / "cgroup.subtree_control" and text == "+cpu":
+            path.write_text("cpu memory\n")            # someone else's, at that moment
+            raise UserError(f"{path}: cannot write '+cpu': Device or resource busy")
+        real(self, path, text)
+    monkeypatch.setattr(E._Cgroup, "_write", write)
+    with pytest.raises(UserError, match="busy"):
+        E.CgroupV2(mnt, [1], 0.5)
+    assert _subtree(mnt) == "cpu memory"
+
+
 @pytest.mark.parametrize("other", ["run", "below", "setting"])
 def test_cgroup_v2_leaves_the_controller_when_another_uses_it(tmp_path, monkeypatch, other):
     monkeypatch.setattr(E, "_rmdir", shutil.rmtree, raising=False)

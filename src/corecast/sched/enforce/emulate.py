@@ -275,9 +275,16 @@ class CgroupV2(_Cgroup):
             if before is None or "cpu" not in before:
                 if before is not None:
                     self._keeper = _Keeper(mount, self.base)    # before the write, as the sentinel
-                self._write(mount / "cgroup.subtree_control", "+cpu")
-                # unreadable before: whether it was on is not known, so it is never disabled
+                # unreadable before: whether it was on is not known, so it is never disabled.
+                # Said before the write: a SIGTERM or Ctrl-C (KeyboardInterrupt) between the
+                # write and this line left the controller on with the keeper dismissed; where
+                # the write never happened, close() finds it off and has nothing to give back.
                 self.enabled_cpu = before is not None
+                try:
+                    self._write(mount / "cgroup.subtree_control", "+cpu")
+                except UserError:
+                    self.enabled_cpu = False             # the kernel refused: it was not enabled
+                    raise
             for d in ("big", "small"):
                 try:
                     (self.base / d).mkdir(exist_ok=True)
