@@ -4,6 +4,8 @@ its dwell, while a trigger with a dwell longer than the busy phase never changes
 from __future__ import annotations
 
 import math
+import os
+import signal
 import subprocess
 import time
 
@@ -12,7 +14,7 @@ import pytest
 from corecast.dataset import load
 from corecast.native import native_path
 
-from conftest import board_name, start_daemon, stop
+from conftest import board_name, marked_pids, start_daemon, stop
 
 DWELL = 0.3
 WINDOW = 0.2
@@ -73,3 +75,88 @@ dwell = "6s"
     cpu = ds.metrics[f"process_cpu@pid{phases.pid}"]
     assert max(v for v in cpu if not math.isnan(v)) > 0.2
     assert max(v for v in ds.metrics[f"process_threads@pid{phases.pid}"] if not math.isnan(v)) == 3
+
+
+def _trigger_running_a_tree(tmp_path, mark):
+    """A trigger that goes HIGH at once (the node is never completely idle) and whose command
+    leaves a tree running: a child in the background and one that left with setsid."""
+    trig = tmp_path / "tree.toml"
+    trig.write_text(f"""
+[[trigger]]
+name = "tree"
+meter = "cpu_busy"
+scope = "node"
+low = 0.0
+high = 1e-9
+command = "setsid sleep 300 & sleep 301 & echo started > {tmp_path / 'started'}; wait"
+""")
+    env = dict(os.environ, CORECAST_TEST_TRIGGER_MARK=mark)
+    return trig, env
+
+
+def _wait_for(what, cond, timeout=60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"waited {timeout:g} s for {what}")
+
+
+def _left(mark, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and marked_pids("CORECAST_TEST_TRIGGER_MARK", mark):
+        time.sleep(0.1)
+    left = marked_pids("CORECAST_TEST_TRIGGER_MARK", mark)
+    for pid in left:                       # never left to the next test
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+@pytest.mark.slow
+def test_trigger_commands_do_not_outlive_the_daemon_that_stops(tmp_path):
+    """A trigger's command (and what it started) outlived the daemon: `setsid sleep` and the
+    background `sleep` kept running after a clean stop (SIGTERM, or the --duration's end)."""
+    mark = f"stop-{os.getpid()}-{time.monotonic_ns()}"
+    trig, env = _trigger_running_a_tree(tmp_path, mark)
+    name = board_name()
+    p = start_daemon(name, "--interval", "10ms", "--triggers", trig, env=env)
+    try:
+        _wait_for("the trigger's command", lambda: (tmp_path / "started").exists())
+        rc, _out, err = stop(p)
+        assert rc == 0, err
+        assert "trigger tree: its command was still running; stopped" in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert _left(mark) == []
+
+
+@pytest.mark.slow
+def test_trigger_commands_die_with_a_daemon_killed_by_sigkill(tmp_path):
+    """SIGKILL of the daemon left its trigger's command tree running (start_new_session, never
+    waited for); now corecast-launch kills it when the daemon dies."""
+    mark = f"kill-{os.getpid()}-{time.monotonic_ns()}"
+    trig, env = _trigger_running_a_tree(tmp_path, mark)
+    name = board_name()
+    p = start_daemon(name, "--interval", "10ms", "--triggers", trig, env=env)
+    try:
+        _wait_for("the trigger's command", lambda: (tmp_path / "started").exists())
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        from corecast.meters import board as B
+        for f in (B.board_path(name), B.board_path(name).with_name(B.board_path(name).name + ".app")):
+            try:
+                f.unlink()                 # the stale board a killed daemon leaves (docs/meters.md)
+            except FileNotFoundError:
+                pass
+    assert _left(mark) == []

@@ -220,8 +220,11 @@ def test_cgroup_v2_leaves_the_controller_when_another_uses_it(tmp_path, monkeypa
 
 # A process that sets the emulation up on a fake root and waits; the keeper's pid on its line.
 HOLDER = r"""
-import os, shutil, sys, time
+import os, shutil, signal, sys, time
 from pathlib import Path
+# Ctrl-C as at a terminal: a test session started in the background (nohup, `cmd &` in a
+# script) inherits SIGINT ignored, and Python then leaves it so
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from corecast.sched.enforce import emulate as E
 E._rmdir = shutil.rmtree
 em = E.CgroupV2(Path(sys.argv[1]), [1], 0.5)
