@@ -88,7 +88,7 @@ meter = "cpu_busy"
 scope = "node"
 low = 0.0
 high = 1e-9
-command = "setsid sleep 300 & sleep 301 & echo started > {tmp_path / 'started'}; wait"
+command = "exec >/dev/null 2>&1; setsid sleep 300 & sleep 301 & echo started > {tmp_path / 'started'}; wait"
 """)
     env = dict(os.environ, CORECAST_TEST_TRIGGER_MARK=mark)
     return trig, env

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
 
 from ..collect import sources, topology
+from ..collect.procs import Supervised
 from ..collect.events import abi
 from ..collect.perf.counting import open_counters
 from ..collect.stat.backend import PerfBackend
@@ -141,7 +141,7 @@ class Daemon:
             t.scope for t in self.triggers if t.definition.advise) if s.kind != "node"]
         self.exporter = self.writer = self.engine = self.reader = self.recorder = None
         self.handles: list[tuple[Any, list[tuple[str, int]]]] = []
-        self.commands: list[tuple[str, subprocess.Popen]] = []
+        self.commands: list[tuple[str, Supervised]] = []
         self.stopping = False
         self.slots: dict[int, int] = {}        # slot -> tid
         self.slot_fds: dict[int, int] = {}
@@ -371,19 +371,40 @@ class Daemon:
                        CORECAST_STATE=new, CORECAST_PREVIOUS_STATE=old, CORECAST_VALUE=repr(ev.value),
                        CORECAST_LOW=repr(d.low), CORECAST_HIGH=repr(d.high), CORECAST_BLACKBOARD=self.opts.blackboard,
                        CORECAST_TIME=f"{time.time():.6f}")
+            # through corecast-launch, in a process group of its own (the terminal's Ctrl-C is
+            # the daemon's): what it leaves running is killed when it ends, and its whole tree
+            # when the daemon stops or dies, SIGKILL included (it outlived the daemon)
             try:
-                p = subprocess.Popen(d.command, shell=True, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
-                self.commands.append((d.name, p))
-            except OSError as err:
-                self.say(f"trigger {d.name}: cannot run its command: {err.strerror or err}")
+                p = Supervised(["/bin/sh", "-c", d.command], env=env, stdin=os.devnull)
+                p.start()
+                if p.exec_error is not None:
+                    p.close()
+                    self.say(f"trigger {d.name}: cannot run its command: {os.strerror(p.exec_error)}")
+                else:
+                    self.commands.append((d.name, p))
+            except UserError as err:
+                self.say(f"trigger {d.name}: cannot run its command: {err}")
 
-    def _reaped(self, name: str, p: subprocess.Popen) -> bool:
+    def _reaped(self, name: str, p: Supervised) -> bool:
         rc = p.poll()
         if rc is None:
             return False
         if rc != 0:
             self.say(f"trigger {name}: its command exited with status {rc}")
         return True
+
+    def _stop_commands(self, grace_s: float = 2.0) -> None:
+        """The trigger commands still running when the daemon stops: given `grace_s` to end on
+        their own, then stopped (SIGTERM, SIGKILL) with their whole tree."""
+        deadline = time.monotonic() + grace_s
+        for name, p in self.commands:
+            if not self._reaped(name, p):
+                p.poll(max(0.0, deadline - time.monotonic()))
+            if not p.ended:
+                self.say(f"trigger {name}: its command was still running; stopped")
+                p.stop(grace=1.0)
+            p.close()
+        self.commands = []
 
     def _follow_threads(self) -> None:
         pid = self.opts.pid
@@ -434,6 +455,8 @@ class Daemon:
 
     # ------------------------------------------------------------------ the end
     def close(self) -> None:
+        if getattr(self, "commands", None):
+            self._stop_commands()
         if getattr(self, "probe", None) is not None:
             self.probe.stop()
             self.probe = None
