@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -291,3 +292,42 @@ def test_carrying_finds_the_marked_processes_and_only_those():
             p.kill()
             p.wait()
     assert procs.carrying("CORECAST_CARRY_TEST", token) == []
+
+
+# ---------------------------------------------------------------- the tracefs mount
+_NS_SCRIPT = r"""
+umount /sys/kernel/debug 2>/dev/null; umount /sys/kernel/tracing 2>/dev/null
+mounted() { awk '$2 == "/sys/kernel/tracing" || $2 == "/sys/kernel/debug" {found=1} END {exit !found}' /proc/mounts; }
+mounted && { echo "cannot unmount tracefs here"; exit 90; }
+"$@"
+echo "rc $?"
+i=0
+while mounted && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+mounted && echo LEFT MOUNTED
+exit 0
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/kernel/tracing").is_dir() or not shutil.which("unshare"),
+                    reason="needs root, /sys/kernel/tracing and unshare (a private mount namespace)")
+@pytest.mark.parametrize("how", ["events", "sigkill"])
+def test_tracefs_mounted_for_tracepoints_is_unmounted_however_corecast_ends(how):
+    """`corecast events` (and a tracepoint counter) mounted tracefs at /sys/kernel/tracing when it
+    was not mounted, and left it mounted on every exit. Run in a private mount namespace, so
+    the machine's own mounts are never touched."""
+    if how == "events":
+        cmd = [sys.executable, "-m", "corecast", "events", "--format", "json"]
+    else:                                  # corecast killed while its mount is there
+        cmd = [sys.executable, "-c", "import os, signal\nfrom corecast.collect.events import tracefs_dir\n"
+               "print('tracefs', tracefs_dir(), flush=True)\nos.kill(os.getpid(), signal.SIGKILL)"]
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _NS_SCRIPT, "sh", *cmd],
+                       capture_output=True, text=True, timeout=120)
+    if "cannot unmount tracefs here" in r.stdout or "unshare: " in r.stderr:
+        pytest.skip(f"no private mount namespace with tracefs unmounted here: {r.stdout}{r.stderr}")
+    if how == "events":
+        assert "rc 0" in r.stdout, r.stderr
+        doc = json.loads(r.stdout[:r.stdout.rindex("rc 0")])
+        assert doc["tracefs"] == "/sys/kernel/tracing"          # it was mounted, and used
+    else:
+        assert "tracefs /sys/kernel/tracing" in r.stdout and "rc 137" in r.stdout, r.stdout + r.stderr
+    assert "LEFT MOUNTED" not in r.stdout

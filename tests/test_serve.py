@@ -510,3 +510,71 @@ def test_meters_replay_json_is_the_recording_summarised(tmp_path, cli):
     assert t["column"] == "trigger:never@node" and t["transitions"] == [] and "no change" in text
     assert not any(np.nan_to_num(ds.metrics[t["column"]]))
     assert {a["scope"] for a in doc["advice"]} >= {"node"}
+
+
+# ---------------------------------------------------------------- a killed server's live stat
+@pytest.mark.slow
+def test_live_stat_ends_with_a_server_killed_by_sigkill(tmp_path):
+    """SIGKILL of `serve` left its live `corecast stat` (a session of its own) running with its
+    command until stat's next row found the pipe gone: a whole interval later (here 60 s, and
+    the page allows any). The stat now gets SIGTERM from the kernel when the server dies, and
+    ends as it does on SIGTERM: its command and everything else it started go with it."""
+    import os
+    import signal
+    import sys
+    import time
+    import urllib.request
+    from conftest import marked_pids
+
+    mark = f"serve-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, CORECAST_TEST_SERVE_MARK=mark, TMPDIR=str(tmp_path))
+    server = subprocess.Popen([sys.executable, "-m", "corecast", "serve", "--listen", "127.0.0.1:0"], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = token = None
+        end = time.monotonic() + 120
+        while time.monotonic() < end and url is None:
+            line = server.stdout.readline()
+            assert line, "the server ended before it printed its address"
+            m = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", line)
+            if m:
+                url, token = m.group(1), m.group(2)
+        assert url, "no address printed"
+        auth = {"Authorization": f"token {token}"}
+        page = urllib.request.urlopen(urllib.request.Request(url + "/", headers=auth), timeout=60).read().decode()
+        page_token = re.search(r'name="corecast-token" content="([^"]+)"', page).group(1)
+        body = {"events": ["task_clock"], "interval": 60, "command": ["sleep", "300"]}
+        req = urllib.request.Request(url + "/api/stat", data=json.dumps(body).encode(), method="POST",
+                                     headers={**auth, "X-Corecast-Token": page_token,
+                                              "Content-Type": "application/json"})
+        assert urllib.request.urlopen(req, timeout=60).status == 200
+        # the stat and its command run
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            names = [Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in marked_pids(
+                "CORECAST_TEST_SERVE_MARK", mark) if Path(f"/proc/{p}/cmdline").exists()]
+            if any(n.rsplit(b"/", 1)[-1] == b"sleep" for n in names):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the live stat's command never started")
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        end = time.monotonic() + 30
+        while time.monotonic() < end and marked_pids("CORECAST_TEST_SERVE_MARK", mark):
+            time.sleep(0.1)
+        left = marked_pids("CORECAST_TEST_SERVE_MARK", mark)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert left == []
+        end = time.monotonic() + 30            # stat's sentinel removes its region file
+        while time.monotonic() < end and list(tmp_path.iterdir()):
+            time.sleep(0.1)
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()

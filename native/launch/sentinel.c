@@ -12,6 +12,10 @@
  *                  the cgroups below it (only on a cgroup file system); or a resctrl group
  *                  (`sim mrc-online`), removed with its monitoring groups -- its tasks go back
  *                  to the default group, so nothing in it is killed
+ *   mount PATH     a file system corecast is about to mount at PATH (tracefs, which `events`
+ *                  and the tracepoint counters mount at /sys/kernel/tracing when it is not):
+ *                  unmounted -- the topmost mount there, if it is still the kind it was told
+ *                  about, never through a symbolic link, and not while in use (EBUSY: kept)
  *   drop PATH      corecast has removed PATH itself: forget it
  *
  * When the pipe closes -- corecast exited, normally or not, SIGKILL included: the kernel closes
@@ -36,17 +40,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#ifndef TRACEFS_MAGIC
+#define TRACEFS_MAGIC 0x74726163
+#endif
 #ifndef RDTGROUP_SUPER_MAGIC
 #define RDTGROUP_SUPER_MAGIC 0x7655821
 #endif
 #include <sys/stat.h>
+#include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
 enum { MAX_ITEMS = 4096, MAX_DEPTH = 64 };
-enum kind { NONE = 0, DIR_, FILE_, CGROUP };
+enum kind { NONE = 0, DIR_, FILE_, CGROUP, MOUNT };
 
 static struct item {
     enum kind kind;
@@ -193,15 +201,28 @@ static void remove_cgroup(const char *dir, int depth) {
     }
 }
 
+/* Unmount the file system corecast mounted at `path`: only a tracefs (the one kind corecast
+ * mounts), never through a symbolic link; one in use (EBUSY) stays. */
+static void unmount(const char *path) {
+    struct statfs fs;
+    if (statfs(path, &fs) != 0 || fs.f_type != TRACEFS_MAGIC)
+        return;
+    umount2(path, UMOUNT_NOFOLLOW);
+}
+
 static void clean(void) {
-    /* cgroups first: their processes die before the folders they may write to are removed */
-    for (int pass = 0; pass < 2; pass++)
+    /* cgroups first: their processes die before the folders they may write to are removed;
+     * then mounts, then folders and files */
+    for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < MAX_ITEMS; i++) {
             struct item *it = &items[i];
-            if (it->kind == NONE || (pass == 0) != (it->kind == CGROUP))
+            int want = it->kind == CGROUP ? 0 : it->kind == MOUNT ? 1 : 2;
+            if (it->kind == NONE || pass != want)
                 continue;
             if (it->kind == CGROUP)
                 remove_cgroup(it->path, 0);
+            else if (it->kind == MOUNT)
+                unmount(it->path);
             else
                 remove_path(it->path, it->kind == DIR_);
             free(it->path);
@@ -223,6 +244,8 @@ static void take(const char *line) {
         k = FILE_;
     else if (kl == 6 && !strncmp(line, "cgroup", 6))
         k = CGROUP;
+    else if (kl == 5 && !strncmp(line, "mount", 5))
+        k = MOUNT;
     else if (kl == 4 && !strncmp(line, "drop", 4)) {
         for (int i = 0; i < MAX_ITEMS; i++)
             if (items[i].kind != NONE && !strcmp(items[i].path, path)) {

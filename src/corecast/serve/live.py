@@ -90,6 +90,7 @@ class StatSource:
     async def run(self, publish: Callable[[str], None]) -> int | None:
         # stat writes its JSON lines into a pipe of their own (-o /dev/fd/N); its standard
         # output carries the monitored command's output, shown as `output` lines
+        from ..collect.procs import ending_with_us   # here: the dashboard alone starts nothing
         loop = asyncio.get_running_loop()
         r, w = os.pipe()
         os.set_inheritable(w, True)
@@ -100,7 +101,7 @@ class StatSource:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-P", "-m", "corecast", *argv, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                pass_fds=(w,), limit=1 << 24)
+                pass_fds=(w,), limit=1 << 24, preexec_fn=ending_with_us(signal.SIGTERM))
         finally:
             os.close(w)
         data = asyncio.StreamReader(limit=1 << 24)

@@ -59,16 +59,23 @@ def sysfs_pmus() -> list[str]:
 
 def tracefs_dir(mount: bool = True) -> Path | None:
     """Where tracefs is; mounts it at /sys/kernel/tracing when it is not (as perf does), if we
-    may."""
+    may. A mount of ours is named to corecast's sentinel first, which unmounts it when corecast
+    ends, however it ends (perf leaves it mounted; corecast leaves no mount behind)."""
     for d in TRACEFS_DIRS:
         if (d / "events").is_dir():
             return d
     tool = system_program("mount") if mount and os.geteuid() == 0 and TRACEFS_DIRS[0].is_dir() else None
     if tool:                              # never a user's `mount`, nor the current folder's, as root
         import subprocess
-        subprocess.run([tool, "-t", "tracefs", "nodev", str(TRACEFS_DIRS[0])], capture_output=True, check=False)
+        from ..procs import track_mount, untrack    # here: most readers of this module mount nothing
+        track_mount(TRACEFS_DIRS[0])
+        res = subprocess.run([tool, "-t", "tracefs", "nodev", str(TRACEFS_DIRS[0])], capture_output=True,
+                             check=False)
         if (TRACEFS_DIRS[0] / "events").is_dir():
+            if res.returncode != 0:           # mounted meanwhile by someone else: theirs to keep
+                untrack(TRACEFS_DIRS[0])
             return TRACEFS_DIRS[0]
+        untrack(TRACEFS_DIRS[0])
     return None
 
 
