@@ -625,3 +625,60 @@ def test_subscribing_to_the_real_daemon(tmp_path):
             assert got == b"!"
     finally:
         d.close()
+
+
+# ---------------------------------------------------------------- the endpoint's app slots
+def _snapshot_with_an_app():
+    from corecast.meters.board import AppValue, Snapshot
+    return Snapshot(name="t", pid=1, state="running", stale=None, interval_s=0.001, window_s=1.0, ticks=1,
+                    late_ticks=0, heartbeat_real_s=0.0, started_real_s=0.0,
+                    apps=[AppValue(pid=7, app="secretapp", key="phase", value=3.0, t_ns=0, alive=True)])
+
+
+def _get_as(uid: int, url: str) -> str:
+    """GET `url` from a child running as `uid` (its socket is that user's)."""
+    import urllib.request
+    "127.0.0.1".encode("idna")           # loaded here: the child's user may not read the Python install
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            body = urllib.request.urlopen(url, timeout=30).read()
+            os.write(w, body)
+        finally:
+            os._exit(0)
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 65536):
+        out += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return out.decode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the clients are other users")
+@pytest.mark.parametrize("mode, group, nobody_sees", [(0o640, 0, False), (0o644, 0, True), (0o640, 65534, True)])
+def test_the_endpoint_shows_app_slots_only_to_users_who_may_read_the_area(tmp_path, mode, group, nobody_sees):
+    # the endpoint showed every slot to every local user whatever the .app file's mode: now the
+    # mode guards seeing them too (nobody: not in root's group; in nogroup when the area is)
+    from corecast.meters.exporter import Exporter
+    app = tmp_path / "board.app"
+    app.write_bytes(b"\0" * 64)
+    os.chown(app, 0, group)
+    app.chmod(mode)
+    tmp_path.chmod(0o755)
+    ex = Exporter("127.0.0.1", 0, _snapshot_with_an_app, app_path=app)
+    ex.start()
+    try:
+        for path in ("/metrics", "/meters.json"):
+            url = f"http://127.0.0.1:{ex.port}{path}"
+            assert "secretapp" in _get_as(0, url)                        # root (and the daemon's user)
+            seen = _get_as(65534, url)
+            assert ("corecast_" in seen or '"blackboard"' in seen), seen   # answered, either way
+            assert ("secretapp" in seen) == nobody_sees, (mode, group, seen[:300])
+    finally:
+        ex.stop()

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from ..collect import sources, topology
@@ -202,7 +203,8 @@ class Daemon:
         o = self.opts
         if o.listen is not None:
             host, port = listen_address(o.listen)
-            self.exporter = Exporter(host, port, lambda: self.reader.snapshot())
+            self.exporter = Exporter(host, port, lambda: self.reader.snapshot(),
+                                     app_path=Path(f"{B.board_path(o.blackboard)}.app"))
         interval_ns, window_ns = round(o.interval_s * 1e9), round(o.window_s * 1e9)
         self.writer = W.Writer.create(o.blackboard, self._layout(), interval_ns, window_ns, o.app_slots, o.app_mode)
         self.writer.say = self.say            # subscribers refused: in the daemon's own log

@@ -19,15 +19,18 @@ written as 0.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserError
 from .board import Snapshot
 from .catalog import BY_NAME
-from .httpd import Answer, Server
+from .httpd import Answer, Peer, Server
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -155,10 +158,11 @@ class Exporter:
     """The endpoint: a bounded one-thread HTTP server (httpd.Server: a selector loop, idle
     connections closed, a foreign Host refused) answering from `snapshot()` (a board reader's)."""
 
-    def __init__(self, host: str, port: int, snapshot: Callable[[], Snapshot]):
+    def __init__(self, host: str, port: int, snapshot: Callable[[], Snapshot], app_path: Path | None = None):
         self.snapshot = snapshot
+        self.app_path = app_path
         try:
-            self.httpd = Server(host, port, self.answer, name="corecast-meters")
+            self.httpd = Server(host, port, self.answer, name="corecast-meters", with_peer=True)
         except OSError as err:
             if err.errno == errno.EADDRINUSE:
                 raise UserError(f"--listen {host}:{port}: the port is in use (give another, or 0 for any free "
@@ -166,12 +170,12 @@ class Exporter:
             raise UserError(f"--listen {host}:{port}: {err.strerror or err}") from None
         self.host, self.port = self.httpd.host, self.httpd.port
 
-    def answer(self, path: str) -> Answer:
+    def answer(self, path: str, peer: Peer | None = None) -> Answer:
         try:
             if path == "/metrics":
-                return 200, CONTENT_TYPE, exposition(self.snapshot()).encode()
+                return 200, CONTENT_TYPE, exposition(self.seen_by(peer)).encode()
             if path == "/meters.json":
-                return 200, "application/json", json.dumps(to_json(self.snapshot()), allow_nan=False,
+                return 200, "application/json", json.dumps(to_json(self.seen_by(peer)), allow_nan=False,
                                                            default=str).encode()
             if path in ("/", "/index.html"):
                 return 200, "text/html; charset=utf-8", INDEX
@@ -179,8 +183,46 @@ class Exporter:
         except UserError as err:
             return 503, "text/plain; charset=utf-8", f"{err}\n".encode()
 
+    def seen_by(self, peer: Peer | None) -> Snapshot:
+        """The snapshot, its application slots left out unless the connecting user may read
+        the application area's file (its mode guards seeing the slots as well as writing them:
+        a group-only area is not shown to every local user; a connection from elsewhere sees
+        them only where everyone may read the file)."""
+        snap = self.snapshot()
+        if not snap.apps or self.app_path is None or may_read(self.app_path, peer):
+            return snap
+        return dataclasses.replace(snap, apps=[])
+
     def start(self) -> None:
         self.httpd.start()
 
     def stop(self) -> None:
         self.httpd.stop()
+
+
+def may_read(path: Path, peer: Peer | None) -> bool:
+    """Whether the user of `peer`'s socket may read `path` by its mode, as the kernel would
+    decide (root and the daemon's own user always; the user's groups from the group database)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return True                     # no area: nothing to hide
+    if st.st_mode & 0o004:
+        return True
+    uid = peer.uid() if peer is not None else None
+    if uid is None:
+        return False
+    if uid == 0 or uid == os.geteuid():
+        return True
+    if uid == st.st_uid:
+        return bool(st.st_mode & 0o400)
+    return bool(st.st_mode & 0o040) and st.st_gid in _groups_of(uid)
+
+
+def _groups_of(uid: int) -> set[int]:
+    import pwd
+    try:
+        pw = pwd.getpwuid(uid)
+        return set(os.getgrouplist(pw.pw_name, pw.pw_gid))
+    except (KeyError, OSError):
+        return set()

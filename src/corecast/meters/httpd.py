@@ -105,14 +105,79 @@ def host_allowed(host_header: str | None, listen_host: str, port: int, local_ip:
     return name in names
 
 
+class Peer:
+    """The other end of a connection, and (`uid()`) the local user whose socket it is."""
+
+    def __init__(self, peer: tuple, local: tuple):
+        self.peer, self.local = peer, local
+
+    def uid(self) -> int | None:
+        """The uid owning the connecting socket when it is one of this machine's (the kernel's
+        socket table, /proc/net/tcp and tcp6: its local end is our peer and its remote end us,
+        as identd finds it), None for a connection from elsewhere or one the table no longer
+        holds. Read only when asked: the table grows with the machine's sockets."""
+        if len(self.peer) < 2 or len(self.local) < 2:
+            return None
+        want_local, want_remote = _forms(*self.peer[:2]), _forms(*self.local[:2])
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table, "rb") as fh:
+                    for n, line in enumerate(fh):
+                        if n > MAX_SOCKET_LINES:
+                            return None
+                        f = line.split()
+                        if n == 0 or len(f) < 8:
+                            continue
+                        if f[1].decode().upper() in want_local and f[2].decode().upper() in want_remote:
+                            return int(f[7])
+            except (OSError, ValueError):
+                continue
+        return None
+
+
+#: the most lines of /proc/net/tcp{,6} read to find a peer (a machine with more sockets gets
+#: "not a local user": the app slots of a restricted area stay hidden)
+MAX_SOCKET_LINES = 1_000_000
+
+
+def _forms(ip: str, port: int) -> set[str]:
+    """The forms an address may have in the tables: as it is, and an IPv4-mapped IPv6 address
+    (an IPv4 client of an IPv6 socket) also as the IPv4 one."""
+    out = {_proc_addr(ip, port), _proc_addr(_unmapped(ip) or "", port)}
+    return {a for a in out if a}
+
+
+def _unmapped(ip: str) -> str | None:
+    """The IPv4 address of an IPv4-mapped IPv6 one (::ffff:127.0.0.1), else None."""
+    try:
+        a = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return None
+    m = getattr(a, "ipv4_mapped", None)
+    return str(m) if m is not None else None
+
+
+def _proc_addr(ip: str, port: int) -> str | None:
+    """An address as the kernel's socket tables print it: the address's 32-bit words each in
+    this machine's byte order, in hex, then the port."""
+    import struct
+    import sys
+    try:
+        raw = ipaddress.ip_address(ip.split("%", 1)[0]).packed
+    except ValueError:
+        return None
+    words = struct.unpack(f"{'<' if sys.byteorder == 'little' else '>'}{len(raw) // 4}I", raw)
+    return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
+
+
 class _Conn:
     """One connection. `inbuf` and `out` are bytearrays: appending to them, and dropping what
     was parsed or sent from their front, costs what was added or dropped -- never a copy of the
     whole buffer per request (which made a pipelined flood quadratic)."""
-    __slots__ = ("sock", "inbuf", "out", "last", "close_after", "local_ip")
+    __slots__ = ("sock", "inbuf", "out", "last", "close_after", "local_ip", "peer", "local")
 
-    def __init__(self, sock: socket.socket, local_ip: str | None):
-        self.sock, self.local_ip = sock, local_ip
+    def __init__(self, sock: socket.socket, local_ip: str | None, peer: tuple = (), local: tuple = ()):
+        self.sock, self.local_ip, self.peer, self.local = sock, local_ip, peer, local
         self.inbuf, self.out = bytearray(), bytearray()
         self.last = time.monotonic()
         self.close_after = False
@@ -122,9 +187,11 @@ class Server:
     """`answer(path) -> (status, content type, body)` for GET and HEAD, served on host:port.
     OSError from binding is the caller's to word."""
 
-    def __init__(self, host: str, port: int, answer: Callable[[str], Answer], name: str = "corecast-http",
-                 allow: str = "GET, HEAD"):
-        self.answer, self.name, self.allow = answer, name, allow
+    def __init__(self, host: str, port: int, answer: Callable[..., Answer], name: str = "corecast-http",
+                 allow: str = "GET, HEAD", with_peer: bool = False):
+        """`with_peer`: `answer(path, peer)`, `peer` a `Peer` of the connection (whose local user
+        it can look up), instead of `answer(path)`."""
+        self.answer, self.name, self.allow, self.with_peer = answer, name, allow, with_peer
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -184,7 +251,7 @@ class Server:
     def _accept(self) -> None:
         while True:
             try:
-                s, _addr = self.sock.accept()
+                s, addr = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as err:
@@ -195,10 +262,10 @@ class Server:
                 self._close(min(self.conns.values(), key=lambda c: c.last))
             s.setblocking(False)
             try:
-                local_ip = s.getsockname()[0]
+                local = tuple(s.getsockname()[:2])
             except OSError:
-                local_ip = None
-            c = _Conn(s, local_ip)
+                local = ()
+            c = _Conn(s, local[0] if local else None, tuple(addr[:2]), local)
             self.conns[s] = c
             self.sel.register(s, selectors.EVENT_READ, c)
 
@@ -306,7 +373,8 @@ class Server:
             self._respond(c, 405, "text/plain; charset=utf-8", b"read-only: GET or HEAD\n", close=True)
             return
         try:
-            status, ctype, body = self.answer(target.split("?", 1)[0])
+            path = target.split("?", 1)[0]
+            status, ctype, body = (self.answer(path, Peer(c.peer, c.local)) if self.with_peer else self.answer(path))
         except Exception as err:              # a bug answers 500 in one line; the server goes on
             status, ctype = 500, "text/plain; charset=utf-8"
             body = f"internal error: {type(err).__name__}: {err}\n".encode()
