@@ -24,12 +24,14 @@ import errno
 import json
 import math
 import os
+import pwd
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserError
 from .board import Snapshot
 from .catalog import BY_NAME
+from . import writer as W
 from .httpd import Answer, Peer, Server
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -201,8 +203,9 @@ class Exporter:
 
 
 def may_read(path: Path, peer: Peer | None) -> bool:
-    """Whether the user of `peer`'s socket may read `path` by its mode, as the kernel would
-    decide (root and the daemon's own user always; the user's groups from the group database)."""
+    """Whether the user of `peer`'s socket may read `path` by its mode (`writer.may_read`, the
+    subscribers' rule: the user's primary and supplementary groups from the group database, as
+    a TCP peer has no credentials of its own); anyone where others may read it."""
     try:
         st = os.stat(path)
     except OSError:
@@ -212,17 +215,10 @@ def may_read(path: Path, peer: Peer | None) -> bool:
     uid = peer.uid() if peer is not None else None
     if uid is None:
         return False
-    if uid == 0 or uid == os.geteuid():
+    if uid == os.geteuid():             # the daemon's own user
         return True
-    if uid == st.st_uid:
-        return bool(st.st_mode & 0o400)
-    return bool(st.st_mode & 0o040) and st.st_gid in _groups_of(uid)
-
-
-def _groups_of(uid: int) -> set[int]:
-    import pwd
     try:
         pw = pwd.getpwuid(uid)
-        return set(os.getgrouplist(pw.pw_name, pw.pw_gid))
-    except (KeyError, OSError):
-        return set()
+    except KeyError:
+        return W.may_read(st, uid, -1, lambda: [])
+    return W.may_read(st, uid, pw.pw_gid, lambda: os.getgrouplist(pw.pw_name, pw.pw_gid))

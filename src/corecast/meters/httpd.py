@@ -26,6 +26,8 @@ import ipaddress
 import selectors
 import signal
 import socket
+import struct
+import sys
 import threading
 import time
 from typing import Callable
@@ -160,8 +162,6 @@ def _unmapped(ip: str) -> str | None:
 def _proc_addr(ip: str, port: int) -> str | None:
     """An address as the kernel's socket tables print it: the address's 32-bit words each in
     this machine's byte order, in hex, then the port."""
-    import struct
-    import sys
     try:
         raw = ipaddress.ip_address(ip.split("%", 1)[0]).packed
     except ValueError:
