@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+from typing import Callable
 
 from .errors import UserError
 
@@ -119,3 +120,26 @@ def _root_only(real: str) -> bool:
         if parent == p:
             return True
         p = parent
+
+
+#: prctl(2): the signal a process gets when its parent ends.
+PR_SET_PDEATHSIG = 1
+
+
+def ending_with_parent(sig: int) -> Callable[[], None]:
+    """What a child runs first (a `preexec_fn`, a fork pool's initializer) to end when the
+    process that started it does, however that ends (SIGKILL included): it asks the kernel for
+    `sig` then (Linux's parent-death signal), and ends at once if its parent is already gone
+    (an end before the request would otherwise leave it running). The signal follows the thread
+    that started the child: start it from one that lives as long as the process. prctl is
+    looked up now, in the parent, so that the child only calls it."""
+    import os
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(125)
+
+    return arm

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from ..errors import UserError
 from ..native import native_path
@@ -229,31 +229,6 @@ def untrack(path: str | Path) -> None:
     """corecast removed `path` itself: the sentinel forgets it."""
     if _sentinel is not None:
         _sentinel.tell("drop", path)
-
-
-def ending_with_us(sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A `preexec_fn` for a child corecast starts as a whole program of its own (serve's live
-    `corecast stat`), which corecast-launch cannot hold: its tree kill would take that
-    corecast's own sentinel with it, leaving its temporary files. The child asks the kernel for
-    `sig` when this process dies (the parent-death signal the launcher asks for; SIGTERM lets a
-    corecast end as it does on SIGTERM, cleaning up), then checks that this process is still
-    its parent, so that a death before the request cannot leave it running. The parent-death
-    signal follows the thread that started the child: start it from one that lives as long as
-    this process. prctl is looked up here, so that the child only calls it."""
-    import ctypes
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-
-    def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(125)                  # we died before the request: nobody would end it
-
-    return arm
-
-
-#: prctl(2): the signal a process gets when its parent ends.
-_PR_SET_PDEATHSIG = 1
 
 
 def carrying(var: str, value: str) -> list[int]:

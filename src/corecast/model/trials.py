@@ -17,7 +17,6 @@ order, so the result is the same with any number of workers.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import math
 import multiprocessing
@@ -29,6 +28,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 import numpy as np
 
 from ..errors import UserError
+from ..native import ending_with_parent
 from . import auto, bands, twopoint
 from .base import Fitted, Prediction
 from .corpus import Series, train_max
@@ -37,8 +37,6 @@ from .series import convert
 from .topo import Layout, OnTarget, cross_factor, fit_for_target
 
 LEVEL = 0.8
-#: prctl(2): the signal a process gets when its parent ends.
-PR_SET_PDEATHSIG = 1
 #: The two-point USL's coherency shares learning chooses among (`learn`).
 COHERENCY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 T = TypeVar("T")
@@ -365,7 +363,8 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], jobs: int = 1,
     _FN = fn
     ctx = multiprocessing.get_context("fork")
     res: list[Any] = [None] * n
-    with ctx.Pool(min(jobs, n), initializer=_die_with, initargs=(os.getpid(),)) as pool:
+    # a worker ends when this process does, however it ends (SIGKILL included)
+    with ctx.Pool(min(jobs, n), initializer=ending_with_parent(signal.SIGKILL)) as pool:
         for done, (i, r) in enumerate(pool.imap_unordered(_call, list(enumerate(items)),
                                                           chunksize=max(1, min(8, n // (4 * jobs)))), 1):
             res[i] = r
@@ -376,18 +375,6 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], jobs: int = 1,
 
 
 _FN: Callable[[Any], Any] | None = None
-
-
-def _die_with(parent: int) -> None:
-    """A worker ends when the process that started it does, however it ends (SIGKILL
-    included): the kernel sends it SIGKILL then (Linux's PR_SET_PDEATHSIG)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:          # it ended before the call above: end now
-        os._exit(1)
 
 
 def _call(ix: tuple[int, Any]) -> tuple[int, Any]:

@@ -31,6 +31,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol, Sequence
 
+from ..native import ending_with_parent
+
 log = logging.getLogger("corecast.serve")
 
 BATCH_S = 0.1            # lines are sent to pages in batches, at most this often
@@ -90,7 +92,9 @@ class StatSource:
     async def run(self, publish: Callable[[str], None]) -> int | None:
         # stat writes its JSON lines into a pipe of their own (-o /dev/fd/N); its standard
         # output carries the monitored command's output, shown as `output` lines
-        from ..collect.procs import ending_with_us   # here: the dashboard alone starts nothing
+        # a whole corecast of its own, which corecast-launch cannot hold (its tree kill would take
+        # that corecast's sentinel with it, leaving its temporary files): it gets SIGTERM when the
+        # server dies, and ends as it does on SIGTERM, cleaning up
         loop = asyncio.get_running_loop()
         r, w = os.pipe()
         os.set_inheritable(w, True)
@@ -101,7 +105,7 @@ class StatSource:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-P", "-m", "corecast", *argv, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                pass_fds=(w,), limit=1 << 24, preexec_fn=ending_with_us(signal.SIGTERM))
+                pass_fds=(w,), limit=1 << 24, preexec_fn=ending_with_parent(signal.SIGTERM))
         finally:
             os.close(w)
         data = asyncio.StreamReader(limit=1 << 24)
