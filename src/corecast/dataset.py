@@ -833,8 +833,8 @@ def read_campaign(path: str | Path) -> Dataset:
         label = f"runs table, run {r['slot']}"
         for key in ("cores", "repetition"):
             v = r[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise UserError(f"{p}: {label}: column '{key}': {v!r} is not a number")
+            if not _finite_number(v):
+                raise UserError(f"{p}: {label}: column '{key}': {_shown(v)} is not a number")
             _check_key(key, float(v), p, None, key, row_label=label)
     names = [n for n in cols if n != "exit_status"]
     metrics: dict[str, list[float]] = {n: [] for n in names}
