@@ -834,7 +834,7 @@ def read_campaign(path: str | Path) -> Dataset:
         for key in ("cores", "repetition"):
             v = r[key]
             if not _finite_number(v):
-                raise UserError(f"{p}: {label}: column '{key}': {_shown(v)} is not a number")
+                raise UserError(f"{p}: {label}: column '{key}': {v!r} is not a number")
             _check_key(key, float(v), p, None, key, row_label=label)
     names = [n for n in cols if n != "exit_status"]
     metrics: dict[str, list[float]] = {n: [] for n in names}
