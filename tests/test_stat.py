@@ -57,12 +57,12 @@ def _samples(path):
 
 @pytest.mark.slow
 def test_stat_200_short_threads_each_get_an_exact_exit_row(cli, progs, tmp_path):
-    """200 threads of about 1 ms each, one after another: every one has its exit row (the
+    """200 threads of about 2 ms each, one after another: every one has its exit row (the
     kernel reports its creation and its own counts at exit), and the exit rows add up to the
     process's inherited total. A tick is never due (-T 600): the exit rows are all the rows."""
     out = tmp_path / "o.json"
     r = cli("stat", "-c", "task_clock,context_switches", "-T", "600", "--format", "json", "-o", out,
-            "--", progs["short_threads"], "200", "1000", "0", "0")
+            "--", progs["short_threads"], "200", "2000", "0", "0")
     assert r.code == 0, r.err
     samples, summary = _samples(out)
     assert summary["threads"] == "kernel" and summary["notes"] == []
@@ -72,7 +72,12 @@ def test_stat_200_short_threads_each_get_an_exact_exit_row(cli, progs, tmp_path)
     assert len(tids) == len(set(tids)) == 201 and main in tids
     tc = {s["tid"]: {c["name"]: c for c in s["counters"]}["task_clock"] for s in exits}
     assert all(v["status"] == "ok" for v in tc.values())
-    assert all(v["value"] >= 0.99e6 for t, v in tc.items() if t != main)     # each spun 1 ms of CPU
+    # Each thread spun 2 ms by its own CPU clock (the scheduler's sum_exec_runtime). perf's
+    # task_clock is a second clock of the same time, and the two part by some microseconds at a
+    # context switch (1.6 us seen on the VM under load; over 10 us once in a CI run): the bound
+    # leaves 100 us for that, and a row that lacked one CPU's part of a thread would miss far more.
+    low = {t: v["value"] for t, v in tc.items() if t != main and v["value"] < 1.95e6}
+    assert not low, f"exit rows short of the 2 ms each thread spun: {low}"
     total = {c["name"]: c for c in summary["process_totals"][0]}["task_clock"]["value"]
     assert sum(v["value"] for v in tc.values()) == pytest.approx(total, rel=0.01)
     cs_total = {c["name"]: c for c in summary["process_totals"][0]}["context_switches"]["value"]
