@@ -217,7 +217,10 @@ def test_pingpong_leaves_out_the_samples_a_competing_program_cut():
     assert disturbed.dtype == bool and len(ns) == len(disturbed) == 1001
     assert 0 < disturbed.sum() < 1001                      # B shared its CPU: some samples were cut
     clean, cut = ns[~disturbed], ns[disturbed]
-    assert np.median(cut) > 10 * np.median(clean)          # a cut sample is the hog's time slice
+    # The marks are conservative: a switch anywhere between two samples marks the sample, also
+    # one that came outside its timed window (a CI run marked 3 samples: 291, 40,784 and 46 ns).
+    # What must hold is that the hog's slices are among the marked: the longest of them is one.
+    assert np.max(cut) > 10 * np.median(clean)             # a cut sample timed the hog's time slice
     assert pair["samples"] == 1001 and 0 < pair["disturbed"] < 1001
     if pair["samples"] - pair["disturbed"] >= c2c.MIN_CLEAN:
         assert pair["max_ns"] < 10 * pair["ns"]           # the figure is over the clean samples
