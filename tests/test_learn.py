@@ -79,7 +79,7 @@ def test_shipped_priors_were_learned_from_the_bundled_corpus():
     assert set(shipped.sources) == on_disk
     assert shipped.series == len(C.load_corpus(ROOT / "data" / "corpus"))
     assert shipped.default in learn.MEMBERS and 0 <= shipped.smt_yield <= 1 and shipped.band_growth > 0
-    assert shipped.scores and all(k.split()[0] in ("member", "blend", "switch_ratio", "coherency_share",
+    assert shipped.scores and all(k.split()[0] in ("member", "blend", "switch_ratio", "coherency_share", "coherency_share_low",
                                                    "cross_domain", "votes") for k in shipped.scores)
     # the bands, learned out of sample, with and without the machines
     for tab in (shipped.band_table, shipped.band_table_machine):

@@ -361,7 +361,7 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     if len(ts.cores) == 2:
         # Nothing to validate or combine: the two-point predictor, with the corpus' coherency share.
         # Its stall model only where the waits charged to time explain the lost core-time.
-        tp = twopoint.fit_dataset(ds, size=size, coherency_share=pri.coherency_share,
+        tp = twopoint.fit_dataset(ds, size=size, coherency_share=pri.share_for(float(ts.cores.max())),
                                   **methods.options_for(twopoint.fit_dataset, kw))
         # The floor and the retrograde check: not for the stall model, whose named bottleneck may
         # say why adding cores slows the program down (`twopoint.guard_band`).

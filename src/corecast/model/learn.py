@@ -23,7 +23,10 @@ so that no one source tips it. In order:
    space: the USL's coherency term shrunk toward none.
 3. `switch_ratio`: ∞ (the default is never displaced by validation; see SWITCH_RATIOS).
 4. `coherency_share`: from a grid in [0, 1], by the score of the two-point USL through the
-   last two fitted points of every series.
+   last two fitted points of every series whose larger count is above LOW_PAIR_MAX (4) cores;
+   `coherency_share_low` the same for the pairs at most that (through the last two fitted
+   points, and through each series' two smallest counts when they are that small: a program
+   measured on a small machine, predicted at every larger count).
 5. `cross_domain`: from a grid, by the score with the target machine given, on the series
    whose held-out threads cross more NUMA nodes than the fitted ones (0 when there are none).
 6. The band is not learned here: its shape (`band_growth` g₀, `band_weight` w, `band_growth_two`)
@@ -47,7 +50,7 @@ import numpy as np
 from ..errors import UserError
 from . import bands, methods
 from .corpus import Series
-from .priors import FALLBACK_SMT_YIELD, Priors
+from .priors import FALLBACK_SMT_YIELD, LOW_PAIR_MAX, Priors
 from .trials import COHERENCY_SHARES, LEVEL, Trial, make_trials, with_priors  # noqa: F401 (the API)
 
 #: Displacing the default when another member validates this many times better was tried
@@ -238,11 +241,15 @@ def learn(trials: Sequence[Trial], target_trials: Sequence[Trial] = (), series: 
             best_r, best = r, sc
     pri = dataclasses.replace(pri, switch_ratio=best_r if math.isfinite(best_r) else 1e9)
     pairs = [t for t in trials if t.pair is not None]
-    if pairs:
-        coh = choose_bagged(pairs, COHERENCY_SHARES, lambda q: (lambda t: t.pair[q]))
-        scores.update({f"coherency_share {q:g}": round(v, 3) for q, v in coh.scores.items()})
-        scores["votes coherency_share"] = _votes(coh)
-        pri = dataclasses.replace(pri, coherency_share=coh.value)
+    low: list[Any] = [t for t in pairs if t.pair_top <= LOW_PAIR_MAX]
+    low += [t.first for t in trials if t.first is not None]
+    for name, group in (("coherency_share", [t for t in pairs if t.pair_top > LOW_PAIR_MAX]),
+                        ("coherency_share_low", low)):
+        if group:
+            coh = choose_bagged(group, COHERENCY_SHARES, lambda q: (lambda t: t.pair[q]))
+            scores.update({f"{name} {q:g}": round(v, 3) for q, v in coh.scores.items()})
+            scores[f"votes {name}"] = _votes(coh)
+            pri = dataclasses.replace(pri, **{name: coh.value})
     cross = [t for t in target_trials if t.crosses]
     best_k = 0.0
     if cross:

@@ -14,7 +14,11 @@ beside this module, and re-learned without the held-out source by `corecast eval
   validation error is more than `switch_ratio` times the best member's.
 - `coherency_share`: with too few points to fit the USL (two core counts), the share of the
   USL's overhead at the largest measured count taken to be coherency (β) rather than
-  contention (α): the one number two points cannot fix.
+  contention (α): the one number two points cannot fix. `coherency_share_low` is the same for
+  two counts of at most `LOW_PAIR_MAX` cores (a program measured on a small machine, 1 and 2
+  cores): learned apart, from the corpus' series through their two smallest counts, because
+  the overhead two such counts show does not grow like the pairwise cost the corpus' larger
+  pairs show (`share_for`).
 - `smt_yield`: what a thread on a core's second hardware thread adds, as a share of a core.
 - `cross_domain`: how much the USL's overheads grow for threads on different NUMA nodes or
   sockets: overheads x (1 + cross_domain x the extra share of thread pairs that cross).
@@ -35,6 +39,8 @@ from typing import Any
 
 #: Without a source that has SMT to learn from: half a core (the middle of the range).
 FALLBACK_SMT_YIELD = 0.5
+#: Two measured counts up to this many cores take `coherency_share_low`.
+LOW_PAIR_MAX = 4.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Priors:
     default_weight: float = 1.0
     switch_ratio: float = 2.0
     coherency_share: float = 0.1
+    coherency_share_low: float = 0.1
     smt_yield: float = FALLBACK_SMT_YIELD
     smt_quartiles: tuple[float, float] = (0.0, 1.0)
     smt_series: int = 0
@@ -69,6 +76,10 @@ class Priors:
         shipped priors on the corpus given as `cpus=N`, the machine's table held 71.6% of the
         held-out points in an 80% band, the plain one docs/predict.md's figure)."""
         return self.band_table_machine if topology_known else self.band_table
+
+    def share_for(self, top: float) -> float:
+        """The coherency share of a two-point USL whose larger measured count is `top`."""
+        return self.coherency_share_low if top <= LOW_PAIR_MAX else self.coherency_share
 
     def smt_source(self) -> str:
         if not self.smt_series:

@@ -131,7 +131,8 @@ class CorpusEvaluation:
                              "priors": None if s.priors is None else {
                                  "default": s.priors.default, "partner": s.priors.partner,
                                  "default_weight": s.priors.default_weight, "switch_ratio": s.priors.switch_ratio,
-                                 "coherency_share": s.priors.coherency_share, "smt_yield": s.priors.smt_yield,
+                                 "coherency_share": s.priors.coherency_share,
+                                 "coherency_share_low": s.priors.coherency_share_low, "smt_yield": s.priors.smt_yield,
                                  "cross_domain": s.priors.cross_domain, "band_growth": s.priors.band_growth,
                                  "origin": s.priors.origin}}
                             for s in self.sources],

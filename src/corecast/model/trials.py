@@ -32,7 +32,7 @@ from ..native import ending_with_parent
 from . import auto, bands, twopoint
 from .base import Fitted, Prediction
 from .corpus import Series, train_max
-from .priors import FALLBACK_SMT_YIELD, Priors
+from .priors import FALLBACK_SMT_YIELD, LOW_PAIR_MAX, Priors
 from .series import convert
 from .topo import Layout, OnTarget, cross_factor, fit_for_target
 
@@ -124,10 +124,18 @@ class Trial:
     crosses: bool = False        # target mode: held-out threads cross more NUMA nodes than fitted ones
     replay: Replay | None = None
     pair: dict[float, np.ndarray] | None = None    # the two-point USL through the last two fitted points
+    #: the two-point USL through the series' two smallest counts when the larger is at most
+    #: LOW_PAIR_MAX cores and they are not already `pair` (what `coherency_share_low` is learned from)
+    first: FirstPair | None = None
     #: other methods' (throughput, low, high) at the held-out counts, as `predict --method m`
     #: gives them (None: m could not predict), from the members auto fitted and validated
     baselines: dict[str, tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None] = field(
         default_factory=dict)
+
+    @property
+    def pair_top(self) -> float:
+        """The larger of the two counts `pair` goes through: the largest fitted count."""
+        return float(np.max(self.series.cores[self.series.cores <= self.train_max]))
 
     def prediction(self, pri: Priors, level: float = LEVEL) -> Prediction:
         """The prediction (throughput) at the held-out counts under the priors `pri`."""
@@ -167,9 +175,10 @@ class Trial:
         if r is None or r.kind == "other":
             return self.predict(pri)[0]
         if r.kind == "two":
-            if pri.coherency_share not in r.two:
+            q = pri.share_for(self.pair_top)
+            if q not in r.two:
                 return self.predict(pri)[0]
-            lx = r.two[pri.coherency_share]
+            lx = r.two[q]
         elif r.kind == "estima" or not r.logx:
             lx = next(iter(r.logx.values())) if r.logx else None
             if lx is None:
@@ -201,7 +210,7 @@ def with_priors(f: Fitted, pri: Priors) -> Fitted:
     if isinstance(f, auto.PriorBand):
         tp = f.fitted
         if isinstance(tp, twopoint.TwoPointFit):
-            tp = dataclasses.replace(tp, coherency_share=pri.coherency_share)
+            tp = dataclasses.replace(tp, coherency_share=pri.share_for(float(np.max(tp.series.cores))))
         return dataclasses.replace(f, fitted=tp, growth=pri.band_growth_two, table=pri.band_table)
     if isinstance(f, auto.AutoFit):
         if list(f.weights) == ["estima"]:          # the stall method: the priors do not choose it
@@ -288,7 +297,8 @@ def make_trial(s: Series, train_frac: float = 0.25, target: bool = False,
     if isinstance(fitted, OnTarget):
         lay = Layout(s.machine, s.order, smt_yield)
         crosses = bool(np.max(lay.crossing(cores)) > fitted.measured_crossing + 1e-9)
-    return Trial(s, k, cores, s.throughput[~train], fitted, crosses, rep, _pair(s, k, cores), base)
+    return Trial(s, k, cores, s.throughput[~train], fitted, crosses, rep, _pair(s, k, cores),
+                 first=_first_pair(s, k), baselines=base)
 
 
 def _single(f: Fitted, m: str, cores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
@@ -322,6 +332,29 @@ def _pair(s: Series, k: float, cores: np.ndarray) -> dict[float, np.ndarray] | N
         return {q: np.exp(v) for q, v in _two_values(tp, cores).items()}
     except (UserError, ValueError):
         return None
+
+
+@dataclass
+class FirstPair:
+    """A series through its two smallest counts (the larger at most LOW_PAIR_MAX cores), as a
+    program measured on a small machine: the two-point USL at every coherency share and the
+    throughput at every larger count (what `coherency_share_low` is learned from)."""
+
+    series: Series
+    cores: np.ndarray
+    truth: np.ndarray
+    pair: dict[float, np.ndarray]
+
+
+def _first_pair(s: Series, k: float) -> FirstPair | None:
+    counts = np.unique(s.cores)
+    if len(counts) < 3 or counts[1] > LOW_PAIR_MAX:
+        return None
+    if len(counts[counts <= k]) == 2:        # the trial's own pair is this one
+        return None
+    held = s.cores > counts[1]
+    got = _pair(s, float(counts[1]), s.cores[held])
+    return FirstPair(s, s.cores[held], s.throughput[held], got) if got is not None else None
 
 
 def make_trials(series: Sequence[Series], train_frac: float = 0.25, target: bool = False,
