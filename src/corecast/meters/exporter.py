@@ -215,8 +215,6 @@ def may_read(path: Path, peer: Peer | None) -> bool:
     uid = peer.uid() if peer is not None else None
     if uid is None:
         return False
-    if uid == os.geteuid():             # the daemon's own user
-        return True
     try:
         pw = pwd.getpwuid(uid)
     except KeyError:

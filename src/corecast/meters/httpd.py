@@ -174,10 +174,10 @@ class _Conn:
     """One connection. `inbuf` and `out` are bytearrays: appending to them, and dropping what
     was parsed or sent from their front, costs what was added or dropped -- never a copy of the
     whole buffer per request (which made a pipelined flood quadratic)."""
-    __slots__ = ("sock", "inbuf", "out", "last", "close_after", "local_ip", "peer", "local")
+    __slots__ = ("sock", "inbuf", "out", "last", "close_after", "peer", "local")
 
-    def __init__(self, sock: socket.socket, local_ip: str | None, peer: tuple = (), local: tuple = ()):
-        self.sock, self.local_ip, self.peer, self.local = sock, local_ip, peer, local
+    def __init__(self, sock: socket.socket, peer: tuple = (), local: tuple = ()):
+        self.sock, self.peer, self.local = sock, peer, local
         self.inbuf, self.out = bytearray(), bytearray()
         self.last = time.monotonic()
         self.close_after = False
@@ -265,7 +265,7 @@ class Server:
                 local = tuple(s.getsockname()[:2])
             except OSError:
                 local = ()
-            c = _Conn(s, local[0] if local else None, tuple(addr[:2]), local)
+            c = _Conn(s, tuple(addr[:2]), local)
             self.conns[s] = c
             self.sel.register(s, selectors.EVENT_READ, c)
 
@@ -364,7 +364,7 @@ class Server:
         conn_hdr = headers.get("connection", "").lower()
         close = conn_hdr == "close" or (version == "HTTP/1.0" and conn_hdr != "keep-alive")
         head_only = method == "HEAD"
-        if not host_allowed(headers.get("host"), self.listen_host, self.port, c.local_ip):
+        if not host_allowed(headers.get("host"), self.listen_host, self.port, c.local[0] if c.local else None):
             self._respond(c, 421, "text/plain; charset=utf-8",
                           f"this server answers for {self.listen_host}:{self.port} only\n".encode(), close=True,
                           head_only=head_only)
