@@ -199,7 +199,7 @@ def test_a_pinning_failure_is_one_line():
 
 
 @two_cpus
-def test_pingpong_leaves_out_the_samples_a_competing_program_cut():
+def test_pingpong_leaves_out_the_samples_a_competing_program_cut(monkeypatch):
     """Issue 26: under load, calibrate's figure was 50% above an independent ping-pong's. A
     sample during which the scheduler switched a thread out timed the other program, not the
     line: the kernel marks those (each thread's context switches between samples), and a pair's
@@ -209,8 +209,6 @@ def test_pingpong_leaves_out_the_samples_a_competing_program_cut():
                            preexec_fn=lambda: os.sched_setaffinity(0, {b}))
     try:
         ns, disturbed = c2c.native.pingpong(a, b, 100, 1001)
-        topo = topology.read_topology()
-        pair = c2c.core_to_core(topo, per_kind=1)["pairs"][0]
     finally:
         hog.kill()
         hog.wait()
@@ -221,6 +219,36 @@ def test_pingpong_leaves_out_the_samples_a_competing_program_cut():
     # one that came outside its timed window (a CI run marked 3 samples: 291, 40,784 and 46 ns).
     # What must hold is that the hog's slices are among the marked: the longest of them is one.
     assert np.max(cut) > 10 * np.median(clean)             # a cut sample timed the hog's time slice
-    assert pair["samples"] == 1001 and 0 < pair["disturbed"] < 1001
-    if pair["samples"] - pair["disturbed"] >= c2c.MIN_CLEAN:
-        assert pair["max_ns"] < 10 * pair["ns"]           # the figure is over the clean samples
+    # What calibrate makes of these very samples, replayed: the figure, its least and its most
+    # are the clean samples' (not a bound on the clean ones: a VM's vCPU can be stopped by its
+    # host, unseen by this kernel -- a CI run's clean samples reached 10.8x their median).
+    monkeypatch.setattr(c2c.native, "pingpong", lambda *_: (ns, disturbed))
+    pair = c2c.core_to_core(topology.read_topology(), per_kind=1)["pairs"][0]
+    assert pair["samples"] == 1001 and pair["disturbed"] == int(disturbed.sum())
+    if len(clean) >= c2c.MIN_CLEAN:
+        assert (pair["ns"], pair["min_ns"], pair["max_ns"]) == (
+            float(np.median(clean)), float(clean.min()), float(clean.max()))
+    else:
+        assert pair["max_ns"] == float(ns.max())
+
+
+def test_a_pair_with_few_clean_samples_takes_the_median_of_all(monkeypatch):
+    """Half the samples cut by a long switch: the clean ones' median is the line's; and where
+    fewer than MIN_CLEAN are clean the figure is every sample's median (and 'disturbed' says so)."""
+    rng = np.random.default_rng(7)
+    ns = rng.normal(70.0, 3.0, 1001)
+    disturbed = np.zeros(1001, dtype=bool)
+    disturbed[::2] = True
+    ns[disturbed] = 40_000.0
+    monkeypatch.setattr(c2c.native, "pingpong", lambda *_: (ns, disturbed))
+    topo = topology.Topology(pus=[topology.PU(0, 0, 0, 0, 0), topology.PU(1, 0, 1, 0, 0)])
+    pair = c2c.core_to_core(topo, per_kind=1)["pairs"][0]
+    assert pair["ns"] == pytest.approx(float(np.median(ns[~disturbed]))) and pair["ns"] < 100
+    assert pair["max_ns"] < 100 and pair["disturbed"] == 501
+    few = np.ones(1001, dtype=bool)
+    few[: c2c.MIN_CLEAN - 1] = False                        # one clean sample fewer than the least
+    ns = np.where(few, 40_000.0, ns)
+    monkeypatch.setattr(c2c.native, "pingpong", lambda *_: (ns, few))
+    pair = c2c.core_to_core(topo, per_kind=1)["pairs"][0]
+    assert pair["disturbed"] == 1001 - c2c.MIN_CLEAN + 1
+    assert pair["ns"] == 40_000.0 and pair["max_ns"] == 40_000.0
