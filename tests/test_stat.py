@@ -133,7 +133,7 @@ def test_stat_without_task_records_says_so_once_and_polls(cli, progs, tmp_path, 
 
 
 def test_stat_attach_follows_new_threads_exactly(cli, progs, tmp_path):
-    p = subprocess.Popen([progs["threads"], "4", "200", "150"])
+    p = subprocess.Popen([progs["threads"], "4", "400", "300"])     # ~1.3 s: room for a slow attach
     try:
         # attach once the first worker exists (a thread from before the attach, three after it)
         deadline = time.monotonic() + 30
@@ -171,7 +171,8 @@ def test_stat_context_switches_of_n_blocks_csv(cli, progs):
     assert r.code == 0, r.err
     rows = [x.split(",") for x in r.err.splitlines()[1:]]
     total = sum(float(x[10]) for x in rows if x[9] == "context_switches" and x[10])
-    assert 100 <= total <= 115
+    # a usleep whose timer fires before schedule() runs costs no switch (a loaded VM; test_perf.py)
+    assert 100 - 2 <= total <= 115
 
 
 def test_stat_table_layout_and_unsupported_is_dash(cli, progs):
@@ -751,7 +752,10 @@ def test_stat_10ms_ticks_in_c_threads_come_and_go_exactly(progs, wake):
     tc = {}
     for r in rows:
         tc[r.tid] = tc.get(r.tid, 0.0) + r.values[0].value
-    assert all(v >= 1.98e6 for t, v in tc.items() if t != main)   # each worker's whole 2 ms
+    # each worker's whole 2 ms, by the kernel's task_clock, which can read up to tens of µs under
+    # the thread's own CPU clock that timed the spin (two clocks parting at a context switch; a
+    # loaded run read 1,986 µs); a row missing a tick's share would miss far more
+    assert all(v >= 1.9e6 for t, v in tc.items() if t != main), sorted(tc.values())[:3]
     total = mon.inherited[0][0].value
     assert sum(tc.values()) == pytest.approx(total, rel=0.01)
     assert not mon.notes
@@ -934,3 +938,28 @@ def test_the_command_s_name_is_its_own_not_the_launcher_s(cli):
     assert r.code == 0, r.err
     names = {x.split(",")[5] for x in r.err.splitlines()[1:] if x.count(",") > 10}
     assert names == {"corecast-lockbe"}, names          # the kernel's 15 characters
+
+
+def test_rows_that_miss_the_process_total_are_noted_but_not_a_one_switch_race():
+    """The end of a run compares each event's per-thread rows with the process's inherited total:
+    a count one or two short is the known race of a thread's last switch (no note); more, or more
+    than 1% of a time, is a lost row and is said."""
+    from types import SimpleNamespace
+    from corecast.collect.stat.threads import ThreadTracking
+
+    def settle(name, unit, total, rows_sum):
+        spec = EventSpec(name=name, type=abi.PERF_TYPE_SOFTWARE, config=1, unit=unit)
+        v = CounterValue(name, float(total), int(total), 1, 1, "ok", spec=spec)
+        stub = SimpleNamespace(tracker=SimpleNamespace(read=lambda s: [v]), sets=[[spec]],
+                               lost_task_records=0, _record_gaps=0, notes=[],
+                               totals=SimpleNamespace(per_set=[{name: [float(rows_sum)]}]))
+        ThreadTracking._settle_tracker(stub)
+        return stub.notes
+
+    assert settle("context_switches", "count", 70, 69) == []            # 98.6%: one switch
+    assert settle("context_switches", "count", 70, 68) == []
+    (note,) = settle("context_switches", "count", 70, 67)
+    assert "add up to 95.7% of the process total (70)" in note
+    assert settle("context_switches", "count", 1000, 985) != []          # 1.5% of many
+    assert settle("task_clock", "ns", 60_000_000, 59_500_000) == []      # 0.8% of a time
+    assert settle("task_clock", "ns", 60_000_000, 59_000_000) != []
