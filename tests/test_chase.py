@@ -412,12 +412,13 @@ def test_ctrl_c_keeps_the_points_measured(tmp_path):
 
     out = tmp_path / "part.csv"
     p = subprocess.Popen([sys.executable, "-m", "corecast", "chase", "-q", "--threads", "1", "--chains", "1-30",
-                          "--size", "16MiB", "--duration", "0.2", "-o", str(out)],
+                          "--size", "16MiB", "--duration", "0.5", "-o", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          # a shell that started the tests in the background ignores SIGINT, and
                          # its children inherit that: Ctrl-C is what is tested, so restore it
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4)                                   # start-up, the buffer, a few points
+    # start-up, the buffer, a few points (twice what a quiet machine needs); 30 points take 15 s
+    time.sleep(8)
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=60)
     assert p.returncode == 130, stderr

@@ -422,7 +422,7 @@ def test_processes_that_escape_with_setsid_are_killed_and_counted(cli, tmp_path)
     pids = tmp_path / "escaped"
     r, out = measure(cli, tmp_path, "--cores", "1", "--no-shim", "--", "sh", "-c",
                      f"setsid sh -c 'echo $$ >> {pids}; sleep 60' & setsid sh -c 'echo $$ >> {pids}; sleep 60' & "
-                     "sleep 0.3; exit 0")
+                     f"while [ $(cat {pids} 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.05; done; exit 0")
     assert r.code == 0, r.err
     escaped = [int(x) for x in pids.read_text().split()]
     assert len(escaped) == 2

@@ -24,7 +24,7 @@ WINDOW = 0.2
 def test_workload_drives_a_trigger_across_both_levels_once_each_way(tmp_path):
     # two spinning threads: even on a 2-CPU machine loaded by other work they use well over
     # high = 0.2 CPUs, and the idle process well under low = 0.05
-    phases = subprocess.Popen([str(native_path("corecast-phases")), "-t", "2", "idle:4", "busy:2.5", "idle:3"],
+    phases = subprocess.Popen([str(native_path("corecast-phases")), "-t", "2", "idle:6", "busy:2.5", "idle:3"],
                               stdout=subprocess.PIPE, text=True)
     actions = tmp_path / "actions.txt"
     trig = tmp_path / "t.toml"

@@ -111,8 +111,10 @@ def test_overflow_sampling_ring_buffer(progs):
     # each sample is one period of the leader later than the previous one: on average exactly,
     # one by one within the time a busy machine delays the timer interrupt (the kernel keeps
     # the period's grid, so a late sample makes the next step shorter by as much)
-    assert sum(steps) / len(steps) == pytest.approx(10_000_000, rel=0.05), steps
-    assert all(0 < x < 20_000_000 for x in steps), steps
+    # (a VM's host can also stop the vCPU for longer than a period: the guest's clock runs on,
+    # so one step may be long -- allowed once)
+    assert sorted(steps)[len(steps) // 2] == pytest.approx(10_000_000, rel=0.05), steps
+    assert all(x > 0 for x in steps) and sum(x >= 20_000_000 for x in steps) <= 1, steps
     assert all(smp.tid == child.pid for smp in res.samples)
     assert final[0].value >= res.samples[-1].values[0]
 
@@ -231,7 +233,9 @@ def test_task_tracker_exit_counts_add_up_to_inherited_totals(progs):
     for i, spec in enumerate(specs):
         threads = [combine_cpus(spec, per[(t, i)]) for t in workers]
         if spec.name == "task_clock":
-            assert all(v.value >= 0.49e6 for v in threads)     # each spun 500 us of its own CPU
+            # each spun 500 us of its own CPU clock; perf's task_clock can read tens of us less
+            # (two clocks of the same time, parting at a context switch; test_stat.py)
+            assert all(v.value >= 0.45e6 for v in threads), sorted(v.value for v in threads)[:3]
         assert sum(v.raw for v in threads) + mine[i].raw == pytest.approx(totals[i].raw, rel=0.01)
 
 

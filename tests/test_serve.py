@@ -384,7 +384,10 @@ def test_live_meters_stream_is_the_show_json_document_and_follows_a_new_daemon(t
         assert r.status == 200, await r.text()
         sid = (await r.json())["id"]
         session = dash.sessions[sid]
-        await asyncio.sleep(1.0)
+        for _ in range(300):               # watched while it ticks: five values lines at least
+            await asyncio.sleep(0.1)
+            if sum('"ticks"' in x for x in session.history) >= 6:
+                break
         p.kill()                           # dies without closing its board: stale
         p.wait()
         for _ in range(100):

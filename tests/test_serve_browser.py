@@ -71,8 +71,9 @@ def test_live_stat_grows_and_stops_from_the_page(browser, tmp_path):
         browser.find_element("id", "stat-start").click()
         n1, t1 = wait(lambda: (lambda p: p if p[0] >= 2 else None)(series_points(browser, "task_clock")),
                       what="the first task_clock points")
-        time.sleep(3.0)
-        n2, t2 = series_points(browser, "task_clock")
+        # the plot goes on as the ticks come (waited for: a loaded machine's browser may lag)
+        n2, t2 = wait(lambda: (lambda p: p if p[0] > n1 and p[1] >= t1 + 2.0 else None)(
+            series_points(browser, "task_clock")), 60, "task_clock points 2 s on")
         assert n2 > n1 and t2 >= t1 + 2.0, (n1, t1, n2, t2)
         shot(browser, "live")
         browser.find_element("css selector", "button[data-stop]").click()
@@ -349,8 +350,8 @@ def test_live_meters_update_show_triggers_and_a_stale_board(browser, tmp_path):
         browser.find_element("id", "meters-watch").click()
         n1, t1 = wait(lambda: (lambda p: p if p[0] >= 2 else None)(meter_points(browser, "cpu_busy")), 30,
                       "the first cpu_busy points")
-        time.sleep(3.0)
-        n2, t2 = meter_points(browser, "cpu_busy")
+        n2, t2 = wait(lambda: (lambda p: p if p[0] > n1 and p[1] >= t1 + 2.0 else None)(
+            meter_points(browser, "cpu_busy")), 60, "cpu_busy points 2 s on")
         assert n2 > n1 and t2 >= t1 + 2.0, (n1, t1, n2, t2)     # the plot scrolls on as the board ticks
         status = browser.find_element("id", "meters-status").text
         assert status.startswith(f"blackboard {name} · daemon pid {daemon.pid}") and "stale" not in status

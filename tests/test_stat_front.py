@@ -77,6 +77,19 @@ def both(front, *args: str):
     return c, c_starts, p
 
 
+def without_ticks(text: str) -> str:
+    """The text less the tick rows of [Event counts] (how many ticks a short command lives to see
+    depends on how loaded the machine is: a run 20 ms late has one more)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("["):
+            inside = line == "[Event counts]"
+        f = line.split()
+        if not (inside and len(f) > 4 and f[0].isdigit() and f[4] == "tick"):
+            out.append(line)
+    return "\n".join(out)
+
+
 def same_layout(c: str, p: str) -> None:
     """Same lines modulo numbers; a row and a totals line as wide as Python's (fixed columns)."""
     assert shape(c) == shape(p), f"C path:\n{c}\nPython path:\n{p}"
@@ -166,7 +179,8 @@ def test_every_other_command_reaches_python_unchanged(front, args):
     c, c_starts, p = both(front, *args)
     assert c_starts == [f"-P -m corecast {' '.join(args)}"]
     assert c.returncode == p.returncode
-    assert shape(c.stdout) == shape(p.stdout) and shape(c.stderr) == shape(p.stderr)
+    assert shape(c.stdout) == shape(p.stdout)
+    assert shape(without_ticks(c.stderr)) == shape(without_ticks(p.stderr)), (c.stderr, p.stderr)
 
 
 @pytest.mark.parametrize("python", [False, True])
@@ -197,10 +211,18 @@ def test_totals_only_and_intervals_are_counted_as_in_python(front, opts):
         same_layout(c.stderr, p.stderr)
         assert c.stderr.splitlines()[0] == "[Event totals]" and len(c.stderr.splitlines()) == 3, c.stderr
         return
-    same_layout(c.stderr, p.stderr)
-    assert [label for _, label in rows(c.stderr)] == ["tick"] * 4 + ["exit"] * 2, c.stderr
-    times = [float(line.split()[1]) for line in c.stderr.splitlines() if line.split()[:1] in (["1"], ["3"])]
-    assert abs(times[0] - 0.3) < 0.05 and abs(times[1] - 0.6) < 0.05, times
+    # the ticks a 0.75 s command sees: 0.3 and 0.6 s, and 0.9 s where a loaded machine made it late
+    same_layout(without_ticks(c.stderr), without_ticks(p.stderr))
+    for err in (c.stderr, p.stderr):
+        labels = [label for _, label in rows(err)]
+        assert labels[-2:] == ["exit"] * 2 and set(labels[:-2]) == {"tick"}, err
+        assert len(labels) - 2 in (4, 6) and labels.count("tick") % 2 == 0, err
+    if rows(c.stderr) == rows(p.stderr):
+        same_layout(c.stderr, p.stderr)
+    ticks = [line.split() for line in c.stderr.splitlines() if line.split()[4:5] == ["tick"]]
+    times = sorted({float(f[1]) for f in ticks if f[0].isdigit()})
+    # each tick read at or after its deadline (never early), and soon after it
+    assert len(times) * 2 == len(ticks) and all(0.3 * k - 1e-3 <= t < 0.3 * k + 0.25 for k, t in enumerate(times, start=1)), times
 
 
 def test_version_is_python_s(front):
