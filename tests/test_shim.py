@@ -97,8 +97,9 @@ def test_exited_threads_keep_their_schedstat(shimtest, tmp_path):
     assert len(exited) == 3
     # each spun for 100 ms: its run time was recorded when it exited
     assert all(t.run_ns > 0 for t in exited), exited
-    # it was running or waiting for a CPU all that time
-    assert all(t.run_ns + t.delay_ns >= 80_000_000 for t in exited), exited
+    # it was running or waiting for a CPU all that time (but for what a VM's host took: the
+    # guest's steal time is neither; half of it is a loose floor a lost schedstat still breaks)
+    assert all(t.run_ns + t.delay_ns >= 50_000_000 for t in exited), exited
     assert s.threads == 4
 
 
