@@ -59,8 +59,9 @@ def table(ev: scorecard.CorpusEvaluation) -> None:
           " ".join(f"{gm[m]:7.1f}%       " if math.isfinite(gm[m]) else f"{'-':>15s}" for m in ms))
     for peer in ("usl", "extrap"):
         if peer in ms:
-            w, n = ev.wins("auto", peer)
-            print(f"auto below {peer} in {w} of the {n} sources where both predicted")
+            h = ev.head_to_head("auto", peer)
+            print(f"auto below {peer} in {h['below']} of the {h['sources']} sources where both predicted "
+                  f"(equal to the decimal in {h['equal']})")
     for m in ms:
         c = ev.coverage_summary(m)
         if c:

@@ -228,11 +228,28 @@ def test_corpus_cli_table_ends_with_the_geometric_mean_and_the_wins(cli, tmp_pat
         assert doc["geometric_mean_on_common_sources"][m] == pytest.approx(want, rel=1e-3)
     r = cli("evaluate", "--corpus", tmp_path, "--methods", "auto,usl")
     assert "geometric mean, 2 sources" in r.out
-    m = re.search(r"auto below usl in (\d) of the 2 sources both predicted", r.out)
-    # the JSON rounds to 0.001 points: a win that small reads there as a tie
-    clear = sum(errs[s]["auto"] < errs[s]["usl"] for s in errs)
-    close = sum(errs[s]["auto"] <= errs[s]["usl"] for s in errs)
-    assert m and clear <= int(m.group(1)) <= close, r.out
+    m = re.search(r"auto below usl in (\d) of the 2 sources both predicted, equal to the decimal in (\d), "
+                  r"above in (\d)", r.out)
+    # a win is below by more than half the table's last decimal (the JSON rounds to 0.001 points)
+    clear = sum(errs[s]["auto"] < errs[s]["usl"] - 0.051 for s in errs)
+    close = sum(errs[s]["auto"] < errs[s]["usl"] - 0.049 for s in errs)
+    assert m and clear <= int(m.group(1)) <= close and sum(map(int, m.groups())) == 2, r.out
+    h = doc["auto_against"]["usl"]
+    assert (h["below"], h["equal"], h["above"]) == tuple(map(int, m.groups())) and h["sources"] == 2
+
+
+def test_a_method_that_is_the_usl_ties_it_it_does_not_win():
+    """Two methods that give the same curve differ by rounding: that is a tie. A win is below by
+    more than half the printed decimal."""
+    from corecast.model.scorecard import CorpusEvaluation, SourceScore
+    errs = {"same": (17.70000001, 17.7), "close": (17.66, 17.7), "clear": (17.6, 17.7), "worse": (18.0, 17.7),
+            "auto only": (5.0, None)}
+    ev = CorpusEvaluation(methods=["auto", "usl"], train_frac=0.25, level=0.8, sources=[
+        SourceScore(source=k, series=1, median_error={"auto": a} | ({"usl": u} if u is not None else {}),
+                    coverage={}) for k, (a, u) in errs.items()])
+    assert ev.wins("auto", "usl") == (1, 4)
+    assert ev.ties("auto", "usl") == 2
+    assert ev.head_to_head("auto", "usl") == {"below": 1, "equal": 2, "above": 1, "sources": 4, "margin_points": 0.05}
 
 
 def test_corpus_cli_jobs_and_its_mistakes(cli, tmp_path):

@@ -62,6 +62,11 @@ class SourceScore:
     priors: Priors | None = None                                     # auto's priors for this source
 
 
+#: Percentage points within which two sources' median errors are a tie: half the last decimal
+#: the scorecard prints, so that a count of wins agrees with the table a reader sees.
+TIE_MARGIN = 0.05
+
+
 @dataclass
 class CorpusEvaluation:
     methods: list[str]
@@ -100,10 +105,22 @@ class CorpusEvaluation:
         return {m: float(np.exp(np.mean([np.log(max(s.median_error[m], 0.1)) for s in common])))
                 if common else math.nan for m in self.methods}
 
-    def wins(self, method: str, against: str) -> tuple[int, int]:
-        """(sources where `method`'s median error is below `against`'s, sources with both)."""
+    def wins(self, method: str, against: str, margin: float = TIE_MARGIN) -> tuple[int, int]:
+        """(sources where `method`'s median error is below `against`'s by more than `margin`
+        percentage points, sources with both). Two methods that give the same curve differ by
+        rounding (1e-8 points): that is a tie, not a win."""
         both = [s for s in self.sources if method in s.median_error and against in s.median_error]
-        return sum(1 for s in both if s.median_error[method] < s.median_error[against]), len(both)
+        return sum(1 for s in both if s.median_error[method] < s.median_error[against] - margin), len(both)
+
+    def ties(self, method: str, against: str, margin: float = TIE_MARGIN) -> int:
+        """Sources where the two median errors are within `margin` points of each other."""
+        return sum(1 for s in self.sources if method in s.median_error and against in s.median_error
+                   and abs(s.median_error[method] - s.median_error[against]) <= margin)
+
+    def head_to_head(self, method: str, against: str) -> dict[str, int]:
+        w, n = self.wins(method, against)
+        t = self.ties(method, against)
+        return {"below": w, "equal": t, "above": n - w - t, "sources": n, "margin_points": TIE_MARGIN}
 
     def coverage_summary(self, method: str = "auto") -> dict[str, float | int]:
         """The coverage of `method`'s band: over all held-out points, the mean over the sources,
@@ -139,7 +156,9 @@ class CorpusEvaluation:
                 "overall_median_abs_pct_error": {m: num(v) for m, v in self.overall().items()},
                 "overall_on_common_sources": {m: num(v) for m, v in self.overall_common().items()},
                 "geometric_mean_on_common_sources": {m: num(v) for m, v in self.geomean_common().items()},
-                "coverage": {m: self.coverage_summary(m) for m in self.methods if self.coverage_summary(m)}}
+                "coverage": {m: self.coverage_summary(m) for m in self.methods if self.coverage_summary(m)},
+                "auto_against": {m: self.head_to_head("auto", m) for m in self.methods
+                                 if m != "auto" and "auto" in self.methods}}
 
 
 def _fit_method(m: str, s: Series, k: float, target: bool, smt_yield: float) -> Any:

@@ -259,8 +259,9 @@ def render_corpus(ev: Any, con: Any) -> None:
     con.print(T.make_table("Corpus evaluation", headers, rows, justify=["left"] + ["right"] * (len(headers) - 1)))
     for peer in ("usl", "extrap"):
         if "auto" in ev.methods and peer in ev.methods:
-            w, n = ev.wins("auto", peer)
-            con.print(f"auto below {peer} in {w} of the {n} sources both predicted")
+            h = ev.head_to_head("auto", peer)
+            con.print(f"auto below {peer} in {h['below']} of the {h['sources']} sources both predicted, "
+                      f"equal to the decimal in {h['equal']}, above in {h['above']}")
     for m in ev.methods:
         c = ev.coverage_summary(m) if hasattr(ev, "coverage_summary") else {}
         if c:
