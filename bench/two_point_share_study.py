@@ -9,8 +9,9 @@ Prints, for each share of trials.COHERENCY_SHARES: the median over the sources o
 median (over its series) of the series' median absolute % error, for each kind of pair; the
 same by distance (held-out count / larger measured count); and, with the pairs split at a limit
 (2, 4 or 8 cores: the larger count at most the limit takes one share, the rest another), the
-shares chosen without each source in turn and scored on it (leave-one-source-out). Figures in
-docs/predict.md ("Two core counts").
+shares chosen without each source in turn and scored on it (leave-one-source-out); and, for the
+pairs up to 4 cores, a share that fades with the distance r (0.2 · (1 − ln r / ln R), not below
+0) for R chosen the same way. Figures in docs/predict.md ("Two core counts").
 
     .venv/bin/python bench/two_point_share_study.py [--corpus data/corpus]
 """
@@ -36,6 +37,7 @@ from corecast.model.trials import COHERENCY_SHARES, LEVEL
 QS = list(COHERENCY_SHARES)
 DISTANCES = (1, 2, 4, 8, 16, np.inf)
 LIMITS = (2, 4, 8)
+FADE_R = (2, 4, 8, 16, 32, 64)
 
 
 def pair_rows(series):
@@ -64,7 +66,14 @@ def pair_rows(series):
                 err[share] = float(np.median(e))
                 by_d[share] = {i: float(np.median(e[(r > lo) & (r <= hi)]))
                                for i, (lo, hi) in enumerate(zip(DISTANCES, DISTANCES[1:])) if ((r > lo) & (r <= hi)).any()}
-            rows.append((s.source, kind, float(pair[1]), err, by_d))
+            fade = {}
+            if pair[1] <= 4:
+                for big in FADE_R:
+                    want = 0.2 * np.clip(1 - np.log(r) / np.log(big), 0, 1)
+                    p = np.array([convert(dataclasses.replace(tp, coherency_share=float(w)).predict(np.array([x]), LEVEL),
+                                          "throughput").value[0] for x, w in zip(n, want)])
+                    fade[big] = float(np.median(np.abs(np.maximum(p, floor) / truth - 1) * 100))
+            rows.append((s.source, kind, float(pair[1]), err, by_d, fade))
     return rows
 
 
@@ -120,6 +129,27 @@ def main() -> None:
                      for kind in ("first", "quarter")} for share in (0.0, 0.2)}
     for share, d in fixed.items():
         print(f"  one share {share:g} for all: first pairs {d['first']:.1f}, quarter pairs {d['quarter']:.1f}")
+    small = [r for r in rows if r[5]]
+    print("pairs up to 4 cores, a share fading from 0.2 to 0 by ln(distance) / ln R:")
+    for kind in ("first", "quarter"):
+        got = [r for r in small if r[1] == kind]
+        print(f"  {kind:8s}: " + "  ".join(f"R {big}: {over_sources([(r[0], r[5][big]) for r in got])[0]:5.1f}"
+                                          for big in FADE_R)
+              + f"  (share 0: {over_sources([(r[0], r[3][0.0]) for r in got])[0]:.1f})")
+    out, chosen = {"first": [], "quarter": []}, collections.Counter()
+    for src in sorted({r[0] for r in small}):
+        train = [r for r in small if r[0] != src]
+
+        def score(big):
+            return np.mean([over_sources([(r[0], r[5][big]) for r in train if r[1] == k])[0] for k in out])
+        big = min(FADE_R, key=score)
+        chosen[big] += 1
+        for kind in out:
+            test = [r[5][big] for r in small if r[0] == src and r[1] == kind]
+            if test:
+                out[kind].append(np.median(test))
+    print(f"  R chosen without the source scored: first pairs {np.median(out['first']):.1f}, quarter pairs "
+          f"{np.median(out['quarter']):.1f} (R chosen: {dict(sorted(chosen.items()))})")
 
 
 if __name__ == "__main__":
