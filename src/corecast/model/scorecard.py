@@ -117,7 +117,8 @@ class CorpusEvaluation:
         return sum(1 for s in self.sources if method in s.median_error and against in s.median_error
                    and abs(s.median_error[method] - s.median_error[against]) <= margin)
 
-    def head_to_head(self, method: str, against: str) -> dict[str, int]:
+    def head_to_head(self, method: str, against: str) -> dict[str, float]:
+        """In how many sources `method` is below `against` (a win), equal to the decimal, above."""
         w, n = self.wins(method, against)
         t = self.ties(method, against)
         return {"below": w, "equal": t, "above": n - w - t, "sources": n, "margin_points": TIE_MARGIN}
