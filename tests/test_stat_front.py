@@ -217,8 +217,8 @@ def test_totals_only_and_intervals_are_counted_as_in_python(front, opts):
         labels = [label for _, label in rows(err)]
         assert labels[-2:] == ["exit"] * 2 and set(labels[:-2]) == {"tick"}, err
         assert len(labels) - 2 in (4, 6) and labels.count("tick") % 2 == 0, err
-    if rows(c.stderr) == rows(p.stderr):
-        same_layout(c.stderr, p.stderr)
+    if [lb for _, lb in rows(c.stderr)] == [lb for _, lb in rows(p.stderr)]:
+        same_layout(c.stderr, p.stderr)                   # as many ticks: the whole layout too
     ticks = [line.split() for line in c.stderr.splitlines() if line.split()[4:5] == ["tick"]]
     times = sorted({float(f[1]) for f in ticks if f[0].isdigit()})
     # each tick read at or after its deadline (never early), and soon after it
