@@ -124,12 +124,13 @@ def test_stat_without_task_records_says_so_once_and_polls(cli, progs, tmp_path, 
     monkeypatch.setattr(backend, "open_tracker", refuse)
     out = tmp_path / "o.json"
     r = cli("stat", "-c", "task_clock", "-T", "0.05", "--format", "json", "-o", out,
-            "--", progs["threads"], "2", "150", "30")
+            "--", progs["threads"], "2", "400", "30")
     assert r.code == 0, r.err
     samples, summary = _samples(out)
     assert summary["threads"] == "poll" and summary["process_totals"] is None
     assert [n for n in summary["notes"] if "unavailable (test: no ring buffer)" in n] and len(summary["notes"]) == 1
-    assert len({s["tid"] for s in samples}) == 3       # 150 ms threads are still found by polling
+    # threads of 400 ms of CPU are found by polling every 50 ms (however late a loaded machine is)
+    assert len({s["tid"] for s in samples}) == 3
 
 
 def test_stat_attach_follows_new_threads_exactly(cli, progs, tmp_path):
