@@ -105,23 +105,25 @@ class CorpusEvaluation:
         return {m: float(np.exp(np.mean([np.log(max(s.median_error[m], 0.1)) for s in common])))
                 if common else math.nan for m in self.methods}
 
+    def _differences(self, method: str, against: str) -> list[float]:
+        """`method`'s median error less `against`'s, in each source where both predicted."""
+        return [s.median_error[method] - s.median_error[against] for s in self.sources
+                if method in s.median_error and against in s.median_error]
+
     def wins(self, method: str, against: str, margin: float = TIE_MARGIN) -> tuple[int, int]:
         """(sources where `method`'s median error is below `against`'s by more than `margin`
         percentage points, sources with both). Two methods that give the same curve differ by
         rounding (1e-8 points): that is a tie, not a win."""
-        both = [s for s in self.sources if method in s.median_error and against in s.median_error]
-        return sum(1 for s in both if s.median_error[method] < s.median_error[against] - margin), len(both)
-
-    def ties(self, method: str, against: str, margin: float = TIE_MARGIN) -> int:
-        """Sources where the two median errors are within `margin` points of each other."""
-        return sum(1 for s in self.sources if method in s.median_error and against in s.median_error
-                   and abs(s.median_error[method] - s.median_error[against]) <= margin)
+        d = self._differences(method, against)
+        return sum(1 for x in d if x < -margin), len(d)
 
     def head_to_head(self, method: str, against: str) -> dict[str, float]:
-        """In how many sources `method` is below `against` (a win), equal to the decimal, above."""
-        w, n = self.wins(method, against)
-        t = self.ties(method, against)
-        return {"below": w, "equal": t, "above": n - w - t, "sources": n, "margin_points": TIE_MARGIN}
+        """In how many sources `method` is below `against` by more than TIE_MARGIN (a win),
+        within it of it (equal to the decimal), above."""
+        d = self._differences(method, against)
+        below, equal = sum(1 for x in d if x < -TIE_MARGIN), sum(1 for x in d if abs(x) <= TIE_MARGIN)
+        return {"below": below, "equal": equal, "above": len(d) - below - equal, "sources": len(d),
+                "margin_points": TIE_MARGIN}
 
     def coverage_summary(self, method: str = "auto") -> dict[str, float | int]:
         """The coverage of `method`'s band: over all held-out points, the mean over the sources,
