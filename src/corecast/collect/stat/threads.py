@@ -255,9 +255,8 @@ class ThreadTracking:
                     continue
                 # A thread's last switch can fall between its exit record and the process's
                 # totals (a race of one or two events): a count that small is not a lost row.
-                slack = 0.01 * abs(v.value)
-                if (v.spec.unit if v.spec else "count") == "count":
-                    slack = max(slack, 2.0)
+                unit = v.spec.unit if v.spec else "count"
+                slack = max(0.01 * abs(v.value), 2.0 if unit == "count" else 0.0)
                 if abs(acc[0] - v.value) > slack:
                     self.notes.append(f"the per-thread rows of {v.name} add up to {acc[0] / v.value:.1%} of the "
-                                      f"process total ({_fmt_num(v.value, v.spec.unit if v.spec else 'count')})")
+                                      f"process total ({_fmt_num(v.value, unit)})")
