@@ -181,7 +181,8 @@ def test_the_two_point_band_is_never_of_zero_width(make):
 
 #: the shipped priors with the larger pairs' coherency share for pairs of 1 and 2 cores too: a
 #: two-point USL that turns down, for the floor's tests
-TURNING = dataclasses.replace(load_priors(), coherency_share_low=load_priors().coherency_share)
+_SHIPPED = load_priors()
+TURNING = dataclasses.replace(_SHIPPED, coherency_share_low=_SHIPPED.coherency_share)
 
 
 def test_a_band_wholly_slower_than_the_last_measurement_is_widened_or_explained():
