@@ -391,6 +391,21 @@ def test_fake_metrics_and_json():
     assert summ["sets"][0][0]["status"] == "ok"
 
 
+def test_fake_builtin_ipc_reads_pmctrack_fixed_counters():
+    """`stat -c pmc0,pmc1 -m ipc` (stat -h's example): PMCTrack's fixed counters 0 and 1 count
+    instructions and cycles, so the built-in ipc and cpi (over instr and cycles) read them."""
+    specs = resolve("pmc0,pmc1,pmc2")
+    assert [e.aliases for e in specs] == [("instr",), ("cycles",), ("ref_cycles",)]
+    assert resolve("pmc3=0x2e")[0].aliases == () and hw("pmc0").aliases == ()
+    pmu = FakePMU({"pmc0": 3.0, "pmc1": 2.0, "pmc2": 1.0}, {1: (0, 0.2)}, k=8)
+    mon, rows = run_fake(pmu, [specs], metrics=[parse_metric("ipc"), parse_metric("cpi")])
+    measured = [r for r in rows if r.metrics["ipc"] is not None]
+    assert measured and all(r.metrics["ipc"] == pytest.approx(1.5) for r in measured)
+    assert all(r.metrics["cpi"] == pytest.approx(2 / 3) for r in measured)
+    with pytest.raises(UserError, match="unknown name"):       # a raw pmc0 is no instruction count
+        run_fake(FakePMU({"pmc0": 1.0}, {1: (0, 0.2)}), [[hw("pmc0")]], metrics=[parse_metric("ipc")])
+
+
 def test_virtual_counter_names():
     assert "psi_cpu_some" in parse_virtual("psi")
     assert parse_virtual("schedstat,ctxsw") == ["runq_delay", "ctxsw"]

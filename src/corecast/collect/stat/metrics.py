@@ -94,7 +94,7 @@ def check_metric_names(metrics: Sequence[Metric], sets: Sequence[Sequence[EventS
     known = {"interval_ns"} | set(virtual)
     for s in sets:
         for e in s:
-            known |= {e.ident, e.label}
+            known |= {e.ident, e.label, *e.aliases}
             if e.name.startswith("stall_"):
                 known.add("backend_stalls")
     for m in metrics:

@@ -61,6 +61,10 @@ class Row:
     def env(self) -> dict[str, float | None]:
         env: dict[str, float | None] = {"interval_ns": float(self.interval_ns)}
         stalls = [v.value for v in self.values if v.spec is not None and v.spec.name.startswith("stall_")]
+        for v in self.values:                  # a fixed counter's mnemonic, unless the set names it
+            if v.spec is not None:
+                for alias in v.spec.aliases:
+                    env[alias] = v.value
         for v in self.values:
             if v.spec is not None:
                 env[v.spec.ident] = v.value
