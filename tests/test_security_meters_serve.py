@@ -613,3 +613,114 @@ def test_logging_never_prints_a_traceback():
                                 sys.exc_info())
     assert f.format(rec) == ("corecast serve: Error handling request: ConnectionResetError: Cannot write to "
                              "closing transport")
+
+
+# ============================================================================================
+# serve: what a stranger's connections may cost
+
+def _closed(s: socket.socket) -> bool:
+    """Whether the server closed this connection (EOF or a reset); never blocks."""
+    try:
+        return s.recv(65536, socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def _half_head(port: int, fields: int = 4) -> socket.socket:
+    """A connection that sends a request head of `fields` 8,000-byte fields and never ends it."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+              + b"".join(b"X-Pad%d: " % i + b"a" * 8000 + b"\r\n" for i in range(fields)))
+    return s
+
+
+def _server_sockets(pid: int) -> int:
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def test_a_strangers_connections_are_bounded_and_the_owner_is_still_answered():
+    """Any local user can reach the port. Before, every connection that never finished its
+    request head was held (aiohttp's keep-alive: an hour), with what it sent: 1,000 of them,
+    1 MB each, made the root server 2 GB. Now at most guard.MAX_STRANGERS connections without
+    the owner's secret are held (a new one closes the oldest): of 200, at least 136 are closed
+    at once, the server holds about 64 sockets, and the owner is answered meanwhile."""
+    from corecast.serve.guard import MAX_STRANGERS
+    srv = Serve("--listen", "127.0.0.1:0")
+    socks: list[socket.socket] = []
+    try:
+        socks = [_half_head(srv.port) for _ in range(200)]
+        end = time.monotonic() + 60
+        while sum(map(_closed, socks)) < 200 - MAX_STRANGERS and time.monotonic() < end:
+            time.sleep(0.1)
+        assert sum(map(_closed, socks)) >= 200 - MAX_STRANGERS
+        assert _server_sockets(srv.proc.pid) <= MAX_STRANGERS + 8
+        status, _, text = srv.request("GET", "/api/state", headers=srv.owner())
+        assert status == 200, text
+    finally:
+        for s in socks:
+            s.close()
+        log = srv.stop()
+    assert "Traceback" not in log
+
+
+@pytest.mark.slow
+def test_a_strangers_connection_is_closed_after_its_grace_and_the_owners_is_kept():
+    """A connection that has not carried the owner's secret is closed guard.STRANGER_S after
+    it was made (a head never finished, or requests refused 403); one whose request was the
+    owner's stays open for the next."""
+    from corecast.serve.guard import STRANGER_S
+    srv = Serve("--listen", "127.0.0.1:0")
+    half = refused = None
+    owner = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        t0 = time.monotonic()
+        half = _half_head(srv.port, fields=1)
+        refused = socket.create_connection(("127.0.0.1", srv.port))
+        refused.sendall(f"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n".encode())
+        owner.request("GET", "/api/state", headers=srv.owner())
+        r = owner.getresponse()
+        assert r.status == 200
+        r.read()
+        end = time.monotonic() + STRANGER_S + 60
+        while not (_closed(half) and _closed(refused)) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert _closed(half) and _closed(refused)
+        assert time.monotonic() - t0 >= STRANGER_S - 1         # not before its grace
+        owner.request("GET", "/api/state", headers=srv.owner())  # the same connection, still open
+        r = owner.getresponse()
+        assert r.status == 200 and json.loads(r.read())["version"]
+    finally:
+        for s in (half, refused):
+            if s is not None:
+                s.close()
+        owner.close()
+        log = srv.stop()
+    assert "Traceback" not in log
+
+
+def test_refused_requests_are_not_a_log_line_each():
+    """Each request without the owner's secret was a line of the owner's log, its path in it
+    (up to 8 KiB): any local user could write the log without end. Now a kind of refusal is
+    one line per guard.REFUSALS_EVERY_S, with a count of the others, and a path is cut."""
+    from corecast.serve.guard import REFUSALS_EVERY_S
+    srv = Serve("--listen", "127.0.0.1:0")
+    try:
+        t0 = time.monotonic()
+        for i in range(300):
+            assert srv.request("GET", "/api/state" + "x" * (4000 if i == 0 else 0))[0] in (403, 404)
+        elapsed = time.monotonic() - t0
+        assert srv.request("GET", "/api/state", headers=srv.owner())[0] == 200
+    finally:
+        log = srv.stop()
+    refusals = [line for line in log.splitlines() if "refused GET" in line]
+    assert 1 <= len(refusals) <= 2 + elapsed / REFUSALS_EVERY_S, log
+    assert max(map(len, log.splitlines())) < 1000
+    assert "(4010 characters)" in refusals[0]

@@ -16,21 +16,79 @@
   token written into the page (`X-Corecast-Token`, which a page of another site cannot read)
   and, when the browser says where it comes from, come from the server's own origin: the
   owner's cookie alone never lets another site act through the browser.
+- **Strangers are bounded** (`Doorman`). A connection that has not yet carried the owner's
+  secret is a stranger's: at most MAX_STRANGERS of them are held (one more closes the oldest)
+  and each for at most STRANGER_S; its request head is at most MAX_HEADERS fields of
+  aiohttp's 8 KiB. A refused request is one log line per kind per REFUSALS_EVERY_S, with a
+  count of the others. (Before, every local user could hold connections for an hour, each
+  with a 1 MB request head never finished: 1,000 of them made the root server's memory
+  2 GB; and each refused request was a log line of up to 8 KiB.)
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
+import time
 from typing import Any, Callable
 
 from aiohttp import web
 
 log = logging.getLogger("corecast.serve")
 QUERY = "token"          # ?token=SECRET
+MAX_STRANGERS = 64       # connections held that have not shown the owner's secret
+STRANGER_S = 10.0        # ... each for at most this long
+MAX_HEADERS = 64         # header fields in a request head (aiohttp bounds each to 8 KiB)
+KEEPALIVE_S = 75.0       # an owner's idle connection is closed after this long (aiohttp: an hour)
+REFUSALS_EVERY_S = 10.0  # a refusal of one kind is logged at most this often
 
 
 def same(given: str | None, secret: str) -> bool:
     return bool(given) and secrets.compare_digest(given.encode(), secret.encode())  # type: ignore[union-attr]
+
+
+class Doorman:
+    """The connections of an aiohttp `web.Server` that have not (yet) carried the owner's
+    secret: at most `limit` of them, the oldest closed to make room for a new one (so idle
+    connections never lock the owner out), and each closed `grace` seconds after it was made
+    unless a request on it was the owner's (`admit`)."""
+
+    def __init__(self, limit: int = MAX_STRANGERS, grace: float = STRANGER_S):
+        self.limit, self.grace = limit, grace
+        self.strangers: dict[Any, tuple[asyncio.BaseTransport, asyncio.TimerHandle]] = {}   # oldest first
+
+    def attach(self, server: Any) -> None:
+        """Follow `server`'s connections (web.Server's connection_made / connection_lost, which
+        each connection's RequestHandler calls)."""
+        made, lost = server.connection_made, server.connection_lost
+
+        def connection_made(handler: Any, transport: asyncio.BaseTransport) -> None:
+            made(handler, transport)
+            self.arrived(handler, transport)
+
+        def connection_lost(handler: Any, exc: BaseException | None) -> None:
+            self.admit(handler)
+            lost(handler, exc)
+
+        server.connection_made, server.connection_lost = connection_made, connection_lost
+
+    def arrived(self, handler: Any, transport: asyncio.BaseTransport) -> None:
+        while len(self.strangers) >= self.limit:
+            self._close(next(iter(self.strangers)))
+        timer = asyncio.get_running_loop().call_later(self.grace, self._close, handler)
+        self.strangers[handler] = (transport, timer)
+
+    def admit(self, handler: Any) -> None:
+        """A request on this connection carried the owner's secret (or it is gone)."""
+        held = self.strangers.pop(handler, None)
+        if held is not None:
+            held[1].cancel()
+
+    def _close(self, handler: Any) -> None:
+        held = self.strangers.pop(handler, None)
+        if held is not None:
+            held[1].cancel()
+            held[0].abort()              # what it did not read is dropped with it
 
 
 class Guard:
@@ -40,6 +98,21 @@ class Guard:
         self.dash = dash
         self.secret = secrets.token_urlsafe(32)     # the owner's: printed on the terminal only
         self.token = secrets.token_urlsafe(24)      # the page's, for its POSTs (never the secret)
+        self.doorman = Doorman()
+        self._refused: dict[str, tuple[float, int]] = {}    # kind: (when logged, refused since)
+
+    def refused(self, kind: str, text: str, *args: Any) -> None:
+        """Log a refusal unless one of its kind was logged less than REFUSALS_EVERY_S ago (then
+        it is counted, and the count goes with the next line): anyone who can reach the port
+        can send refused requests, and must not fill the owner's log."""
+        now = time.monotonic()
+        last, since = self._refused.get(kind, (-REFUSALS_EVERY_S, 0))
+        if now - last < REFUSALS_EVERY_S:
+            self._refused[kind] = (last, since + 1)
+            return
+        self._refused[kind] = (now, 0)
+        log.warning(text + (f" ({since} more refused like it in the last {now - last:.0f} s)" if since else ""),
+                    *(_short(a) for a in args))
 
     @property
     def cookie_name(self) -> str:
@@ -66,17 +139,19 @@ class Guard:
         d = self.dash
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         if not host_allowed(request.headers.get("Host"), d.host, d.port, sock[0] if sock else None):
-            log.warning("refused a request for host %r", request.headers.get("Host"))
+            self.refused("host", "refused a request for host %r", request.headers.get("Host"))
             return web.json_response({"error": f"this server answers for {d.host}:{d.port} only"}, status=421)
         owner, by_query = self.owner(request)
-        if not owner:
-            log.warning("refused %s %s: no owner's token or cookie", request.method, request.path)
+        if owner:
+            self.doorman.admit(request.protocol)
+        else:
+            self.refused("owner", "refused %s %s: no owner's token or cookie", request.method, request.path)
             return web.json_response({"error": "corecast serve answers its owner only: open the address it "
                                                "printed on its terminal (with ?token=...)"}, status=403)
         if request.method not in ("GET", "HEAD"):
             origin = request.headers.get("Origin")
             if origin is not None and origin != f"http://{request.host}":
-                log.warning("refused %s %s from origin %r", request.method, request.path, origin)
+                self.refused("origin", "refused %s %s from origin %r", request.method, request.path, origin)
                 return web.json_response({"error": f"a request from another origin ({origin})"}, status=403)
             if not same(request.headers.get("X-Corecast-Token"), self.token):
                 return web.json_response({"error": "missing or wrong page token (reload the page)"}, status=403)
@@ -87,3 +162,10 @@ class Guard:
         if by_query and not resp.prepared:
             resp.set_cookie(self.cookie_name, self.secret, httponly=True, samesite="Strict", path="/")
         return resp
+
+
+def _short(value: Any, most: int = 200) -> Any:
+    """A request's text for the log, cut to `most` characters (a path or Host may be 8 KiB)."""
+    if isinstance(value, str) and len(value) > most:
+        return value[:most] + f"... ({len(value)} characters)"
+    return value

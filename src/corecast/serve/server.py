@@ -17,6 +17,7 @@ from .. import messages
 from ..errors import UserError
 from ..parsing import listen_address as parse_listen
 from .app import Dashboard
+from .guard import KEEPALIVE_S, MAX_HEADERS
 
 log = logging.getLogger("corecast.serve")
 DEFAULT_LISTEN = "127.0.0.1:8765"
@@ -90,8 +91,11 @@ def _leave(pool: ThreadPoolExecutor, rc: int) -> None:
 async def _serve(dash: Dashboard, host: str, port: int, ready: Callable[[str], None] | None) -> int:
     verbose = messages.level() >= messages.VERBOSE
     runner = web.AppRunner(dash.app(), handle_signals=False, shutdown_timeout=2.0,
+                           max_headers=MAX_HEADERS, keepalive_timeout=KEEPALIVE_S,
                            **({} if verbose else {"access_log": None}))
     await runner.setup()
+    if runner.server is not None:
+        dash.guard.doorman.attach(runner.server)      # strangers' connections bounded (guard.Doorman)
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:
         await site.start()
