@@ -319,6 +319,17 @@ def test_header_only_c_reader(tmp_path, compiler):
         d.close()
 
 
+def test_header_compiles_after_other_system_headers(tmp_path):
+    """A reader that includes a system header first (docs/meters.md's prints with stdio) has
+    not defined _GNU_SOURCE in time for the header's own #define: it compiles all the same
+    (struct ucred, declared only under _GNU_SOURCE, ended it in 'storage size of cred')."""
+    src = tmp_path / "after.c"
+    src.write_text("#include <stdio.h>\n#include <sys/socket.h>\n" + C_READER)
+    r = subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I",
+                        str(include_dir("corecast_meters.h")), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_layout_mirror_checked_against_the_library():
     L._lib = None
     lib = L.lib()                      # raises when the ctypes mirrors and the header differ

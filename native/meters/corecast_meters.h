@@ -1,5 +1,6 @@
 /* corecast meters: the blackboard reader, concurrency advice and the application area.
- * Header only: include it, nothing to link (gcc/clang on Linux; C11 or later).
+ * Header only: include it, nothing to link (gcc/clang on Linux; C11 or later; with strict
+ * -std=c11, include it first or define _GNU_SOURCE: it needs POSIX and Linux declarations).
  *
  *   #include <corecast_meters.h>
  *
@@ -888,7 +889,9 @@ static inline int ccm_subscribe(const char *name) {
         close(fd);
         return -e;
     }
-    struct ucred cred;
+    /* struct ucred's layout: glibc declares struct ucred only under _GNU_SOURCE, which this
+     * header's own #define cannot give a program that included a system header before it */
+    struct { pid_t pid; uid_t uid; gid_t gid; } cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred ||
         (cred.uid != st.st_uid && cred.uid != 0)) {
