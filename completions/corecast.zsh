@@ -538,7 +538,7 @@ _corecast_options=(
 --field-separator:CSV output with this separator (perf''s -x/--field-separator)
 --threads:how threads are followed: ''kernel'' (default) from the kernel''s task records, so every thread has exact rows however short its life; ''poll'' finds them in /proc (no inherited counters: with hardware events, leaves the PMU''s counters to the per-thread ones)
 --wake:when the monitor wakes between ticks: ''records'' at once for each task record (a new thread is picked up as it is created) and for the target''s end; ''tick'' only at the ticks (a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); ''auto'' (default): ''tick'' at -T 0.02 or less, else ''records''
---duration:stop after this long (with -p or -S and no command)
+--duration:stop after this long: with -p or -S, the end of the monitoring (the process runs on); a command still running then gets SIGTERM
 -q:results, warnings and errors only: no progress, notes or names of files written
 --quiet:results, warnings and errors only: no progress, notes or names of files written
 -v:more detail on standard error: what was read, how long it took

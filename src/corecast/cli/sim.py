@@ -36,7 +36,7 @@ Simulate a trace on a machine's caches, TLBs, branch predictor and issue logic.
                                                          (resctrl: Intel CAT/CMT, AMD PQoS)
   corecast sim convert INPUT -o TRACE [--from lackey|din|csv]
   corecast sim gen KIND -o TRACE [...]                   synthetic traces (stream, random,
-                                                         pingpong, transactions)
+                                                         pingpong, transactions, chains)
   corecast sim machines [NAME]                           bundled machine descriptions
 
 Run `corecast sim capture -h` (and so on) for each action's options. TRACE is a corecast

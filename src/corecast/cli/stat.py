@@ -97,7 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(a plain sleep, cheaper: new threads are picked up at the next tick, exit rows stay exact); "
                         "'auto' (default): 'tick' at -T 0.02 or less, else 'records'")
     p.add_argument("--duration", type=_DURATION, metavar="TIME",
-                   help="stop after this long (with -p or -S and no command)")
+                   help="stop after this long: with -p or -S, the end of the monitoring (the process "
+                        "runs on); a command still running then gets SIGTERM")
     p.add_argument("--cpu-model", metavar="CPU", help=argparse.SUPPRESS)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command and arguments")
     _perf_hints(p)
