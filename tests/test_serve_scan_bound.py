@@ -205,3 +205,37 @@ def test_a_folder_scan_looks_at_a_bounded_number_of_names(tmp_path, monkeypatch)
     monkeypatch.setattr(files, "MAX_FOLDER_NAMES", 100_000)
     dash.registry.scan()
     assert len(dash.registry.files) == 8 and dash.registry.notes == []
+
+
+# ------------------------------------------------------------------ (4) the boards in /dev/shm
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the test gives files to another uid")
+def test_the_board_list_opens_no_other_users_file_and_reads_a_bounded_number_of_names(tmp_path, monkeypatch):
+    """Anyone can make files in /dev/shm. The board list (read on every /api/state) opened each
+    corecast-* name to look for the magic: a million names planted by another user kept a
+    worker ~26 s per request (100,000: 2.6 s). Now another user's file is left out from its
+    directory entry, never opened, and at most MAX_SHM_NAMES names are read, with a note."""
+    from corecast.meters import board as B
+    from corecast.meters import layout
+    from corecast.serve import meters as M
+    monkeypatch.setattr(B, "SHM", tmp_path)
+    for i in range(30):
+        p = tmp_path / f"corecast-planted{i:02d}"
+        p.write_bytes(layout.MAGIC + b"\0" * 256)
+        os.chown(p, 54321, 54321)                          # another user's: never a board to trust
+    (tmp_path / "corecast-mine").write_bytes(layout.MAGIC + b"\0" * 256)     # ours, but damaged
+    opened: list[str] = []
+    real = B.read_head
+
+    def read_head(path, n):
+        opened.append(Path(path).name)
+        return real(path, n)
+    monkeypatch.setattr(B, "read_head", read_head)
+    found = M.boards()
+    assert opened == ["corecast-mine"]
+    assert [b["name"] for b in found] == ["mine"] and found[0]["stale"]
+    notes: list[str] = []
+    assert len(M.boards(notes)) == 1 and notes == []
+
+    monkeypatch.setattr(M, "MAX_SHM_NAMES", 10)
+    assert len(M.boards(notes)) <= 1
+    assert notes == [f"{tmp_path}: more than 10 names: only the first 10 were looked at for blackboards"]

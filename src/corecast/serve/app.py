@@ -146,9 +146,10 @@ class Dashboard:
 
     async def state(self, request: web.Request) -> dict[str, Any]:
         ok, why = M.status()
-        boards = await asyncio.to_thread(M.boards) if ok else []
+        shm_notes: list[str] = []
+        boards = await asyncio.to_thread(M.boards, shm_notes) if ok else []
         files = await self.registry.alist()      # scanned in a worker thread, never on the loop
-        return {"version": __version__, "files": files, "left_out": list(self.registry.notes),
+        return {"version": __version__, "files": files, "left_out": [*self.registry.notes, *shm_notes],
                 "sessions": [s.describe() for s in self.sessions.values()],
                 "commands": {"allowed": self.allow_commands,
                              "reason": "" if self.allow_commands else

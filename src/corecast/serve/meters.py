@@ -20,6 +20,8 @@ import asyncio
 import json
 import logging
 import math
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserError
@@ -77,22 +79,45 @@ def default_name() -> str:
     return dn()
 
 
-def boards() -> list[dict[str, Any]]:
+#: The names of /dev/shm the board list reads at most: anyone may make files there, and a list
+#: that opened each of a million planted names kept a worker for ~26 s on every /api/state.
+MAX_SHM_NAMES = 100_000
+
+
+def boards(notes: list[str] | None = None) -> list[dict[str, Any]]:
     """The blackboards in /dev/shm (files starting with the layout's magic), each with its
-    daemon's pid and why it is stale (None when live)."""
+    daemon's pid and why it is stale (None when live). Only a regular file of this user's or
+    root's (`board.refusal`, from the directory entry's lstat) is opened: another user's file is
+    never a board this user may trust, whatever its name. At most MAX_SHM_NAMES names are read;
+    when there were more, `notes` gets a line saying so."""
     from ..meters import Board, layout
-    from ..meters.board import SHM, read_head
+    from ..meters.board import SHM, read_head, refusal
     out: list[dict[str, Any]] = []
+    found: list[str] = []
     try:
-        paths = sorted(SHM.glob("corecast-*"))
+        with os.scandir(SHM) as it:
+            for n, d in enumerate(it):
+                if n >= MAX_SHM_NAMES:
+                    if notes is not None:
+                        notes.append(f"{SHM}: more than {MAX_SHM_NAMES:,} names: only the first "
+                                     f"{MAX_SHM_NAMES:,} were looked at for blackboards")
+                    break
+                if not d.name.startswith("corecast-"):
+                    continue
+                try:
+                    if refusal(Path(d.path), d.stat(follow_symlinks=False)):
+                        continue        # not a file this user may trust (Board.open says why)
+                except OSError:
+                    continue
+                found.append(d.name)
     except OSError:
         return out
-    for p in paths:
+    for p in (SHM / n for n in sorted(found)):
         try:                            # never follows a link, never waits on a FIFO
             if read_head(p, len(layout.MAGIC)) != layout.MAGIC:
                 continue                # an application area, or something else
         except UserError:
-            continue                    # not a file this user may trust (Board.open says why)
+            continue                    # changed since it was listed
         name = p.name[len("corecast-"):]
         try:
             with Board.open(name) as b:
