@@ -116,6 +116,22 @@ def test_options_are_declared_and_checked(name):
                            else ds, size_ratio=-1.0)
 
 
+def test_auto_refuses_a_bad_ratio_whatever_its_members_declare(monkeypatch):
+    """docs/extending.md's member may declare no --size-ratio: auto still refuses a bad one
+    (it fitted that member alone and predicted with the mistake unseen)."""
+    from corecast.model.laws import fit_usl
+
+    def fit_toy(ds, level: float = 0.8):
+        return fit_usl(ds)
+
+    monkeypatch.setitem(methods.REGISTRY, "toy", methods.Method("toy", fit_toy, "member", rank=99))
+    monkeypatch.setattr(methods, "MEMBERS", methods.MEMBERS + ("toy",))
+    for opt, flag in (("size_ratio", "--size-ratio"), ("freq_ratio", "--freq-ratio")):
+        with pytest.raises(Exception, match=f"{flag} must be a number > 0"):
+            predictors.fit("auto", fakes.amdahl_time(), **{opt: -1.0})
+    assert predictors.fit("auto", fakes.amdahl_time(), size_ratio=2.0).predict(TARGETS).value.size == 3
+
+
 def test_a_fit_function_that_swallows_options_is_refused():
     def fit_loose(ds, size=None, **_):
         raise AssertionError("never called")

@@ -74,7 +74,7 @@ from .calibration import CalibratedFit, Calibration, ValidationPoint, calibrate,
 from .estima import analysis_rows
 from .priors import Priors
 from .priors import load as load_priors
-from .series import convert, input_metric, single_size, time_series
+from .series import check_ratio, convert, input_metric, single_size, time_series
 
 #: Stall method kept unless its validation score exceeds this factor of the best other's ...
 ESTIMA_TOLERANCE = 3.0
@@ -354,6 +354,11 @@ def fit_dataset(ds: Dataset, size: float | None = None, priors: Priors | None = 
     single methods (`methods.OPTIONS`), each passed to the methods that declare it. `priors`:
     what the corpus taught (default: the shipped `priors.toml`)."""
     methods.check_options(kw)
+    # A ratio is refused here, not by the methods that take it: a member that declares none
+    # would otherwise be fitted alone and the mistake pass unseen (docs/extending.md).
+    for opt in ("freq_ratio", "size_ratio"):
+        if kw.get(opt) is not None:
+            check_ratio(kw[opt], "--" + opt.replace("_", "-"))
     pri = priors or load_priors()
     ds1, warns = single_size(ds, size)
     metric = input_metric(ds1)
