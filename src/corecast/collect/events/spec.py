@@ -31,10 +31,6 @@ DEFAULT_EBS_PERIOD = 1_000_000
 MAX_SPEC_LEN = 4096
 
 
-#: PMCTrack's fixed counters by their generic hardware event (config): the mnemonic each counts.
-_FIXED_ALIASES = {1: "instr", 0: "cycles", 9: "ref_cycles"}
-
-
 @dataclass(frozen=True)
 class EventSpec:
     """One event, ready for perf_event_open.
@@ -90,17 +86,6 @@ class EventSpec:
     @property
     def label(self) -> str:
         return f"pmc{self.pmc}" if self.pmc is not None else self.name
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        """The mnemonic a PMCTrack fixed counter counts (pmc0 instr, pmc1 cycles, pmc2
-        ref_cycles), so that a metric over those names (the built-in ipc, cpi) reads
-        `-c pmc0,pmc1` as PMCTrack's users write it; no other event has one."""
-        if self.origin == "pmctrack" and self.type == abi.PERF_TYPE_HARDWARE:
-            alias = _FIXED_ALIASES.get(self.config)
-            if alias:
-                return (alias,)
-        return ()
 
     def translate(self) -> str:
         """One line like PMCTrack's pmc-events: the perf attribute that encodes it."""

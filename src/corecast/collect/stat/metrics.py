@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...errors import UserError
+from ..events import abi
 from ..events.spec import EventSpec
 
 
@@ -24,6 +25,19 @@ BUILTIN_METRICS = {
     "stall_ratio": "backend_stalls / cycles",
     "utilization": "task_clock / interval_ns",
 }
+#: PMCTrack's fixed counters by their generic hardware event (config): the mnemonic each counts.
+_FIXED_ALIASES = {1: "instr", 0: "cycles", 9: "ref_cycles"}
+
+
+def aliases(e: EventSpec) -> tuple[str, ...]:
+    """The mnemonic a PMCTrack fixed counter counts (pmc0 instr, pmc1 cycles, pmc2
+    ref_cycles), so that a metric over those names (the built-in ipc, cpi) reads
+    `-c pmc0,pmc1` as PMCTrack's users write it; no other event has one."""
+    if e.origin == "pmctrack" and e.type == abi.PERF_TYPE_HARDWARE and e.config in _FIXED_ALIASES:
+        return (_FIXED_ALIASES[e.config],)
+    return ()
+
+
 def _allowed_nodes() -> tuple[type, ...]:
     """The syntax a metric may use (ast is imported when a metric is parsed: for start-up time)."""
     import ast
@@ -94,7 +108,7 @@ def check_metric_names(metrics: Sequence[Metric], sets: Sequence[Sequence[EventS
     known = {"interval_ns"} | set(virtual)
     for s in sets:
         for e in s:
-            known |= {e.ident, e.label, *e.aliases}
+            known |= {e.ident, e.label, *aliases(e)}
             if e.name.startswith("stall_"):
                 known.add("backend_stalls")
     for m in metrics:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from ..events.spec import EventSpec
 from ..perf import CounterValue, interval_value
+from .metrics import aliases
 from .virtual import VirtValue
 
 
@@ -63,7 +64,7 @@ class Row:
         stalls = [v.value for v in self.values if v.spec is not None and v.spec.name.startswith("stall_")]
         for v in self.values:                  # a fixed counter's mnemonic, unless the set names it
             if v.spec is not None:
-                for alias in v.spec.aliases:
+                for alias in aliases(v.spec):
                     env[alias] = v.value
         for v in self.values:
             if v.spec is not None:
