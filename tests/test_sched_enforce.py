@@ -388,3 +388,93 @@ def test_the_small_cgroup_weighs_what_its_threads_would(tmp_path):
         q.kill()
         p.wait()
         q.wait()
+
+
+# ---------------------------------------------------------------- a cgroup an earlier run left
+def _emulation_parent() -> Path:
+    """Where this machine's cgroup emulation makes its cgroups (v1: this process's own cgroup)."""
+    kind, mnt = E.cgroup_mount()
+    return E._own_cgroup(mnt) if kind == "v1" else mnt
+
+
+def test_sweep_removes_a_dead_runs_empty_cgroup_and_never_a_live_ones():
+    """On the machine's real cgroup tree: `corecast-sched-PID` of a pid that is there is left,
+    of one that is gone is removed (with its `small` child, a quota set in it)."""
+    why = _can_emulate()
+    if why:
+        pytest.skip(why)
+    parent = _emulation_parent()
+    live = subprocess.Popen(["sleep", "300"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    made = [parent / f"corecast-sched-{live.pid}", parent / f"corecast-sched-{dead.pid}"]
+    try:
+        for d in made:
+            (d / "small").mkdir(parents=True)
+        E.sweep(parent)
+        assert made[0].exists() and not made[1].exists()
+        live.kill()
+        live.wait()
+        E.sweep(parent)
+        assert not made[0].exists()
+    finally:
+        live.kill()
+        for d in made:
+            for sub in (d / "small", d):
+                try:
+                    sub.rmdir()
+                except OSError:
+                    pass
+
+
+def _children(pid: int) -> dict[int, str]:
+    out = {}
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for c in (t / "children").read_text().split():
+                out[int(c)] = Path(f"/proc/{c}/comm").read_text().strip()
+        except OSError:
+            pass
+    return out
+
+
+def _threads_in(cgroup: Path) -> list[str]:
+    f = cgroup / "tasks" if (cgroup / "tasks").exists() else cgroup / "cgroup.threads"
+    return f.read_text().split()
+
+
+def test_a_cgroup_left_by_a_run_killed_with_its_sentinel_is_removed_by_the_next_run():
+    """`pkill -9 -f corecast` kills corecast and its sentinel at once: the emulation's cgroup
+    `corecast-sched-PID` stayed (its programs died with corecast, the cgroup was left empty,
+    its quota set), and no later run removed it. The next run with a cgroup emulation removes it
+    and says so."""
+    why = _can_emulate()
+    if why:
+        pytest.skip(why)
+    cpus = sorted(os.sched_getaffinity(0))
+    spin = "sh -c 'while :; do :; done'"
+    args = [sys.executable, "-m", "corecast", "sched", "run", "--policy", "rr", "--big", str(cpus[0]),
+            "--small", str(cpus[1]), "--emulate", "cgroup", "--no-alone", "--"]
+    first = subprocess.Popen([*args, spin, spin], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    left = _emulation_parent() / f"corecast-sched-{first.pid}"
+    try:
+        assert _wait_for(lambda: (left / "small").exists() and "corecast-sentin" in _children(first.pid).values())
+        sentinel = next(c for c, comm in _children(first.pid).items() if comm == "corecast-sentin")
+        os.kill(sentinel, signal.SIGKILL)
+        first.kill()
+        first.wait()
+        assert _wait_for(lambda: not _threads_in(left / "small") and not _threads_in(left))   # its programs are gone
+        assert left.exists()
+        r = subprocess.run([*args, "true", "true"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert not left.exists()
+        assert f"removed {left}, the cgroup an earlier run (pid {first.pid}) left when it was killed" in r.stderr
+    finally:
+        if first.poll() is None:
+            first.kill()
+        for sub in (left / "small", left):
+            try:
+                sub.rmdir()
+            except OSError:
+                pass

@@ -22,6 +22,9 @@ was not, this run enables it and gives it back at the end when nothing else uses
 (`cpuctl.give_back`); a keeper process (`cpuctl`, started before the write) does the same
 after the sentinel has removed the cgroup when corecast could not (SIGKILL). A controller that
 was on before is never touched.
+
+A cgroup an earlier run left (its corecast and its sentinel both killed) is removed by the next
+cgroup emulation when it is empty (`sweep`).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from ...collect import procs
 from ...errors import UserError
-from ...messages import warning
+from ...messages import note, warning
 from . import cpuctl
 from .hybrid import format_cpus
 
@@ -56,6 +59,45 @@ def nice_weight(tid: int) -> int:
 def _rmdir(path: Path) -> None:
     """Remove a cgroup (one place, so that tests on a fake tree of plain folders can replace it)."""
     path.rmdir()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False                   # there, another user's
+    return False
+
+
+def sweep(parent: Path) -> None:
+    """Remove the cgroups earlier runs left in `parent`: a `corecast-sched-PID` whose corecast is
+    gone. The sentinel removes a run's cgroup when corecast dies; when the sentinel was killed
+    with it (`pkill -9 -f corecast`, the OOM killer taking the group) nothing did, and a later
+    run did not either. Only an empty cgroup is removed (the kernel refuses rmdir of one that
+    holds a thread: then it is left, with a warning); a live run's (its pid is there) is never
+    looked at."""
+    try:
+        found = sorted(p for p in parent.iterdir() if p.name.startswith(cpuctl.PREFIX))
+    except OSError:
+        return
+    for p in found:
+        pid = p.name[len(cpuctl.PREFIX):]
+        if not pid.isdigit() or int(pid) == os.getpid() or not _gone(int(pid)) or p.is_symlink():
+            continue
+        try:
+            for d in ("small", "big"):
+                if (p / d).is_dir():
+                    _rmdir(p / d)
+            _rmdir(p)
+        except FileNotFoundError:
+            continue                   # its sentinel removed it meanwhile
+        except OSError as err:
+            warning(f"{p}, the cgroup of an earlier run (pid {pid}, gone), could not be removed: "
+                    f"{err.strerror or err}")
+            continue
+        note(f"removed {p}, the cgroup an earlier run (pid {pid}) left when it was killed")
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -192,6 +234,7 @@ class CgroupV1(_Cgroup):
         super().__init__(small, speed)
         self.home = _own_cgroup(mount)
         self.base = self.home / f"corecast-sched-{os.getpid()}"
+        sweep(self.home)
         self._term = _TermAsInterrupt()
         atexit.register(self.close)
         procs.track_cgroup(self.base)
@@ -259,6 +302,7 @@ class CgroupV2(_Cgroup):
         super().__init__(small, speed)
         self.mount = mount
         self.base = mount / f"corecast-sched-{os.getpid()}"
+        sweep(mount)
         self.enabled_cpu = False       # this run enabled the root's cpu controller: it gives it back
         self.left_on: str | None = None    # why it was left enabled, when it was
         self._keeper: _Keeper | None = None
