@@ -36,7 +36,8 @@ examples:
   corecast chase --sweep-size --plot staircase.png
   corecast chase --loaded --delays 0,100,1000
   corecast chase --profile memory.json            # sweep + staircase -> the memory profile
-  corecast usl chase.csv                          # the sweep is a Dataset"""
+  corecast chase --chains 8 -o sweep.csv          # the thread counts at 8 chains, a Dataset
+  corecast usl sweep.csv                          # (the USL needs 3 or more thread counts)"""
 
 
 #: Measured time per point: at most a minute (a sweep has tens of points).
