@@ -334,6 +334,21 @@ def test_thp_is_asked_for_and_its_share_measured():
 
 
 # ------------------------------------------------------------------------------ Dataset and profile
+def test_the_idle_point_not_asked_for_stays_out_of_the_dataset():
+    """`--chains 8` for the thread scaling at 8 chains (docs/chase.md): the (1, 1) point measured
+    for the idle latency is no row of the Dataset (usl read it as a repetition of one thread,
+    the median of 1 and 8 chains); asked for, it is one."""
+    from corecast.collect.chase import to_dataset
+    ses = R.Session(R.Settings(size_bytes=1 << 20, duration_s=0.02, samples=2, warmup_s=0.01))
+    run = R.concurrency_sweep(ses, [1], [4])
+    assert [(p.threads, p.chains) for p in run.points] == [(1, 1), (1, 4)]
+    ds = to_dataset(run)
+    assert list(ds.column("chains")) == [4] and list(ds.cores) == [1]
+    assert ds.notes["chase"]["idle_latency_ns"] == pytest.approx(run.points[0].latency_ns)
+    asked = to_dataset(R.concurrency_sweep(ses, [1], [1, 4]))
+    assert list(asked.column("chains")) == [1, 4]
+
+
 @pytest.mark.slow
 def test_dataset_round_trip_through_usl_export_and_info(cli, tmp_path):
     out = tmp_path / "chase.csv"

@@ -7,7 +7,9 @@ their units: `chains` (per thread), `latency_ns`, `bandwidth_bytes_s` (kind thro
 corecast.model.memory), `sockets`, `steal` and `cpu_share`; the loaded mode adds `delay`,
 `loaders` and `load_bandwidth_bytes_s`. A concurrency sweep has several rows per thread count
 (one per chain count), which `usl` reads as repetitions of that count: for the thread scaling at
-one chain count, run the sweep with that `--chains`.
+one chain count, run the sweep with that `--chains`. The (1 thread, 1 chain) point a sweep
+measures for the idle latency when it was not asked for is left out of the rows (its latency is
+the notes' `idle_latency_ns`), so that it is not read as a repetition of one thread.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ def to_dataset(run: Run) -> Dataset:
     idle = idle_latency_ns(run) if run.mode == "concurrency" else None
     rows = []
     for p in run.points:
+        if run.idle_only and p.threads == 1 and p.chains == 1 and not p.loaders:
+            continue
         row: dict[str, float | None] = {"cores": p.threads + p.loaders, "size": p.size_bytes, "chains": p.chains,
                                         "latency_ns": p.latency_ns, "bandwidth_bytes_s": p.bandwidth_bytes_s}
         if run.mode == "concurrency":

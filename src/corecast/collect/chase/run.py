@@ -192,6 +192,9 @@ class Run:
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     interrupted: bool = False       # Ctrl-C: the points measured before it are kept
+    #: A concurrency sweep measured (1 thread, 1 chain) for the idle latency only, not asked for:
+    #: kept out of the Dataset, whose rows are the thread and chain counts asked for.
+    idle_only: bool = False
 
     def conditions(self) -> dict:
         """How the points were measured, for the JSON documents and the profile."""
@@ -453,6 +456,7 @@ def concurrency_sweep(session: Session, threads: Sequence[int], chains: Sequence
     pairs = [(t, k) for t in sorted(threads) for k in sorted(chains)]
     if (1, 1) not in pairs:
         pairs.insert(0, (1, 1))
+        run.idle_only = True
     with session.buffer(s.size_bytes, run) as buf:
         _each(session, run, pairs, lambda tk: f"{tk[0]} thread{'s' if tk[0] > 1 else ''} x {tk[1]} "
                                               f"chain{'s' if tk[1] > 1 else ''}",
