@@ -342,10 +342,12 @@ def test_the_idle_point_not_asked_for_stays_out_of_the_dataset():
     ses = R.Session(R.Settings(size_bytes=1 << 20, duration_s=0.02, samples=2, warmup_s=0.01))
     run = R.concurrency_sweep(ses, [1], [4])
     assert [(p.threads, p.chains) for p in run.points] == [(1, 1), (1, 4)]
-    ds = to_dataset(run)
+    ds = to_dataset(run, idle_row=False)
     assert list(ds.column("chains")) == [4] and list(ds.cores) == [1]
     assert ds.notes["chase"]["idle_latency_ns"] == pytest.approx(run.points[0].latency_ns)
-    asked = to_dataset(R.concurrency_sweep(ses, [1], [1, 4]))
+    assert M.analyse_concurrency(ds).idle_latency_ns == pytest.approx(run.points[0].latency_ns)
+    assert list(to_dataset(run).column("chains")) == [1, 4]          # the analysis keeps it
+    asked = to_dataset(R.concurrency_sweep(ses, [1], [1, 4]), idle_row=False)
     assert list(asked.column("chains")) == [1, 4]
 
 

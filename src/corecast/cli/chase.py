@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if profile is not None:
         profile.write(args.profile)
     if args.output and mode in datasets:
-        datasets[mode].save(args.output)
+        C.to_dataset(runs[mode], idle_row=False).save(args.output)
 
     def render() -> None:
         R.render(runs, res.concurrency, res.plateaus, terminal.console())

@@ -163,7 +163,7 @@ def analyse_concurrency(ds: Dataset, line_bytes: int | None = None) -> Concurren
         raise UserError(f"{ds.label}: no measured points")
     notes: list[str] = []
     idle_rows = ok & (threads == 1) & (chains == 1)
-    idle = float(np.median(lat[idle_rows])) if idle_rows.any() else None
+    idle = float(np.median(lat[idle_rows])) if idle_rows.any() else ds.notes.get("chase", {}).get("idle_latency_ns")
     if idle is None:
         notes.append("no point with one thread and one chain: no idle latency")
     per_threads: dict[int, Knee] = {}

@@ -8,8 +8,9 @@ corecast.model.memory), `sockets`, `steal` and `cpu_share`; the loaded mode adds
 `loaders` and `load_bandwidth_bytes_s`. A concurrency sweep has several rows per thread count
 (one per chain count), which `usl` reads as repetitions of that count: for the thread scaling at
 one chain count, run the sweep with that `--chains`. The (1 thread, 1 chain) point a sweep
-measures for the idle latency when it was not asked for is left out of the rows (its latency is
-the notes' `idle_latency_ns`), so that it is not read as a repetition of one thread.
+measures for the idle latency when it was not asked for is left out of the rows `-o` writes
+(`idle_row=False`; its latency is the notes' `idle_latency_ns`), so that it is not read as a
+repetition of one thread.
 """
 from __future__ import annotations
 
@@ -38,13 +39,14 @@ def idle_latency_ns(run: Run) -> float | None:
     return next((p.latency_ns for p in run.points if p.threads == 1 and p.chains == 1 and not p.loaders), None)
 
 
-def to_dataset(run: Run) -> Dataset:
-    """The run's points as a Dataset (see the module doc)."""
+def to_dataset(run: Run, idle_row: bool = True) -> Dataset:
+    """The run's points as a Dataset (see the module doc). `idle_row=False` (what `-o` writes)
+    leaves out the idle-latency point the sweep added unasked; the analysis keeps it."""
     line = run.settings.line
     idle = idle_latency_ns(run) if run.mode == "concurrency" else None
     rows = []
     for p in run.points:
-        if run.idle_only and p.threads == 1 and p.chains == 1 and not p.loaders:
+        if not idle_row and run.idle_only and p.threads == 1 and p.chains == 1 and not p.loaders:
             continue
         row: dict[str, float | None] = {"cores": p.threads + p.loaders, "size": p.size_bytes, "chains": p.chains,
                                         "latency_ns": p.latency_ns, "bandwidth_bytes_s": p.bandwidth_bytes_s}
