@@ -331,3 +331,60 @@ def test_tracefs_mounted_for_tracepoints_is_unmounted_however_corecast_ends(how)
     else:
         assert "tracefs /sys/kernel/tracing" in r.stdout and "rc 137" in r.stdout, r.stdout + r.stderr
     assert "LEFT MOUNTED" not in r.stdout
+
+
+# ---------------------------------------------------------------- sim capture's valgrind
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")     # utime + stime
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (setup/debian-packages.txt)")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_lackey_capture_ended_early_leaves_no_valgrind_fifo(sig, tmp_path):
+    """`sim capture --backend lackey` ran valgrind with its gdbserver on (valgrind's default),
+    which makes vgdb-pipe-* FIFOs and a file in $TMPDIR at its start; a valgrind killed by
+    corecast-launch (corecast SIGKILLed) or by the capture's own end (Ctrl-C) left them there."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, TMPDIR=str(tmp), **{L.MARK: token})
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "sim", "capture", "--backend", "lackey", "--no-annotate",
+                          "-o", str(tmp_path / "t.cctrace"), "--", "sh", "-c",
+                          "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120          # valgrind started and tracing the program
+        while time.monotonic() < deadline:
+            # valgrind's own process is named after its tool (corecast-launch's line names valgrind too)
+            vg = [q for q in L.marked(token) if _comm(q).startswith(("lackey", "valgrind"))]
+            if vg and _cpu_seconds(vg[0]) >= 0.5:
+                break
+            assert p.poll() is None, "the capture ended before valgrind ran"
+            time.sleep(0.05)
+        else:
+            pytest.fail("valgrind never ran for half a second of CPU")
+        p.send_signal(sig)
+        p.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while L.marked(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert L.marked(token) == []
+        assert sorted(x.name for x in tmp.iterdir()) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for q in L.marked(token):
+            os.kill(q, signal.SIGKILL)

@@ -11,9 +11,11 @@ this is an x86-64 machine with qemu-x86_64 installed, else lackey.
 
 `capture(["./app", "arg"], "app.cctrace", backend="lackey")` runs
 
-    valgrind --tool=lackey --trace-mem=yes --trace-sched=yes -v -v --log-fd=N ./app arg
+    valgrind --tool=lackey --trace-mem=yes --trace-sched=yes --vgdb=no -v -v --log-fd=N ./app arg
 
-and parses lackey's text as it streams out of the pipe (natively, no temporary text file).
+(`--vgdb=no`: valgrind's gdbserver, on by default, makes three FIFOs and a file in $TMPDIR,
+vgdb-pipe-*-PID-*, which valgrind killed with SIGKILL -- as it is when corecast ends early --
+leaves behind) and parses lackey's text as it streams out of the pipe (natively, no temporary text file).
 `--trace-sched` says which thread runs; `-v -v` says where each object's code was loaded.
 Afterwards, when objdump is available, every instruction that ran is disassembled and the
 trace gains branch records (outcome from the next instruction's address) and uop records
@@ -144,7 +146,7 @@ def _capture_lackey(vg: str, cmd: Sequence[str], out: Path, scratch: Path, marke
     writer = TraceWriter(raw_path, {"source": "lackey", "command": list(cmd)}, announce=not use_objdump,
                          compress=not use_objdump)       # a raw trace the decoding pass reads at once
     rfd, wfd = os.pipe()
-    args = [vg, "--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "-v", "-v",
+    args = [vg, "--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "--vgdb=no", "-v", "-v",
             f"--log-fd={wfd}", *cmd]
     try:
         proc = procs.start_passing(args, (wfd,), what="valgrind", env=env)
