@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -245,3 +246,32 @@ def test_a_fifo_without_a_writer_does_not_hang(tmp_path):
     os.mkfifo(f)
     with pytest.raises(UserError, match="empty file"):
         D.load(f)
+
+
+PLANTED_META = json.dumps({"format": "corecast-dataset", "version": 1,
+                           "columns": {"throughput": {"kind": "time", "unit": "s", "status": "ok"}}})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: gives the sidecar to another uid (chown)")
+def test_a_sidecar_of_another_user_beside_a_csv_is_refused_not_read(tmp_path):
+    """In /tmp another user could put `d.csv.meta.json` beside root's plain CSV and make its
+    throughput a time (`usl` then fitted 1/throughput); the sidecar is read only when owned by
+    the CSV's owner, the reader or root -- the name and what a link there leads to."""
+    csv_ = write(tmp_path, "d.csv", "cores,throughput\n1,100\n2,190\n4,350\n")
+    side = write(tmp_path, "d.csv.meta.json", PLANTED_META)
+    assert D.load(csv_).columns["throughput"].kind == "time"         # the CSV's owner's own: read
+    os.chown(side, 54321, 54321)
+    with pytest.raises(UserError, match=r"d\.csv\.meta\.json: owned by uid 54321, not by the owner of .*d\.csv "
+                                        r"\(uid 0\): its metadata is not read"):
+        D.load(csv_)
+    os.chown(csv_, 54321, 54321)                                        # the CSV's owner's own again
+    assert D.load(csv_).columns["throughput"].kind == "time"
+    os.chown(csv_, 0, 0)
+    side.unlink()
+    target = write(tmp_path, "root.json", PLANTED_META)                 # a link of another user's to root's file
+    side.symlink_to(target)
+    os.lchown(side, 54321, 54321)
+    with pytest.raises(UserError, match="owned by uid 54321"):
+        D.load(csv_)
+    side.unlink()
+    assert D.load(csv_).columns["throughput"].kind == "throughput"      # no sidecar: the header's names

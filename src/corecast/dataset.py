@@ -30,6 +30,7 @@ import csv
 import io
 import json
 import math
+import os
 import shlex
 import sqlite3
 from dataclasses import asdict, dataclass, field, fields
@@ -628,6 +629,7 @@ def read_csv(path: str | Path, text: str | None = None) -> Dataset:
     if not meta:
         side = sidecar_path(path)
         if side.is_file():
+            _check_sidecar_owner(path, side)
             try:
                 meta = json_document(_read_text(str(side)), str(side))
             except json.JSONDecodeError as err:
@@ -902,6 +904,24 @@ def sidecar_path(path: str | Path) -> Path:
     """Where a CSV's metadata lives: `data.csv` -> `data.csv.meta.json`."""
     p = Path(path)
     return p.with_name(p.name + ".meta.json")
+
+
+def _check_sidecar_owner(path: str | Path, side: Path) -> None:
+    """A CSV's sidecar is its metadata -- which column is a time, a throughput, in which unit --
+    so it is read only when it is as much the CSV's as the CSV is: owned (the name, and what a
+    link there leads to) by the CSV's owner, the user reading, or root. In a folder anyone can
+    write to (/tmp) another user could put `data.csv.meta.json` beside someone's plain CSV and
+    turn its throughput into a time; that is refused with one line, never read."""
+    try:
+        owner = os.stat(path).st_uid
+        link, target = os.lstat(side).st_uid, os.stat(side).st_uid
+    except OSError:
+        return                              # gone meanwhile: the read says what is wrong
+    trusted = {owner, os.geteuid(), 0}
+    for uid in (link, target):
+        if uid not in trusted:
+            raise UserError(f"{side}: owned by uid {uid}, not by the owner of {path} (uid {owner}): "
+                            "its metadata is not read (remove it; another user may have put it there)")
 
 
 def _read_bytes(path: str | Path) -> tuple[bytes, bool]:
