@@ -269,6 +269,23 @@ unit = "cycles"
     assert "aborted_tx_cycles" in ds.stall_names and "missing" not in ds.stall_names
 
 
+def test_a_plugin_file_no_run_wrote_gives_no_value(cli, tmp_path):
+    """A plugin's output file is read after every run; one the run did not write (the program
+    failed before it, or writes it only sometimes) still held an earlier run's number -- or a
+    file from before the campaign -- and that number was recorded as this run's."""
+    plugin = tmp_path / "p.toml"
+    plugin.write_text('[category.app_wait_cycles]\nsource = "p.out"\nregex = \'v: ([0-9]+)\'\nunit = "cycles"\n')
+    (tmp_path / "p.out").write_text("v: 9\n")                 # left from before the campaign
+    os.chdir(tmp_path)
+    r, out = measure(cli, tmp_path, "--cores", "1", "--reps", "4", "--no-shim", "--plugin", plugin, "--", "sh", "-c",
+                     "if [ {rep} = 1 ]; then echo 'v: 5' > p.out; fi; if [ {rep} = 3 ]; then echo 'v: 7' >> p.out; fi")
+    assert r.code == 0, r.err
+    by_rep = {x["repetition"]: x for x in runs(out)}
+    assert {k: x["values"]["app_wait_cycles"] for k, x in by_rep.items()} == {0: None, 1: 5, 2: None, 3: 12}
+    for k in (0, 2):
+        assert any("p.out was not written by this run" in n for n in by_rep[k]["details"]["notes"]), by_rep[k]
+
+
 @pytest.mark.parametrize("body,message", [
     ('[category.x]\nsource="stdout"\nregex="(a)(b)"\nunit="s"\n', "exactly one group"),
     ('[category.x]\nsource="stdout"\nregex="(a)"\nunit="s"\naggregate="median"\n', "aggregate 'median'"),

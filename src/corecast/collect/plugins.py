@@ -185,9 +185,32 @@ def read_output_file(path: Path, what: str = "plugin output file", limit: int = 
         os.close(fd)
 
 
+def output_path(c: Category, cwd: str | Path, subst: Mapping[str, str]) -> Path:
+    """The file a category reads for a run ({cores}, {threads}, {rep} replaced; relative to `cwd`)."""
+    path = Path(substitute(c.source, subst))
+    return path if path.is_absolute() else Path(cwd) / path
+
+
+def file_state(path: Path) -> tuple[int, ...] | None:
+    """What tells a file rewritten from one left as it was (None: no file there)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def states_before(cats: list[Category], cwd: str | Path, subst: Mapping[str, str]) -> dict[str, tuple[int, ...] | None]:
+    """`file_state` of each file category's file, taken before a run starts (for `apply`)."""
+    return {c.name: file_state(output_path(c, cwd, subst)) for c in cats if c.is_file}
+
+
 def apply(cats: list[Category], stdout: str, stderr: str, cwd: str | Path,
-          subst: Mapping[str, str]) -> tuple[dict[str, float | None], list[str]]:
-    """Values of every category for one run, and notes on the ones that gave nothing."""
+          subst: Mapping[str, str], before: Mapping[str, tuple[int, ...] | None] | None = None,
+          ) -> tuple[dict[str, float | None], list[str]]:
+    """Values of every category for one run, and notes on the ones that gave nothing.
+    `before`: `states_before` the run; a file found just as it was then (same file, size, times)
+    was not written by this run -- it is an earlier run's, or older -- and gives no value."""
     values: dict[str, float | None] = {}
     notes: list[str] = []
     for c in cats:
@@ -196,15 +219,18 @@ def apply(cats: list[Category], stdout: str, stderr: str, cwd: str | Path,
         elif c.source == "stderr":
             text, label = stderr, "stderr"
         else:
-            path = Path(substitute(c.source, subst))
-            if not path.is_absolute():
-                path = Path(cwd) / path
+            path = output_path(c, cwd, subst)
             label = str(path)
             try:     # a FIFO is not waited for, a device or a huge file is not read without end
                 text = read_output_file(path).decode(errors="replace")
             except UserError as err:
                 values[c.name] = None
                 notes.append(f"{c.name}: cannot read {path} ({err})")
+                continue
+            if before is not None and before.get(c.name) is not None and file_state(path) == before[c.name]:
+                values[c.name] = None
+                notes.append(f"{c.name}: {path} was not written by this run (unchanged since before it "
+                             "started: an earlier run's, or older): no value")
                 continue
         v, n, bad = extract(c.regex, text, c.aggregate)
         values[c.name] = v

@@ -182,6 +182,11 @@ class Plugins(Source):
 
     def __init__(self, cats: list[plug.Category], cwd: str):
         self.cats, self.cwd = cats, cwd
+        self._before: dict[str, tuple[int, ...] | None] = {}
+
+    def prepare(self, run: Run) -> None:
+        # the files as they are before the run: one the run leaves as it was is not its own
+        self._before = plug.states_before(self.cats, self.cwd, run.sub)
 
     @classmethod
     def validate(cls, cfg: Any) -> None:
@@ -194,7 +199,7 @@ class Plugins(Source):
 
     def collect(self, run: Run) -> Collected:
         from ..dataset import ColumnInfo     # for start-up time (corecast.collect.source says why)
-        pv, notes = plug.apply(self.cats, run.stdout, run.stderr, self.cwd, run.sub)
+        pv, notes = plug.apply(self.cats, run.stdout, run.stderr, self.cwd, run.sub, self._before)
         cols = [ColumnInfo(name=c.name, kind=c.kind, unit=c.unit,
                            source=f"plugin {Path(c.origin).name}: {c.source} /{c.regex.pattern}/ ({c.aggregate})",
                            status="ok", description=c.description) for c in self.cats]
