@@ -39,6 +39,8 @@ def _bounded_depth(doc: Any, what: str, fmt: str) -> Any:
         v, depth = todo.pop()
         if depth > MAX_JSON_DEPTH:
             raise UserError(f"{what}: {fmt} nested deeper than {MAX_JSON_DEPTH} levels")
+        if not isinstance(v, (dict, list)):
+            continue            # a scalar document (`null`, `5`): nothing nested
         items = v.values() if isinstance(v, dict) else v
         todo.extend((x, depth + 1) for x in items if isinstance(x, (dict, list)))
     return doc
