@@ -213,8 +213,9 @@ def _connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
     con = _harden(sqlite3.connect(str(path), timeout=0.2, isolation_level=None))
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError as err:
-        if "locked" not in str(err) and "busy" not in str(err):
+    except sqlite3.DatabaseError as err:
+        if not isinstance(err, sqlite3.OperationalError) or ("locked" not in str(err) and "busy" not in str(err)):
+            con.close()                     # a malformed file: closed before the caller says so
             raise
         # a wait, however quiet the command was asked to be: said at every verbosity
         messages.warning(f"{path} is locked by another program (an open transaction); waiting up to "
@@ -426,6 +427,7 @@ class Campaign:
         lock = cls._lock(p) if write else None
         wal = _wal_header(p)
         self = None
+        held: list[tuple[Path, int]] = []
         try:
             held = _hold_side_files(p, wal)
             self = cls(p, _connect(p, immutable=not write and _settled_and_not_mine(p)), lock)
@@ -448,8 +450,10 @@ class Campaign:
         except BaseException as err:
             if self is not None:
                 self.close()
-            elif lock is not None:
-                os.close(lock)
+            else:                                     # refused before a Campaign held them
+                _release_side_files(held)             # (a malformed file: the empty journal made for it)
+                if lock is not None:
+                    os.close(lock)
             if isinstance(err, sqlite3.DatabaseError):
                 raise UserError(f"{p}: not a readable campaign file ({err})") from None
             raise
