@@ -83,9 +83,16 @@ def validate(cfg: CampaignConfig) -> None:
     argv0 = plug.substitute(cfg.command[0], sub)
     env = dict(os.environ)
     env.update({k: plug.substitute(v, sub) for k, v in cfg.env.items()})
-    if find_program(argv0, env, cfg.cwd) is None:
+    prog = find_program(argv0, env, cfg.cwd)
+    if prog is None:
         where = "" if "/" in argv0 else " (not in PATH, nor a bundled corecast workload)"
         raise UserError(f"program '{argv0}' not found{where}")
+    # a path that names something which cannot be run failed every run as `not run` (exit 1)
+    if os.path.isdir(prog):
+        raise UserError(f"program '{argv0}' is a directory, not a program")
+    if not os.access(prog, os.X_OK):
+        raise UserError(f"program '{argv0}' is not executable (chmod +x it, or name its interpreter: "
+                        f"-- sh {argv0} ...)")
 
 
 #: The keywords of `prepare` that are not a source's option.
@@ -108,7 +115,7 @@ def prepare(command: Sequence[str], *, output: str, reporter: Reporter | None = 
         raise TypeError(f"prepare() got unknown options {sorted(unknown)}")
     topo = read_topology()
     cpu_order = order_cpus(topo, order or "socket")
-    counts = parse_core_counts(cores or "pow2", len(cpu_order))
+    counts = parse_core_counts("pow2" if cores is None else cores, len(cpu_order))
     cfg = CampaignConfig(command=list(command), cores=counts, reps=3 if reps is None else reps,
                          warmup=1 if warmup is None else warmup, timeout=timeout, order=order or "socket",
                          cpu_order=cpu_order, env=parse_env(env),

@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 from ..dataset import ColumnInfo
 from ..errors import UserError
 from ..native import native_path
+from ..parsing import MAX_ROWS
 from ..store import OK, Campaign, RunRecord
 from . import plugins as plug
 from . import procs
@@ -110,6 +111,10 @@ def plan(cores: Sequence[int], reps: int, warmup: int) -> list[Slot]:
     if warmup < 0:
         raise UserError("--warmup must be 0 or more")
     counts = sorted(set(int(c) for c in cores))
+    total = (reps + warmup) * len(counts)
+    if total > MAX_ROWS:        # before the plan is made: --reps 100000000 took every byte of memory
+        raise UserError(f"--reps {reps} and --warmup {warmup} at {len(counts)} core count(s) make {total:,} runs; "
+                        f"a campaign holds at most {MAX_ROWS:,} (what a Dataset may have)")
     out: list[Slot] = []
     for w in range(warmup):
         seq = counts if w % 2 == 0 else counts[::-1]
