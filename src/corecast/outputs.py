@@ -14,7 +14,9 @@ another user planted, or a folder. The rule, by what the name is when corecast w
   was planted, never write through it. An existing file keeps its permission bits (and, for
   root, its owner); in a world-writable sticky folder (/tmp) a file of another user is not
   replaced (refused, as the kernel's fs.protected_regular would), so root's output never
-  becomes another user's file. On any error the temporary file is removed, and the name keeps what it had.
+  becomes another user's file; nor is a file the user may not write (its mode: "permission
+  denied", as an open for writing would say). On any error the temporary file is removed, and
+  the name keeps what it had.
   `live=True` (stat -o, meters --record CSV) renames the temporary file into place when it is
   opened instead of at the end, so what is written can be read as it grows; the same checks.
 - **a character device or a named pipe** (/dev/null, /dev/full, a tty, a FIFO): written in place,
@@ -173,6 +175,10 @@ def _plan(p: str) -> tuple[str, os.stat_result | None]:
         if not _trusted(st, pst):
             raise UserError(f"{p}: a file of another user (uid {st.st_uid}) in a folder anyone can write to: "
                             "not replaced (remove it, or choose another name)")
+        # A file this user may not write (chmod 444 or 000) was replaced all the same: the rename
+        # needs only the folder's permission. Judged as an open for writing would be (root may).
+        if not os.access(p, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
+            raise UserError(f"{p}: permission denied (a file you may not write is not replaced)")
         return "regular", st
     if stat.S_ISLNK(st.st_mode):
         try:
