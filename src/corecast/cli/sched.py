@@ -157,7 +157,7 @@ def _sub_parsers(prog: str) -> dict[str, argparse.ArgumentParser]:
 
     lst = {}
     for name, what in (("machines", "bundled AMP machine descriptions"), ("workloads", "bundled workloads"),
-                       ("policies", "the built-in policies")):
+                       ("policies", "built-in policies")):
         p = _Parser(prog=f"{prog} {name}", formatter_class=fmt, description=f"List the {what}, or show one.")
         p.add_argument("name", nargs="?", help="one to show")
         p.add_argument("--json", action="store_true")

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import UserError
 from ..parsing import fmt_time
 from .machine import Machine, rates
-from .policy import Policy, View
+from .policy import Policy, View, call_policy, check_placement
 from .sfsource import IPCSampler
 from .workload import Workload, segments
 
@@ -252,7 +252,7 @@ class _Sim:
         v.app_runnable = np.bincount(self.tapp[v.runnable], minlength=self.A)
         self._sf_update()
         self._alone_rates(v.app_runnable)
-        new = self.policy.decide(v)
+        new = call_policy(self.policy, "decide", v)
         self.decisions += 1
         if new is None:
             new = self.S.copy()
@@ -264,25 +264,7 @@ class _Sim:
         v.placement = new
 
     def _check(self, S: Any) -> np.ndarray:
-        name = self.policy.name
-        try:
-            S = np.array(S, dtype=float)
-        except (TypeError, ValueError):
-            raise UserError(f"policy {name}: decide() must return an array of shares (threads x core types)") from None
-        if S.shape != (self.T, self.K):
-            raise UserError(f"policy {name}: placement of shape {S.shape}, expected ({self.T}, {self.K}) "
-                            "(threads x core types)")
-        if not np.isfinite(S).all() or (S < 0).any():
-            raise UserError(f"policy {name}: placement shares must be finite and >= 0")
-        if (S.sum(1) > 1 + 1e-9).any():
-            i = int(np.argmax(S.sum(1)))
-            raise UserError(f"policy {name}: thread {i} given {S[i].sum():.3g} cores at once (at most 1)")
-        over = S.sum(0) > self.counts + 1e-9
-        if over.any():
-            k = int(np.argmax(over))
-            raise UserError(f"policy {name}: {S[:, k].sum():.3g} threads placed on the "
-                            f"{int(self.counts[k])} '{self.m.types[k].name}' cores")
-        return S
+        return check_placement(self.policy, S, self.T, self.m)
 
     def _charge_migrations(self, new: np.ndarray) -> None:
         tot = new.sum(1)
@@ -359,7 +341,7 @@ class _Sim:
     def run(self) -> SimResult:
         for a in range(self.A):
             self._start_run(a)
-        self.policy.setup(self.view)
+        call_policy(self.policy, "setup", self.view)
         q = self.o.quantum
         period = self._period()
         native = _native_loop(self) if period == 1 else None

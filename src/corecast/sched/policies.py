@@ -457,6 +457,9 @@ def _user_policy(spec: str) -> Policy:
         mod_spec.loader.exec_module(mod)
     except Exception as err:  # a user's file: any failure is their mistake
         raise UserError(f"{path}: {type(err).__name__}: {err}") from None
+    except SystemExit as err:  # sys.exit() in it ended corecast with that status, saying nothing
+        raise UserError(f"{path}: called sys.exit({err.code!r}) as it was loaded (a policy file only "
+                        "defines its class)") from None
     klass = getattr(mod, cls, None)
     if not (isinstance(klass, type) and issubclass(klass, Policy)):
         raise UserError(f"{spec}: {path} has no class {cls} derived from corecast.sched.Policy")

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UserError
 from .machine import Machine
 
 
@@ -108,6 +109,47 @@ class Policy(ABC):
 
     def describe(self) -> str:
         return (self.__doc__ or self.name).strip().splitlines()[0]
+
+
+def call_policy(policy: Policy, method: str, view: View) -> Any:
+    """`policy.setup(view)` or `policy.decide(view)`. A user's policy (not `trusted`) that raises
+    is the user's mistake, said in one line naming the policy and the call (it was an "internal
+    error" of corecast, exit status 1)."""
+    fn = getattr(policy, method)
+    if policy.trusted:
+        return fn(view)
+    try:
+        return fn(view)
+    except UserError:
+        raise
+    except Exception as err:
+        raise UserError(f"policy {policy.name}: {method}() raised {type(err).__name__}: {err}") from None
+
+
+def check_placement(policy: Policy, S: Any, threads: int, machine: Machine) -> np.ndarray:
+    """A user's placement as a (threads, core types) float array, checked as the class doc
+    says (finite, >= 0, at most 1 per thread, at most a type's cores per column); else a
+    UserError naming the policy."""
+    name = policy.name
+    counts = np.asarray(machine.counts, dtype=float)
+    try:
+        S = np.array(S, dtype=float)
+    except (TypeError, ValueError):
+        raise UserError(f"policy {name}: decide() must return an array of shares (threads x core types)") from None
+    if S.shape != (threads, len(counts)):
+        raise UserError(f"policy {name}: placement of shape {S.shape}, expected ({threads}, {len(counts)}) "
+                        "(threads x core types)")
+    if not np.isfinite(S).all() or (S < 0).any():
+        raise UserError(f"policy {name}: placement shares must be finite and >= 0")
+    if (S.sum(1) > 1 + 1e-9).any():
+        i = int(np.argmax(S.sum(1)))
+        raise UserError(f"policy {name}: thread {i} given {S[i].sum():.3g} cores at once (at most 1)")
+    over = S.sum(0) > counts + 1e-9
+    if over.any():
+        k = int(np.argmax(over))
+        raise UserError(f"policy {name}: {S[:, k].sum():.3g} threads placed on the "
+                        f"{int(counts[k])} '{machine.types[k].name}' cores")
+    return S
 
 
 # ------------------------------------------------------------------------ helpers

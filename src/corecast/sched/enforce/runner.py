@@ -39,7 +39,7 @@ from ...collect.procs import Supervised
 from ...errors import UserError
 from ..machine import CoreType, Machine
 from ..policies import make_policy
-from ..policy import Policy, View
+from ..policy import Policy, View, call_policy, check_placement
 from ..workload import nice_weight
 from . import emulate as E
 from .hybrid import Hybrid, detect, format_cpus, parse_cpus
@@ -367,7 +367,7 @@ class _Run:
             waiters = [threading.Thread(target=waiter, args=(a, p), daemon=True) for a, p in enumerate(procs)]
             for w in waiters:
                 w.start()
-            self.pol.setup(self.view)
+            call_policy(self.pol, "setup", self.view)
             q = self.st.quantum
             nxt = time.monotonic()
             last = nxt
@@ -391,9 +391,11 @@ class _Run:
                 v.runnable = np.flatnonzero(self.runnable)
                 v.app_runnable = np.bincount(self.tapp[v.runnable], minlength=self.A)
                 self._alone_rates(v.app_runnable)
-                S = self.pol.decide(v)
+                S = call_policy(self.pol, "decide", v)
                 if S is not None:
-                    self.S = np.asarray(S, dtype=float)
+                    # a user's placement is checked as the simulator checks it (a wrong shape was taken)
+                    self.S = (np.asarray(S, dtype=float) if self.pol.trusted
+                              else check_placement(self.pol, S, self.T, self.m))
                     v.placement = self.S
                 self._apply(self.S)
                 self.quanta += 1
