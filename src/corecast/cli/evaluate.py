@@ -48,7 +48,7 @@ def add_arguments(p) -> None:
     p.add_argument("--train-max-cores", type=float, default=None, metavar="K",
                    help="fit on cores <= K, predict the rest (needed with a file)")
     p.add_argument("--corpus", metavar="DIR", help="evaluate on every series of a corpus instead of one file")
-    p.add_argument("--train-frac", type=float, default=0.25, metavar="F",
+    p.add_argument("--train-frac", type=float, default=None, metavar="F",
                    help="with --corpus: fit on the cores up to F of each series' largest count "
                         "(at least its two smallest; default 0.25)")
     p.add_argument("--methods", default=None, metavar="LIST",
@@ -109,6 +109,8 @@ def run(args) -> int:
         raise UserError("--leave-one-source-out goes with --corpus DIR")
     if args.jobs is not None:
         raise UserError("--jobs goes with --corpus DIR")
+    if args.train_frac is not None:         # ignored before: a file is split by --train-max-cores
+        raise UserError("--train-frac goes with --corpus DIR (a file is split by --train-max-cores K)")
     data = ds_mod.load(args.file)
     po = options(args)                      # validated once, before anything is fitted
     data = po.with_clock(data)
@@ -142,6 +144,8 @@ def _corpus(args) -> int:
 
     if args.file:
         raise UserError("give either a file or --corpus, not both")
+    if args.train_max_cores is not None:    # ignored before: each series is split by --train-frac
+        raise UserError("--train-max-cores goes with a file (with --corpus each series is split by --train-frac F)")
     if args.placement is not None:
         raise UserError("--placement is for --target-machine SPEC with a file (with --corpus each source's "
                         "source.toml gives it)")
@@ -151,6 +155,8 @@ def _corpus(args) -> int:
     from ..model.trials import default_jobs
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    if args.train_frac is None:
+        args.train_frac = 0.25
     bar = messages.Progress("", bar=True)
 
     def progress(what: str, done: int, total: int) -> None:
