@@ -103,6 +103,10 @@ def analyse(*, mpki: str | Path | None = None, sim: str | Path | None = None, ma
     for k, v in inputs.penalties.items():
         pens[k], sources[k] = v, f"input {Path(path).name}"
     for k, v in penalties:
+        # a name no stack can use (`--penalty dram_miss=200` for dram) was silently ignored
+        if k not in inputs.events and k not in pens and k not in cpi.PENALTY_NAMES:
+            events = ", ".join(sorted(set(inputs.events) | set(cpi.PENALTY_NAMES)))
+            raise UserError(f"--penalty {k}: no such event in {path} nor a penalty name (names: {events})")
         pens[k], sources[k] = v, "--penalty"
     def stack_of(events: Mapping[str, float]) -> cpi.CPIStack:
         return cpi.cpi_stack(inputs.baseline_cpi, events, pens, labels=inputs.labels,
