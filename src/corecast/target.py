@@ -207,7 +207,7 @@ def parse_spec(text: str, files: bool = True) -> MachineSpec:
     s = body.lstrip()
     if s.startswith("<"):
         return _from_hwloc(body, str(p))
-    if s.startswith("{"):
+    if s.startswith("{") or p.suffix.lower() == ".json":
         try:
             doc = json_document(body, str(p))
         except json.JSONDecodeError as err:
@@ -218,7 +218,10 @@ def parse_spec(text: str, files: bool = True) -> MachineSpec:
             return spec_of(schema.parse(doc, str(p), default_name=p.stem, base=p.parent), str(p))
         raise UserError(f"{p}: a JSON file, but neither `lscpu -J` output nor a machine description "
                         f"(\"kind\": \"{schema.KIND}\", what `corecast calibrate` writes)")
-    if re.search(r"^\s*(Socket\(s\)|Core\(s\) per socket|Thread\(s\) per core)\s*:", body, re.M):
+    # lscpu's text, whole or cut short before its topology lines (a cut one read as TOML said
+    # "not valid TOML"; now it says which lscpu line is missing)
+    if re.search(r"^\s*(Socket\(s\)|Core\(s\) per socket|Thread\(s\) per core|Architecture|CPU\(s\)|"
+                 r"On-line CPU\(s\) list|CPU op-mode\(s\))\s*:", body, re.M):
         fields = {}
         for line in body.splitlines():
             if ":" in line:
