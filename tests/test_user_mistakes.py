@@ -3,6 +3,7 @@ status 2 -- never "internal error", never a traceback, never a silent acceptance
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -46,6 +47,22 @@ def bad_files(tmp_path_factory):
     from corecast.sim import synth
     from corecast.sim.trace import Trace, write_trace
     write_trace(d / "pp.cctrace", Trace(synth.pingpong(10, 2)))
+    # JSON documents that are a scalar: json_document's depth check iterated them (TypeError)
+    (d / "null.json").write_text("null")
+    (d / "five.json").write_text("5")
+    (d / "side.csv").write_text("cores,throughput\n1,1\n2,2\n3,3\n")
+    (d / "side.csv.meta.json").write_text("null")
+    (d / "noexec.sh").write_text("#!/bin/sh\nexit 0\n")
+    (d / "noexec.sh").chmod(0o644)
+    # lscpu's text cut short before its topology lines (read as TOML: "not valid TOML")
+    (d / "lscpu.txt").write_text("Architecture:        x86_64\nCPU op-mode(s):      32-bit, 64-bit\nCPU(s):   8\n")
+    for name, body in (("raises", "    def decide(self, view):\n        raise KeyError('oops')\n"),
+                       ("setup", "    def setup(self, view):\n        1 / 0\n    def decide(self, view):\n"
+                                 "        return None\n"),
+                       ("shape", "    def decide(self, view):\n        return [[5, 5, 5]]\n")):
+        (d / f"{name}.py").write_text(f"from corecast.sched import Policy\nclass P(Policy):\n    name = 'mine'\n{body}")
+    (d / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    (d / "mpki.toml").write_text("baseline_cpi = 1\ninstructions = 1000\n[events]\ndram = 2\n")
     return d
 
 
@@ -82,6 +99,32 @@ CASES = [
     (["measure", "--resume", "-o", "{d}/meta-config.db"], "its settings (metadata 'config') have no 'cores'"),
     (["measure", "--resume", "-o", "{d}/meta-reps.db"], "give 'reps' as \"x\""),
     (["info", "{d}/run-json.db"], "damaged campaign file: run 0's cpus is not valid JSON"),
+    # a JSON document that is a scalar (internal errors before: TypeError in the depth check)
+    (["usl", "{d}/null.json"], "expected a JSON object or a list of rows"),
+    (["info", "{d}/side.csv"], "side.csv.meta.json: metadata must be a JSON object"),
+    (["throughput", "--machine", "penryn-l5420", "--mpki", "{d}/five.json"], "expected a table of keys"),
+    (["predict", SPEC, "--cores", "8", "--target-machine", "{d}/null.json"], "a JSON file, but neither"),
+    # lscpu's text cut short: the missing line named (it said "not valid TOML")
+    (["predict", SPEC, "--cores", "8", "--target-machine", "{d}/lscpu.txt"], "lscpu output without 'Socket(s):'"),
+    # a program that cannot be run: every run was recorded as `not run`, exit status 1
+    (["measure", "-o", "{d}/noexec.db", "--", "{d}/noexec.sh"], "noexec.sh' is not executable"),
+    (["measure", "-o", "{d}/adir.db", "--", "{d}/adir"], "adir' is a directory, not a program"),
+    # an empty --cores measured the default counts; a huge --reps took every byte of memory
+    (["measure", "--cores", "", "-o", "{d}/empty.db", "--", "true"], "--cores: empty"),
+    (["measure", "--reps", "100000000", "-o", "{d}/reps.db", "--", "true"], "a campaign holds at most 1,000,000"),
+    # options of the other mode were ignored without a word
+    (["evaluate", SPEC, "--train-max-cores", "24", "--train-frac", "0.5"], "--train-frac goes with --corpus DIR"),
+    (["evaluate", "--corpus", str(ROOT / "data" / "corpus"), "--train-max-cores", "4"],
+     "--train-max-cores goes with a file"),
+    # a penalty no event of the input has (a typo) was ignored without a word
+    (["throughput", "--machine", "penryn-l5420", "--mpki", "{d}/mpki.toml", "--penalty", "dram_miss=200"],
+     "--penalty dram_miss: no such event"),
+    # a user's policy that raises, or exits as it is loaded (an internal error, or a silent exit 3)
+    (["sched", "sim", "pmctrack-mix", "--machine", "2b-2s", "--policy", "{d}/raises.py:P"],
+     "policy mine: decide() raised KeyError: 'oops'"),
+    (["sched", "sim", "pmctrack-mix", "--machine", "2b-2s", "--policy", "{d}/setup.py:P"],
+     "policy mine: setup() raised ZeroDivisionError"),
+    (["sched", "sim", "pmctrack-mix", "--machine", "2b-2s", "--policy", "{d}/exits.py:P"], "called sys.exit(3)"),
 ]
 
 
@@ -121,3 +164,65 @@ def test_a_fifo_never_blocks_a_reader(bad_files, args, text):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert text in r.stderr and "internal error" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_the_right_penalty_name_is_taken(cli, bad_files):
+    """The refusal above is of a name no stack has, not of a valid one the input lacks."""
+    r = cli("throughput", "--machine", "penryn-l5420", "--mpki", bad_files / "mpki.toml", "--penalty", "dram=300",
+            "--penalty", "l3_hit=40", "--json")
+    assert r.code == 0, r.err
+    assert "dram" in r.out
+
+
+def test_a_measure_refused_makes_no_file(cli, bad_files):
+    """A program that cannot be run is refused before the campaign file is made."""
+    r = cli("measure", "-o", bad_files / "never.db", "--", bad_files / "noexec.sh")
+    assert r.code == 2
+    assert not (bad_files / "never.db").exists()
+
+
+def test_a_malformed_campaign_leaves_no_journal(cli, tmp_path):
+    """Reading a campaign SQLite calls malformed left the empty journal corecast made beside it
+    (`c.db-journal`) in the user's folder, after every read-only command."""
+    from conftest import run_corecast
+    good = tmp_path / "good.db"
+    r = run_corecast("measure", "-q", "--cores", "1", "--reps", "1", "--warmup", "0", "--no-shim", "-o", good,
+                     "--", "true")
+    assert r.returncode == 0, r.stderr
+    data = good.read_bytes()
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(data[:len(data) // 2])
+    for args in (["info", cut], ["usl", cut], ["measure", "--resume", "-o", cut]):
+        r = cli(*args)
+        assert r.code == 2 and "not a readable campaign file" in r.err, r.err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.db", "good.db"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root needs setpriv to drop its rights")
+def test_a_file_one_may_not_write_is_not_replaced(tmp_path):
+    """An output file the user may not write (chmod 444) was replaced by a rename, which needs
+    only the folder's permission. Root, whose rights would let it, runs without its capabilities."""
+    out = tmp_path / "out.csv"
+    out.write_text("kept\n")
+    out.chmod(0o444)
+    cmd = [sys.executable, "-m", "corecast", "export", SPEC, "-o", str(out)]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--bounding-set=-all", "--", *cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().endswith("out.csv: permission denied (a file you may not write is not replaced)")
+    assert out.read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy, text", [("raises", "policy mine: decide() raised KeyError: 'oops'"),
+                                          ("shape", "policy mine: placement of shape (1, 3)")])
+def test_a_users_policy_fails_in_one_line_when_enforced(bad_files, policy, text):
+    """`sched run` with a user's policy that raises (an internal error, exit status 1) or places
+    threads in an array of the wrong shape (taken as it was): one line, exit status 2."""
+    r = subprocess.run([sys.executable, "-m", "corecast", "sched", "run", "--policy", f"{bad_files}/{policy}.py:P",
+                        "--no-alone", "--", "sleep 5"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines()[-1].startswith(f"corecast sched: error: {text}"), r.stderr
+    assert "internal error" not in r.stderr
