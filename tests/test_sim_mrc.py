@@ -487,6 +487,8 @@ def test_cli_damaged_trace(cli, tmp_path, args):
     (["--assoc", "many"], "give full or a number of ways"),
     (["--sample", "2"], "sampling rate"),
     (["--line", "48"], "power of two"),
+    # a tag and a stamp per line of 1024 TiB: an "internal error: MemoryError" (exit 1) before
+    (["--sizes", "64KiB,1024TiB", "--assoc", "16"], "need 2.62e+05 GiB (16 bytes a line), more than this machine's"),
 ])
 def test_cli_mistakes(cli, tmp_path, args, message):
     from corecast.sim.trace import Trace, write_trace

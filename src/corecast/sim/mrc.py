@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes as C
 import math
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Sequence
@@ -235,12 +236,22 @@ class SetAssociative:
             sets.append(n)
         self.sizes = [int(s) for s in sizes_bytes]
         self.ways, self.line = ways, line
-        self._L = lib()
-        s_arr = np.asarray(sets, dtype=np.uint64)
-        w_arr = np.full(len(sets), ways, dtype=np.uint64)
-        self._h = self._L.cc_sa_new(shift, len(sets), s_arr.ctypes.data, w_arr.ctypes.data)
-        if not self._h:
-            raise MemoryError("cannot allocate the set-associative caches")
+        # a tag and a stamp (8 bytes each) per simulated line, for every size: asked before
+        # allocating, so that an absurd size (--sizes 1024TiB) is one line, not an allocation
+        need = sum(sets) * ways * 16
+        phys = _physical_memory()
+        why = f"more than this machine's {fmt_bytes(phys)} of memory" if phys and need > phys else ""
+        self._h = None
+        if not why:
+            self._L = lib()
+            s_arr = np.asarray(sets, dtype=np.uint64)
+            w_arr = np.full(len(sets), ways, dtype=np.uint64)
+            self._h = self._L.cc_sa_new(shift, len(sets), s_arr.ctypes.data, w_arr.ctypes.data)
+            why = "" if self._h else "which could not be allocated"
+        if why:
+            raise UserError(f"--sizes {', '.join(fmt_bytes(x) for x in self.sizes)} with --assoc {ways}: the "
+                            f"simulated caches need {fmt_bytes(need)} (16 bytes a line), {why}; "
+                            "choose smaller sizes")
 
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
@@ -306,6 +317,13 @@ class MrcResult:
         return {"format": "corecast-mrc", "line": self.line, "accesses": self.accesses_kind,
                 "counted": self.counted, "sample_rate": self.sample_rate,
                 "sample_error": self.sample_error, "curves": [c.to_dict() for c in self.curves]}
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
 
 
 def fmt_bytes(n: float) -> str:
