@@ -112,6 +112,8 @@ CASES = [
     # an empty --cores measured the default counts; a huge --reps took every byte of memory
     (["measure", "--cores", "", "-o", "{d}/empty.db", "--", "true"], "--cores: empty"),
     (["measure", "--reps", "100000000", "-o", "{d}/reps.db", "--", "true"], "a campaign holds at most 1,000,000"),
+    (["meters", "--meters", "", "--duration", "1"], "--meters: empty"),
+    (["meters", "list", "--meters", ""], "--meters: empty"),
     # options of the other mode were ignored without a word
     (["evaluate", SPEC, "--train-max-cores", "24", "--train-frac", "0.5"], "--train-frac goes with --corpus DIR"),
     (["evaluate", "--corpus", str(ROOT / "data" / "corpus"), "--train-max-cores", "4"],

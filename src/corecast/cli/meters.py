@@ -114,7 +114,7 @@ def run(args) -> int:
         return 0
     if action == "list":
         from ..report.tables import meters_list_rows
-        plan = D.meter_plan(args.list_meters or args.meters, args.list_pid or args.pid)
+        plan = D.meter_plan(args.meters if args.list_meters is None else args.list_meters, args.list_pid or args.pid)
         print_document(output_format(args), lambda: R.listing_doc(plan), lambda: R.listing(plan, terminal.console()),
                        rows=meters_list_rows, indent=1, allow_nan=False)
         return 0

@@ -533,7 +533,9 @@ BY_NAME = METERS
 def parse_meters(text: str | None, pid: int | None = None) -> list[MeterDef]:
     """`--meters LIST|all` (names, or the groups software, hardware, probe, process)."""
     defs = list(METERS.values())
-    if not text or text.strip() == "all":
+    if text is not None and not text.strip():    # `--meters ''` kept every meter without a word
+        raise UserError("--meters: empty (give names, groups or all)")
+    if text is None or text.strip() == "all":
         return [d for d in defs if d.group != "process" or pid is not None]
     out: list[MeterDef] = []
     for item in (t.strip() for t in text.split(",")):
