@@ -388,3 +388,39 @@ def test_a_lackey_capture_ended_early_leaves_no_valgrind_fifo(sig, tmp_path):
             p.wait()
         for q in L.marked(token):
             os.kill(q, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- corecast-launch killed on its own
+def test_a_supervisor_killed_on_its_own_leaves_no_program_of_measure(tmp_path):
+    """corecast-launch kills the program's tree as it ends; SIGKILLed by itself (not through
+    corecast) it could not: the program's first process went (its parent-death signal), its
+    children ran on under init after `measure` had ended with its one-line error."""
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, **{L.MARK: token})
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "measure", "-q", "--no-shim", "--cores", "1", "--reps", "1",
+                          "--warmup", "0", "-o", str(tmp_path / "c.db"), "--", "sh", "-c", "sleep 60 & sleep 60; wait"],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = {q: _comm(q) for q in L.marked(token)}
+            if list(found.values()).count("sleep") == 2:
+                break
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the program's two sleeps never ran: {found}")
+        [launch] = [q for q, name in found.items() if name == "corecast-launch"]
+        os.kill(launch, signal.SIGKILL)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 2 and "ended without reporting" in err, err
+        deadline = time.monotonic() + 10
+        while L.marked(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [f"{q} {L._cmdline(q)}" for q in L.marked(token)] == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for q in L.marked(token):
+            os.kill(q, signal.SIGKILL)

@@ -355,18 +355,30 @@ class Supervised:
         if key == "error":
             raise UserError(f"{self.launcher}: {rest}")
         if key == "end":
-            self._ended()
+            self._ended(reported=True)
             return
         self.report[key] = rest
         if key == "exec_error":
             self.exec_error = int(rest)
 
-    def _ended(self) -> None:
+    def _ended(self, reported: bool = False) -> None:
+        """The supervisor said "end" (`reported`), or its report closed without it: it died
+        (killed on its own: corecast's death would have ended corecast first)."""
         self.ended = True
         if "signal" in self.report:
             self.status = -int(self.report["signal"])
         elif "exit" in self.report:
             self.status = int(self.report["exit"])
+        if not reported and self.pid > 0 and not self.keep_group:
+            # The supervisor kills the tree as it ends; killed with SIGKILL it cannot, and the
+            # program's first process goes (its parent-death signal) while its children, in
+            # its process group, ran on under init. The group outlives its leader while any of
+            # them is in it (the kernel reuses no pid that is a group's id), so this reaches
+            # only them.
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self._reap()
 
     def _reap(self) -> None:
