@@ -424,3 +424,32 @@ def test_a_supervisor_killed_on_its_own_leaves_no_program_of_measure(tmp_path):
             p.wait()
         for q in L.marked(token):
             os.kill(q, signal.SIGKILL)
+
+
+def test_stat_whose_supervisor_is_killed_on_its_own_ends_in_one_line(tmp_path):
+    """`stat -- PROG` whose corecast-launch was SIGKILLed on its own ran on for ever, at full CPU
+    (its command's status never came, which read as "still running"); it ends with one line."""
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, CORECAST_FRONT="python", **{L.MARK: token})
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "--", "sleep", "60"],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = {q: _comm(q) for q in L.marked(token)}
+            if "sleep" in found.values():
+                break
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the program never ran: {found}")
+        [launch] = [q for q, name in found.items() if name == "corecast-launch"]
+        os.kill(launch, signal.SIGKILL)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 2 and "ended without reporting" in err and "Traceback" not in err, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for q in L.marked(token):
+            os.kill(q, signal.SIGKILL)

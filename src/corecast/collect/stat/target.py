@@ -95,7 +95,9 @@ class Target:
         if self.kind == "system":
             return True
         if self.child is not None:
-            return self.child.poll() is None
+            # ended: reported, or its supervisor gone without a report (SIGKILLed on its own),
+            # when poll's status stays None -- which read as "running" for ever, at full CPU
+            return self.child.poll() is None and not self.child.ended
         return Path(f"/proc/{self.pid}").is_dir() and _not_zombie(self.pid)
 
     def abort(self) -> None:
