@@ -453,3 +453,37 @@ def test_stat_whose_supervisor_is_killed_on_its_own_ends_in_one_line(tmp_path):
             p.wait()
         for q in L.marked(token):
             os.kill(q, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None, reason="needs qemu-x86_64 (setup/debian-packages.txt)")
+def test_a_qemu_capture_whose_supervisor_is_killed_on_its_own_ends_in_one_line(tmp_path):
+    """`sim capture` (QEMU) whose corecast-launch was SIGKILLed on its own waited for ever on
+    its ring: QEMU died with the supervisor, and the ring is never marked done."""
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, **{L.MARK: token})
+    p = subprocess.Popen([sys.executable, "-m", "corecast", "sim", "capture", "--backend", "qemu", "--no-annotate",
+                          "-o", str(tmp_path / "t.cctrace"), "--", "sh", "-c",
+                          "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = {q: _comm(q) for q in L.marked(token)}
+            if any(n.startswith("qemu") and _cpu_seconds(q) >= 0.3 for q, n in found.items()):
+                break
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"QEMU never ran: {found}")
+        [launch] = [q for q, name in found.items() if name == "corecast-launch"]
+        os.kill(launch, signal.SIGKILL)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 2 and "ended without reporting" in err and "Traceback" not in err, err
+        assert sorted(x.name for x in tmp_path.iterdir()) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for q in L.marked(token):
+            os.kill(q, signal.SIGKILL)

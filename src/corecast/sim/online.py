@@ -327,7 +327,9 @@ class OnlineRun:
             while True:
                 n = ring.wait(TAKE_BYTES, 200)
                 if n == 0:
-                    if ring.done() or self._proc.poll() is not None:
+                    # ended: its status reported, or its supervisor gone without one (SIGKILLed on
+                    # its own: QEMU went with it, and the ring is never done)
+                    if ring.done() or self._proc.poll() is not None or self._proc.ended:
                         n = ring.wait(16, 0)
                         if n == 0:
                             break
