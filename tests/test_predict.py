@@ -377,3 +377,39 @@ def test_a_campaign_whose_runs_all_failed_says_so_not_that_the_column_is_missing
     assert "needs a" not in str(err.value)
     with pytest.raises(UserError, match="needs a 'time_s' or 'throughput' column"):
         input_metric(D.Dataset(cores=np.array([1.0, 2.0]), metrics={"rss": np.array([1.0, 2.0])}))
+
+
+def test_plot_for_a_target_machine_draws_the_printed_prediction(cli, lock_csv, tmp_path, monkeypatch):
+    """`predict --target-machine M --plot F` drew the chosen method's fit on the machine measured
+    (xz at 192 cores of epyc-9654-2s: 1.17 s in the plot, 1.445 s and a band 0.34-6.0 s in the
+    table); the plot's bold line and band must be the numbers printed. Its legend label was cut
+    at 70 characters in the middle of a word ('CPU 8.985 s on the co')."""
+    import json
+
+    from corecast.report import prediction as R
+
+    drawn = []
+    original = R.figure
+
+    def keep(*a, **kw):
+        fig = original(*a, **kw)
+        drawn.append(fig)
+        return fig
+
+    monkeypatch.setattr(R, "figure", keep)
+    path, _ = lock_csv
+    r = cli("predict", path, "--cores", "16,384", "--target-machine", "epyc-9654-2s", "--json",
+            "--plot", tmp_path / "t.png")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    ax = drawn[0].get_axes()[0]
+    line = next(ln for ln in ax.get_lines() if ln.get_label().startswith(f"{doc['method']}:"))
+    x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+    assert np.all(x == np.round(x))                     # whole threads on a target machine
+    for q in doc["predictions"]:
+        i = int(np.flatnonzero(x == q["cores"])[0])
+        assert y[i] == pytest.approx(q["time_s"], rel=1e-9)
+    assert "epyc-9654-2s" in ax.get_title()
+    assert R.legend_label("mva: closed network (exact, 1 thread(s) a core): CPU 8.985 s on the cores") \
+        == "mva: closed network (exact, 1 thread(s) a core): CPU 8.985 s on the…"
+    assert R.legend_label("short") == "short"

@@ -179,7 +179,15 @@ def run(args) -> int:
         elif args.plot or args.report:
             bar.update(bar.done, "drawing the figure")
             shown = {m: f for m, f in fits.items() if not isinstance(f, Exception)}
-            fig = R.figure(result.data, shown, args.cores, args.level, title=f"{label}: {args.method}", main=args.method)
+            title = f"{label}: {args.method}"
+            if tgt is not None:
+                # the chosen method as printed, on the target's positions (fits holds its fit on
+                # the measured axis: the plot drew that, not the table's numbers); the others
+                # stay on the machine measured, and the title says so
+                shown[args.method] = result.fitted
+                title += f" on {tgt.machine.name or 'the target machine'} (other methods: the machine measured)"
+            fig = R.figure(result.data, shown, args.cores, args.level, title=title, main=args.method,
+                           whole=tgt is not None)
             bar.advance(1)
         if args.plot:
             bar.update(bar.done, f"writing {args.plot}")

@@ -275,16 +275,33 @@ def evaluation_doc(ev: Evaluation) -> dict[str, Any]:
 
 
 # ============================================================================ plot
+def legend_label(text: str, limit: int = 70) -> str:
+    """`text` cut to at most `limit` characters at a word's end, with an ellipsis where cut (a
+    label cut in the middle of a word, 'CPU 8.985 s on the co', read as a mistake)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:(") + "…"
+
+
 def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: float, title: str = "",
-           main: str | None = None) -> Any:
+           main: str | None = None, whole: bool = False) -> Any:
     """Measured points, each method's prediction with its band and a vertical line where the
-    measurements end; below, every stall category's measured points and extrapolation."""
+    measurements end; below, every stall category's measured points and extrapolation.
+    `whole`: the curves at whole thread counts only (a prediction for a target machine, whose
+    threads are placed on its CPUs, exists at whole counts only)."""
     plt = pyplot()
     cores = np.asarray(cores, dtype=float)
     measured = np.unique(ds.cores)
     top = float(measured.max())
     hi = float(max(cores.max(), top))
-    grid = np.unique(np.concatenate([np.linspace(float(measured.min()), hi, 120), cores, measured]))
+    line = np.linspace(float(measured.min()), hi, 120)
+    if whole:
+        line = np.maximum(np.round(line), 1.0)
+    grid = np.unique(np.concatenate([line, cores, measured]))
     est = fits.get("estima")
     if est is None and "auto" in fits:
         est = getattr(fits["auto"], "fits", {}).get("estima")
@@ -315,7 +332,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         p = convert(p, metric)
         col = METHOD_COLORS.get(name, None)
         lw = 2.4 if name == main else 1.4
-        ax.plot(grid, p.value, color=col, lw=lw, label=f"{name}: {p.model}"[:70])
+        ax.plot(grid, p.value, color=col, lw=lw, label=legend_label(f"{name}: {p.model}"))
         shown.append(p.value[np.isfinite(p.value) & (p.value > 0)])
         if p.low is not None and p.high is not None:
             # the band is in the legend: the main method's (or the first one drawn) by name
