@@ -182,3 +182,20 @@ def test_zsh_completion_offers_every_action_and_every_option_of_each():
         offered = [w for w in out[2 * i].split() if w != "FILES"]
         assert offered == actions, (n.words, out[2 * i])
         assert sorted(out[2 * i + 1].split()) == sorted(opts), (n.words, out[2 * i + 1])
+
+
+@pytest.mark.skipif(shutil.which("sysbench") is None, reason="sysbench is not installed")
+def test_measure_help_throughput_example_matches_what_its_program_prints():
+    """`corecast measure -h`'s example gave `--throughput 'events per second:...'` to `sysbench
+    threads`, which never prints that line (only `sysbench cpu` does): every run of the example
+    noted 'the throughput regex matched nothing'. Run the example's program and apply its regex."""
+    import shlex
+
+    from corecast.cli import measure
+
+    m = re.search(r"--throughput '([^']+)' \\\s*\n\s*-o \S+ -- (sysbench [^\n]+)", measure.DESCRIPTION)
+    assert m, "the sysbench example is gone from measure's help"
+    regex = m.group(1)
+    argv = [a.replace("{threads}", "1").replace("--time=2", "--time=1") for a in shlex.split(m.group(2))]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    assert re.search(regex, out), (argv, regex, out[-500:])

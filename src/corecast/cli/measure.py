@@ -34,7 +34,7 @@ run-queue delay, PSI, perf counters where available, and plugin categories.
 examples:
   corecast measure --cores 1,2 -o lock.db -- corecast-lockbench -t {threads}
   corecast measure --cores 1-all --reps 5 --throughput 'events per second:\\s*([0-9.]+)' \\
-      -o sb.db -- sysbench threads --threads={threads} --time=2 run
+      -o sb.db -- sysbench cpu --threads={threads} --time=2 run
   corecast measure --resume -o sb.db          # carry on after an interruption
   corecast predict sb.db --cores 16,32,64     # campaign files are Datasets
 """
