@@ -548,3 +548,24 @@ def test_counts_in_the_locks_table_are_whole_numbers_with_separators():
     from corecast.report import locks as L
     assert L._count(14770.0) == "14,770" and L._count(2_000_000) == "2,000,000"
     assert L._count(14770.5) == "14,770.5" and L._count(None) == "-"
+
+
+def test_locks_table_times_in_a_unit_that_fits(cli, tmp_path):
+    """`corecast locks` printed every hold in ns and every longest wait in µs whatever their size
+    (sort --parallel: hold/acq '1088321 ns'; memcached: max wait '11206.3 µs'); each is now three
+    figures in the unit that keeps it under 1,000."""
+    from corecast.report import locks as L
+
+    import fakes
+
+    assert [L.duration(v) for v in (None, 0.0, 74e-9, 19880e-9, 1088321e-9, 11206.3e-6, 999.6e-6, 1.5)] == \
+        ["-", "0 ns", "74 ns", "19.9 µs", "1.09 ms", "11.2 ms", "1 ms", "1.5 s"]
+    ds = fakes.lock_demands(cores=(1, 2))
+    for r in ds.tables["locks"]:
+        r["hold_s"], r["max_wait_s"] = 1088321e-9, 11206.3e-6
+    path = tmp_path / "slow.json"
+    ds.to_json(path)
+    r = cli("locks", str(path))
+    assert r.code == 0, r.err
+    assert "1.09 ms" in r.out and "11.2 ms" in r.out
+    assert "1088321" not in r.out and "11206" not in r.out

@@ -153,8 +153,18 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def _ns(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e9:.0f} ns"
+def duration(v: float | None) -> str:
+    """A time in seconds to three significant figures in the unit that keeps it under 1,000 (74
+    ns, 470 µs, 28 ms; a sort's hold was '1088321 ns' and memcached's longest wait '11206.3 µs')."""
+    if v is None:
+        return "-"
+    r = float(f"{abs(v):.3g}")
+    if r >= 1000:
+        return f"{v:,.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if r >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v * 1e9:.3g} ns"
 
 
 def _count(v: float | None) -> str:
@@ -179,9 +189,9 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
                      _escape(g["site"])]
                     + [_pct(by.get(c, {}).get("wait_share")) for c in cores]
                     + [_pct(lp.get("hold_share"))]
-                    + [_ns(lp.get("hold_s")), _count(lp.get("acquisitions")),
+                    + [duration(lp.get("hold_s")), _count(lp.get("acquisitions")),
                        "-" if lp.get("contended_pct") is None else f"{lp['contended_pct']:.1f}%",
-                       "-" if lp.get("max_wait_s") is None else f"{lp['max_wait_s'] * 1e6:.1f} µs"])
+                       duration(lp.get("max_wait_s"))])
     con.print(T.make_table("Locks by wait share (time waited / thread time)", headers, rows,
                            justify=["right", "left", "left"] + ["right"] * (len(headers) - 3)))
     for n in doc.get("notes", []):
