@@ -243,3 +243,29 @@ def test_two_counts_up_to_4_cores_take_the_low_pairs_share():
     # the shipped priors learned both, and they differ: the corpus tells the two regimes apart
     shipped = load()
     assert shipped.coherency_share_low != shipped.coherency_share
+
+
+def test_a_campaign_that_scales_linearly_is_not_told_its_stalls_explain_a_loss():
+    """stress-ng --cpu on the 2-vCPU VM (no waits at all, 0.049 ± 0.029 core-s lost at 2 cores)
+    got 'the stall categories ... explain the loss': there was no loss beyond the noise, and no
+    wait. The reason says so; a loss the waits do account for keeps the old words."""
+    def campaign(t2: float, wait2: float) -> D.Dataset:
+        rows = []
+        for n, t, w in ((1, 1.0, 0.0), (2, t2, wait2)):
+            for r in range(3):
+                f = 1 + 0.01 * (r - 1)
+                rows.append({"cores": n, "repetition": r, "time_s": t * f, "user_s": 1.0 * f, "sys_s": 0.0,
+                             "lock_wait_cycles": w, "lock_wait_idle_cycles": w})
+        cols = {"lock_wait_cycles": D.ColumnInfo("lock_wait_cycles", kind="stall", unit="cycles", source="shim"),
+                "lock_wait_idle_cycles": D.ColumnInfo("lock_wait_idle_cycles", kind="counter", unit="cycles",
+                                                      source="shim")}
+        return D.Dataset.from_rows(rows, columns=cols, machine=D.Machine(nominal_freq_hz=CLOCK))
+
+    f = twopoint.fit_dataset(campaign(0.5, 0.0))
+    assert f.uses_stalls
+    reason = f.predict([4.0]).params["reason"]
+    assert "no core-time lost to imperfect scaling beyond the noise at 2 cores" in reason
+    assert "explain the loss" not in reason
+    g = twopoint.fit_dataset(campaign(0.7, 0.4 * 2 * CLOCK))         # 0.4 core-s lost, all of it waited idle
+    assert g.uses_stalls
+    assert "explain the loss" in g.predict([4.0]).params["reason"]

@@ -192,6 +192,20 @@ class TwoPointFit(Fitted):
         (n1, n2), (t1, t2) = self.series.cores, self.series.time
         return usl.through_two(float(n1), 1.0 / float(t1), float(n2), 1.0 / float(t2), self.coherency_share)
 
+    def _stalls_reason(self) -> str:
+        """Why the stall model is used: the charged waits explain the loss, or -- where no
+        core-time was lost beyond the noise -- there is no loss for them to explain (said so: a
+        campaign with no waits at all was told that they 'explain the loss')."""
+        la = self.analysis
+        if la is not None and la.counts and la.counts[-1].lost_core_s is not None:
+            c = la.counts[-1]
+            if c.scaling_loss_core_s <= losttime.SIGNIFICANT * la.loss_se_core_s:
+                return (f"no core-time lost to imperfect scaling beyond the noise at {c.cores:g} cores "
+                        f"({c.scaling_loss_core_s:.3g} core-s, ± {la.loss_se_core_s:.2g}): nothing contradicts "
+                        "the stall categories, charged to time; their laws turned into time")
+        return ("the stall categories, charged to time up to the lost core-time, explain the loss: their "
+                "laws turned into time")
+
     def peak_note(self, n: np.ndarray) -> str:
         """Where the central USL (the corpus' coherency share) peaks within the counts asked: said,
         with where it comes from ("" where it does not, or with the stall model)."""
@@ -234,8 +248,7 @@ class TwoPointFit(Fitted):
         params: dict[str, Any] = {"core_counts": [float(c) for c in self.series.cores], "band": "law bracket",
                                   "chosen": ["two-point"],
                                   "reason": ("only two core counts measured: nothing to validate; "
-                                             + ("the stall categories, charged to time up to the lost "
-                                                "core-time, explain the loss: their laws turned into time"
+                                             + (self._stalls_reason()
                                                 if self.uses_stalls else
                                                 (f"stall categories not used: {self.stall_note}; " if self.stall_note
                                                  else "") +
