@@ -44,12 +44,16 @@ def _prefix() -> str:
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]}
 
 
-def visible(text: str) -> str:
+#: ... and tab and line feed too, for a name that must stay one field of one line.
+_CONTROL_ALL = {**_CONTROL, 0x09: "\\x09", 0x0a: "\\x0a"}
+
+
+def visible(text: str, one_line: bool = False) -> str:
     """`text` with its control characters shown as \\xNN instead of sent: a column name, a
     command, a machine's name or a cell from another user's file can carry escape sequences
     (OSC 52 writes the owner's clipboard, others set the title or clear the screen) that must
-    not reach the owner's terminal as they are."""
-    return text.translate(_CONTROL)
+    not reach the owner's terminal as they are. `one_line`: tabs and line feeds as well."""
+    return text.translate(_CONTROL_ALL if one_line else _CONTROL)
 
 
 def _print(text: str) -> None:
@@ -252,7 +256,7 @@ class Progress:
             text += f"{_count(self.done, self.unit)}, {_clock(elapsed)}"
         if self.label:
             text += f"; {self.label}"
-        return text
+        return visible(text, one_line=True)
 
     def _width(self) -> int:
         cols = 0

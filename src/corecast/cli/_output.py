@@ -54,8 +54,24 @@ def print_document(fmt: str, doc: Any, render: Callable[[], Any] | None = None, 
     text = document_text(fmt, doc() if callable(doc) else doc, rows, indent=indent, allow_nan=allow_nan,
                          default=default)
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         from .. import outputs
 
         outputs.write_text(output, text, what)
+
+
+def write_stdout(text: str) -> None:
+    """A document's text on standard output. On a terminal its control characters are shown
+    as \\xNN (messages.visible), as ls shows a file's name there: a CSV's cell or column name
+    from another user's file may carry escape sequences (JSON escapes them itself); a file or a
+    pipe gets the text as it is, byte for byte."""
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        from ..messages import visible
+
+        text = visible(text)
+    sys.stdout.write(text)

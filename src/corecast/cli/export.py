@@ -4,12 +4,11 @@ The Dataset module (numpy) is imported in `run`, for start-up time: `export -h` 
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from .. import outputs
 from ..errors import UserError
-from ._output import print_document
+from ._output import print_document, write_stdout
 
 COMMAND = "export"
 HELP = "convert a Dataset or campaign file to CSV or JSON"
@@ -72,11 +71,11 @@ def run(args) -> int:
             raise UserError("--metadata sidecar needs -o FILE (a sidecar lives beside a file)")
         text = data.to_csv(out, metadata=how)
         if out is None:
-            sys.stdout.write(text)
+            write_stdout(text)
         return 0
     text = data.to_json(out) if fmt == "json" else data.to_records(out)
     if out is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     return 0
 
 

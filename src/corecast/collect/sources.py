@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from .. import messages
+
 PROC = Path("/proc")
 SYS = Path("/sys")
 
@@ -103,10 +105,14 @@ def list_threads(pid: int, proc: Path = PROC) -> list[int]:
 
 
 def thread_name(pid: int, tid: int, proc: Path = PROC) -> str:
+    """The thread's name (its comm) as text safe to show and to write in one field: any user
+    names their threads as they like (prctl(PR_SET_NAME), up to 15 bytes), escape sequences and
+    bytes that are not UTF-8 included; those are shown as \\xNN, as ps shows them as '?'."""
     try:
-        return (proc / str(pid) / "task" / str(tid) / "comm").read_text().strip()
+        raw = (proc / str(pid) / "task" / str(tid) / "comm").read_bytes()
     except OSError:
         return ""
+    return messages.visible(raw.decode("utf-8", "backslashreplace").strip(), one_line=True)
 
 
 @dataclass(frozen=True)

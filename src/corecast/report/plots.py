@@ -41,6 +41,13 @@ def check_plot_path(path: str | Path) -> str:
     return FORMATS[ext]
 
 
+def literal(text: str) -> str:
+    """`text` for a title, a label or a legend, shown as written: matplotlib reads "$...$" as
+    mathtext, so a column's, a policy's or a program's name from another user's file was typeset
+    (or, unbalanced, ended the command with a ParseException). An escaped dollar is shown as one."""
+    return str(text).replace("$", "\\$")
+
+
 def save(fig: Any, path: str | Path, what: str = "plot") -> None:
     """Write the figure through corecast.outputs (which names the file on standard error)."""
     fmt = check_plot_path(path)

@@ -16,7 +16,7 @@ from ..model.series import convert
 from . import html as H
 from . import locks as L
 from . import terminal as T
-from .plots import pyplot
+from .plots import literal, pyplot
 
 METHOD_COLORS = {"auto": "#1b6ac9", "estima": "#c0392b", "timex": "#2f8f46", "usl": "#8e44ad"}
 
@@ -332,7 +332,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         p = convert(p, metric)
         col = METHOD_COLORS.get(name, None)
         lw = 2.4 if name == main else 1.4
-        ax.plot(grid, p.value, color=col, lw=lw, label=legend_label(f"{name}: {p.model}"))
+        ax.plot(grid, p.value, color=col, lw=lw, label=literal(legend_label(f"{name}: {p.model}")))
         shown.append(p.value[np.isfinite(p.value) & (p.value > 0)])
         if p.low is not None and p.high is not None:
             # the band is in the legend: the main method's (or the first one drawn) by name
@@ -359,7 +359,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         ax.axvline(c, color="#bbb", lw=0.6, ls=":")
     ax.set_xlabel("cores")
     ax.set_ylabel("time (s)" if metric == "time_s" else "throughput")
-    ax.set_title(title or "prediction")
+    ax.set_title(literal(title) or "prediction")
     ax.legend(fontsize=7.5, loc="best")
     ax.grid(alpha=0.3)
     if est is not None:
@@ -367,7 +367,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         for i, (name, sel) in enumerate(sv.stalls.items()):
             col = plt.cm.tab10(i % 10)
             v, lo, hi_ = sel.band(grid, level)
-            ax2.plot(grid, v / grid, color=col, lw=1.5, label=f"{name} ({sel.kernel})")
+            ax2.plot(grid, v / grid, color=col, lw=1.5, label=literal(f"{name} ({sel.kernel})"))
             ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0,
                              label=f"shaded: {100 * level:g}% band" if i == 0 else None)
             ag = ds.aggregate(name)
@@ -377,7 +377,7 @@ def figure(ds: Dataset, fits: dict[str, Any], cores: Sequence[float], level: flo
         for i, (name, model, mid, lo, hi_) in enumerate(curves):
             col = plt.cm.tab10(i % 10)
             with np.errstate(divide="ignore", invalid="ignore"):
-                ax2.plot(grid, mid / grid, color=col, lw=1.5, label=f"{name} ({model})")
+                ax2.plot(grid, mid / grid, color=col, lw=1.5, label=literal(f"{name} ({model})"))
                 ax2.fill_between(grid, lo / grid, hi_ / grid, color=col, alpha=0.12, lw=0,
                              label=f"shaded: {100 * level:g}% band" if i == 0 else None)
             ag = ds.aggregate(name)

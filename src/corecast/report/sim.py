@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..messages import visible
 from ..sim.machine import MachineDescription
 from ..sim.result import SimResult
 
@@ -98,27 +99,33 @@ def render_result(res: SimResult, machine: MachineDescription) -> None:
 def render_machines(machines: Sequence[MachineDescription]) -> None:
     """`corecast sim machines`: one line per machine."""
     for m in machines:
-        print(f"{m.name:16s} {m.description}")
+        _line(f"{m.name:16s} {m.description}")
 
 
 def render_machine(m: MachineDescription) -> None:
     """`corecast sim machines NAME`: the description in words."""
-    print(m.summary())
+    _line(m.summary())
     if m.description:
-        print(m.description)
-    print(f"cores: {m.cores}; pipeline: fetch depth {m.pipeline.fetch_depth}, scheduler "
+        _line(m.description)
+    _line(f"cores: {m.cores}; pipeline: fetch depth {m.pipeline.fetch_depth}, scheduler "
           f"{m.pipeline.scheduler_size}, drain IPC {m.pipeline.drain_ipc}, issue width "
           f"{m.pipeline.issue_width}, units {m.pipeline.units}")
     for c in sorted(m.caches, key=lambda c: (c.level, c.kind)):
         share = "private" if c.shared == 1 else ("shared by all cores" if c.shared == 0
                                                   else f"shared by {c.shared} cores")
-        print(f"  {c.name}: {c.size // 1024} KiB, {c.ways}-way, {c.sets} sets, "
+        _line(f"  {c.name}: {c.size // 1024} KiB, {c.ways}-way, {c.sets} sets, "
               f"{c.line_size} B lines, {c.replacement}, {c.policy}, "
               f"{'write-allocate' if c.write_allocate else 'no write-allocate'}, {share}")
     for t in m.tlbs:
-        print(f"  {t.name}: {t.entries} entries, {t.ways}-way, {t.page_size // 1024} KiB pages")
+        _line(f"  {t.name}: {t.entries} entries, {t.ways}-way, {t.page_size // 1024} KiB pages")
     if m.branch:
-        print(f"  branch: {m.branch.kind}, {m.branch.history_bits} history bits, "
+        _line(f"  branch: {m.branch.kind}, {m.branch.history_bits} history bits, "
               f"{m.branch.table_size} counters")
     for k, v in m.penalties.items():
-        print(f"  penalty {k}: {v:g} cycles ({m.penalty_sources.get(k, 'given')})")
+        _line(f"  penalty {k}: {v:g} cycles ({m.penalty_sources.get(k, 'given')})")
+
+
+def _line(text: str) -> None:
+    """A line of a machine's description on standard output, its control characters shown as
+    \\xNN (a machine file may come from another user: its name and description are its text)."""
+    print(visible(text))

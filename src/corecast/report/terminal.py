@@ -44,6 +44,26 @@ def escape(text: str) -> str:
     return re.sub(r"(\\*)(\[[a-z#/@].*?\])", r"\1\1\\\2", text)
 
 
+#: A tag as rich's markup reads it (rich.markup.RE_TAGS), with the backslashes before it.
+_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?\])")
+#: corecast's own markup: the styles its texts use, nothing else (no [link=...], no [@click]).
+_OWN_TAG = re.compile(r"\[/?(?:bold|dim|italic|red|green|yellow|cyan|blue|magenta|white|bold [a-z]+|)\]")
+
+
+def own_markup(text: str) -> str:
+    """`text` with every markup tag escaped but corecast's own styles (_OWN_TAG): a name from
+    another user's file interpolated into a line or a cell is read by rich as markup, where
+    `[link=URL]` makes a hidden hyperlink on the owner's terminal (OSC 8) and a stray closing
+    tag ends the command with rich's MarkupError. The rendering consoles apply it to every
+    string they are given (`_fitting_console`); `escape` a name to show its brackets as well."""
+    def one(m: re.Match[str]) -> str:
+        slashes, tag = m.group(1), m.group(2)
+        if len(slashes) % 2 or _OWN_TAG.fullmatch(tag):
+            return m.group(0)              # escaped already, or corecast's own style
+        return slashes * 2 + "\\" + tag
+    return _RICH_TAG.sub(one, text) if "[" in text else text
+
+
 class PlainTable:
     """What corecast draws with rich's Table, in plain columns (rich not installed)."""
 
@@ -223,6 +243,21 @@ def _fitting_console() -> type:
                                        f"{self.width} columns: {names}; a wider terminal shows "
                                        f"{'them' if len(dropped) > 1 else 'it'})", style="dim"))
 
+        def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+            # every string a print, a table's cell, header or title is made into Text here:
+            # markup other than corecast's own styles is shown as written (own_markup), and text
+            # whose tags still do not pair (a data's stray "[/bold]") is shown as written, unstyled
+            from rich.errors import MarkupError
+            from rich.text import Text
+
+            if kwargs.get("markup") is False or not self._markup:
+                return super().render_str(text, **kwargs)
+            try:
+                return super().render_str(own_markup(text), **kwargs)
+            except MarkupError:
+                return Text(text.replace("\\[", "["), style=kwargs.get("style") or "", justify=kwargs.get("justify"),
+                            overflow=kwargs.get("overflow"))
+
         def _render_buffer(self, buffer: Any) -> str:
             # the text of every segment shown with its control characters visible
             # (messages.visible: a cell from another user's file may carry escape sequences);
@@ -306,7 +341,7 @@ def print_notices(con: Console, items: Iterable[str], kind: str = "warning") -> 
     label, style = ("warning", "bold yellow") if kind == "warning" else ("note", "cyan")
     if not have_rich():
         for it in items:
-            con.file.write(f"{label}: {it}\n")      # type: ignore[attr-defined]
+            con.file.write(visible(f"{label}: {it}") + "\n")      # type: ignore[attr-defined]
         return
     from rich.text import Text
 

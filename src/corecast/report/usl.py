@@ -9,7 +9,7 @@ from rich.console import Console
 
 from ..model.usl import Analysis, usl
 from . import html as H
-from .plots import pyplot
+from .plots import literal, pyplot
 from .terminal import fmt, make_table, print_notices
 
 
@@ -135,8 +135,8 @@ def figure(a: Analysis, title: str | None = None, predict_at: Sequence[float] | 
     ax.set_xlim(0, right)
     ax.set_ylim(0, ymax)
     ax.set_xlabel("N (cores / load)")
-    ax.set_ylabel(f"throughput X(N)  [{a.source}]")
-    ax.set_title(title or "Universal Scalability Law")
+    ax.set_ylabel(literal(f"throughput X(N)  [{a.source}]"))
+    ax.set_title(literal(title) or "Universal Scalability Law")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
