@@ -569,3 +569,26 @@ def test_locks_table_times_in_a_unit_that_fits(cli, tmp_path):
     assert r.code == 0, r.err
     assert "1.09 ms" in r.out and "11.2 ms" in r.out
     assert "1088321" not in r.out and "11206" not in r.out
+
+
+def test_locks_header_and_the_interference_warning_count_in_the_singular_where_one(cli, tmp_path):
+    """xz -T measured at 1 and 2 cores, its locks taken at 2 only: 'pairs at 1 core counts'; and
+    predict's warning 'other processes took 22% of the core-time at 1 cores'."""
+    from corecast import dataset as D
+    from corecast.model import losttime
+
+    import fakes
+
+    ds = fakes.lock_demands(cores=(1, 2))
+    ds.tables["locks"] = [r for r in ds.tables["locks"] if r["cores"] == 2]
+    path = tmp_path / "one.json"
+    ds.to_json(path)
+    r = cli("locks", str(path))
+    assert r.code == 0, r.err
+    assert "1 (lock, call site) pair at 1 core count;" in " ".join(r.out.split())
+    rows = [{"cores": n, "repetition": k, "time_s": t, "user_s": u, "sys_s": 0.0, "runqueue_delay_cycles": q}
+            for n, t, u, q in ((1, 12.2, 9.0, 3.2 * 2e9), (2, 4.6, 9.0, 0.0)) for k in range(3)]
+    cols = {"runqueue_delay_cycles": D.ColumnInfo("runqueue_delay_cycles", kind="stall", unit="cycles")}
+    la = losttime.analyze(D.Dataset.from_rows(rows, columns=cols, machine=D.Machine(nominal_freq_hz=2e9)))
+    note = la.interference_note()
+    assert note and "at 1 core (" in note and "at 1 core 9" in note and "1 cores" not in note

@@ -189,9 +189,10 @@ class LossAnalysis:
         if self.free_time is None or not big:
             return None
         c = max(big, key=lambda c: c.interference_core_s / (c.cores * c.wall_s))
+        at = f"{c.cores:g} core" + ("" if c.cores == 1 else "s")
         return (f"other processes took {100 * c.interference_core_s / (c.cores * c.wall_s):.0f}% of the core-time at "
-                f"{c.cores:g} cores (run-queue delay while the run's cores were not its own): predicted from the "
-                f"interference-free times (at {c.cores:g} cores {c.free_wall_s:.3g} s instead of {c.wall_s:.3g} s)")
+                f"{at} (run-queue delay while the run's cores were not its own): predicted from the "
+                f"interference-free times (at {at} {c.free_wall_s:.3g} s instead of {c.wall_s:.3g} s)")
 
     def prepared(self, ds: Dataset) -> Dataset:
         """`ds` with its time interference-free and each analysed category replaced by its

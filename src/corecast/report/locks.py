@@ -176,7 +176,8 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
     from . import terminal as T
 
     cores = doc["cores"]
-    con.print(f"{doc['file']}: {len(doc['locks'])} (lock, call site) pairs at {len(cores)} core counts; "
+    con.print(f"{doc['file']}: {len(doc['locks'])} (lock, call site) pair{'' if len(doc['locks']) == 1 else 's'} "
+              f"at {len(cores)} core count{'' if len(cores) == 1 else 's'}; "
               f"shares {doc['shares']}")
     last = cores[-1] if cores else None
     headers = ["rank", "lock", "call site"] + [f"wait @{c}" for c in cores] + [f"hold @{c}" for c in cores[-1:]] + [
