@@ -363,7 +363,10 @@ def test_a_lackey_capture_ended_early_leaves_no_valgrind_fifo(sig, tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "corecast", "sim", "capture", "--backend", "lackey", "--no-annotate",
                           "-o", str(tmp_path / "t.cctrace"), "--", "sh", "-c",
                           "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"],
-                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         # a shell that started the tests in the background ignores SIGINT, and
+                         # the capture would inherit that: the SIGINT case then never ended it
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120          # valgrind started and tracing the program
         while time.monotonic() < deadline:
