@@ -109,3 +109,16 @@ def test_a_progress_label_from_data_sends_no_escape():
     p = Progress("measuring", total=4, unit="runs")
     p.update(1, label="prog\x1b]0;T\x07")
     assert "\x1b" not in p.line() and "prog\\x1b]0;T\\x07" in p.line()
+
+
+def test_mathtext_in_a_trace_name_is_drawn_as_written_in_the_miss_rate_plot(tmp_path):
+    """`sim mrc --plot` titles its figure with the trace's file name: '$\\frac{$' in it was read
+    as mathtext and ended the command with a ParseException at the save."""
+    pytest.importorskip("matplotlib")
+    trace = tmp_path / "a$\\frac{$.cctrace"
+    r = run_corecast("sim", "gen", "random", "-n", "2000", "-o", str(trace), "-q")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "m.png"
+    r = run_corecast("sim", "mrc", str(trace), "--plot", str(out), "-q")
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 0

@@ -198,8 +198,8 @@ def replay_figure(rec: Any) -> Any:
         if unit == "s":
             scale, unit = _seconds(np.concatenate([s.values for s in series]))
         for s in series[:12]:
-            ax.plot(t, s.values * scale, lw=1.2 if s.scope == "node" else 0.8, label=s.scope)
-        ax.set_ylabel(f"{name}\n[{unit}]", fontsize=8)
+            ax.plot(t, s.values * scale, lw=1.2 if s.scope == "node" else 0.8, label=plots.literal(s.scope))
+        ax.set_ylabel(plots.literal(f"{name}\n[{unit}]"), fontsize=8)
         if len(series) > 1:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)   # beside the data
         for s in rec.triggers:
@@ -208,9 +208,9 @@ def replay_figure(rec: Any) -> Any:
     if extra:
         ax = axes[-1, 0]
         for s in rec.advice:
-            ax.step(t, s.values, where="post", label=f"allowed_workers@{s.scope}")
+            ax.step(t, s.values, where="post", label=plots.literal(f"allowed_workers@{s.scope}"))
         for k, s in enumerate(rec.triggers):
-            ax.step(t, s.values * 0.9 + k * 0.02, where="post", lw=0.8, label=f"{s.meter}@{s.scope} (1 high)")
+            ax.step(t, s.values * 0.9 + k * 0.02, where="post", lw=0.8, label=plots.literal(f"{s.meter}@{s.scope} (1 high)"))
         ax.set_ylabel("triggers,\nadvice", fontsize=8)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)
     axes[-1, 0].set_xlabel("seconds")

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..dataset import ColumnInfo, Dataset
 from ..sim.mrc import MrcResult, auto_sizes, fmt_bytes
-from .plots import pyplot
+from .plots import literal, pyplot
 from .terminal import fmt, titled_table
 
 if TYPE_CHECKING:                     # the online curve's collector loads the perf layer
@@ -56,11 +56,11 @@ def figure(res: MrcResult, title: str) -> Any:
         if h is not None:          # the whole curve, not only the sizes asked for
             fine = np.array(auto_sizes(h.line, h.footprint_bytes, h.rate), dtype=float)
             grid = np.unique(np.concatenate([fine, np.geomspace(fine[0], fine[-1], 200)]))
-            line, = ax.plot(grid, h.miss_ratio(grid), label=c.scope)
+            line, = ax.plot(grid, h.miss_ratio(grid), label=literal(c.scope))
             ax.plot(c.sizes_bytes, c.miss_ratio, "o", color=line.get_color(), ms=3)
         if c.set_associative:
             ax.plot(c.set_associative["sizes_bytes"], c.set_associative["miss_ratio"], "s--", ms=4,
-                    label=f"{c.scope}, {c.set_associative['ways']}-way")
+                    label=literal(f"{c.scope}, {c.set_associative['ways']}-way"))
         if c.knee_bytes:
             ax.axvline(c.knee_bytes, color="grey", ls=":", lw=1)
     ax.set_xscale("log", base=2)
@@ -69,7 +69,7 @@ def figure(res: MrcResult, title: str) -> Any:
     ax.set_xlabel("cache size")
     ax.set_ylabel("miss ratio")
     ax.set_ylim(bottom=0)
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -147,7 +147,7 @@ def online_figure(res: OnlineCurve, title: str) -> Any:
     else:
         ax.set_xlabel("ways allowed")
     ax.set_ylim(bottom=0)
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.legend(loc="upper right", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import Console
 
 from ..sched.policies import POLICIES, VARIANTS
-from .plots import pyplot
+from .plots import literal, pyplot
 from .terminal import fmt, make_table, print_notices
 
 COLOURS = ["#1f5f99", "#8c6d1f", "#7a9a3a", "#b3261e", "#5b3f8c", "#2a8c8c", "#777777", "#c77c1e"]
@@ -67,10 +67,10 @@ def _bars(ax: Any, groups: Sequence[str], series: dict[str, Sequence[float]], yl
     x = np.arange(len(groups))
     width = 0.8 / max(n, 1)
     for j, (name, vals) in enumerate(series.items()):
-        ax.bar(x - 0.4 + width * (j + 0.5), np.asarray(vals, dtype=float), width, label=label(name),
+        ax.bar(x - 0.4 + width * (j + 0.5), np.asarray(vals, dtype=float), width, label=literal(label(name)),
                color=COLOURS[j % len(COLOURS)], edgecolor="white", linewidth=0.4)
     ax.set_xticks(x)
-    ax.set_xticklabels(groups, rotation=30 if max((len(g) for g in groups), default=0) > 6 else 0,
+    ax.set_xticklabels([literal(g) for g in groups], rotation=30 if max((len(g) for g in groups), default=0) > 6 else 0,
                        ha="right" if max((len(g) for g in groups), default=0) > 6 else "center", fontsize=8)
     if ref is not None:
         ax.axhline(ref, color="#333333", lw=0.8, ls=":")
@@ -89,7 +89,7 @@ def sim_figure(metrics: dict[str, Any], title: str) -> Any:
     _bars(a2, ["ASP", "unfairness"], {p: [metrics[p].asp, metrics[p].unfairness] for p in pols}, "")
     a2.set_title("workload")
     a1.legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(literal(title), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -161,7 +161,7 @@ def paper_figure(res: Any) -> Any:
             lo = min(min(v) for v in series.values())
             ax.set_ylim(max(0.0, math.floor((lo - 0.05) * 10) / 10), None)
     a1.legend(fontsize=8, ncol=len(pols))
-    a1.set_title(f"{e.figure} (simulated): {e.machine.name}", fontsize=10)
+    a1.set_title(literal(f"{e.figure} (simulated): {e.machine.name}"), fontsize=10)
     fig.tight_layout()
     return fig
 
