@@ -269,3 +269,38 @@ def test_a_campaign_that_scales_linearly_is_not_told_its_stalls_explain_a_loss()
     g = twopoint.fit_dataset(campaign(0.7, 0.4 * 2 * CLOCK))         # 0.4 core-s lost, all of it waited idle
     assert g.uses_stalls
     assert "explain the loss" in g.predict([4.0]).params["reason"]
+
+
+def test_an_added_core_that_slept_through_the_run_predicts_no_speed_up():
+    """xz -T on one block, 1-2 cores on the 2-vCPU VM: the second thread waited on a condition
+    99% of the 2-core run, which was no faster (12.2 s, 12.7 s), and the geometric mean of the
+    saturating and the growing law predicted 2.1 s at 64 cores. The added core's idle share
+    weighs the growing law; a small share keeps the geometric mean."""
+    T, idle = 1.0, 0.95
+    ds = two_core_dataset([T, T], {"cond_wait_cycles": [0.0, idle * T * CLOCK]}, reps=1)
+    f = twopoint.fit_dataset(ds)
+    assert f.uses_stalls
+    (cw,) = f.stalls
+    assert cw.linear_weight == pytest.approx(idle)
+    n = np.array([4.0, 16.0, 64.0])
+    p = f.predict(n)
+    # no more than the speed-up the added cores' working 5% allows (0.95 T at 64 cores by the growing
+    # law alone; the saturating one keeps 5% of the weight): the 2-core run showed none
+    assert np.all(p.value >= 0.75 * T) and p.value[0] >= 0.9 * T
+    assert any("waited 95% of the run at 2 cores" in w for w in p.warnings)
+    # the geometric mean it replaces predicted a speed-up of 2.6x at 16 cores and more beyond
+    geo = twopoint.StallLaw(cw.name, cw.n, cw.s)
+    assert geo.linear_weight == 0.5
+    t_geo = f.work / n + geo.bracket(n)[0] / (n * CLOCK)
+    assert np.all(t_geo[1:] < 0.5 * T)
+    # the band still holds both laws
+    _, lo, hi = cw.bracket(n)
+    assert np.all(p.low <= f.work / n + lo / (n * CLOCK) + 1e-12)
+    assert np.all(p.high >= f.work / n + hi / (n * CLOCK) - 1e-12)
+    # a small idle share (a third of the added core's time, and a 1.7x speed-up) keeps the geometric mean
+    g = twopoint.fit_dataset(two_core_dataset([1.0, 0.6], {"cond_wait_cycles": [0.0, 0.2 * CLOCK]}, reps=1))
+    (cw2,) = g.stalls
+    assert cw2.linear_weight == 0.5
+    laws = cw2.laws(n)
+    np.testing.assert_allclose(cw2.bracket(n)[0], np.sqrt(laws["k(1−n₁/n)"] * laws["k(n−n₁)"]))
+    assert not any("of the run at" in w for w in g.predict(n).warnings)
