@@ -155,7 +155,11 @@ def test_sources_schedstat_psi_ctxsw(progs):
     p = sources.psi()
     if isinstance(p, sources.Unavailable):
         pytest.skip(p.reason)
-    assert p["cpu"].some_us >= 0
+    # the kernel's totals only grow: the parsed one lies between two plain reads around it
+    lo = _psi_some_total()
+    some = sources.psi("cpu")["cpu"].some_us
+    assert lo <= some <= _psi_some_total(), (lo, some)
+    assert p["cpu"].some_us <= lo
     # a spinning child accumulates run time; a sleeping one does not
     child = subprocess.Popen([progs["spinner"]])
     st = None
@@ -170,8 +174,22 @@ def test_sources_schedstat_psi_ctxsw(progs):
         time.sleep(0.02)
     child.wait()
     assert st is not None and st.run_ns > 50e6
+    vol, invol = _ctxsw()
     c = sources.context_switches(os.getpid())
-    assert c is not None and c.total >= 0
+    vol2, invol2 = _ctxsw()
+    # this process slept (time.sleep, child.wait): it has switched voluntarily
+    assert c is not None and c.voluntary >= 1
+    assert vol <= c.voluntary <= vol2 and invol <= c.involuntary <= invol2, (c, vol, vol2, invol, invol2)
+
+
+def _psi_some_total() -> int:
+    line = next(x for x in open("/proc/pressure/cpu").read().splitlines() if x.startswith("some "))
+    return int(line.rsplit("total=", 1)[1])
+
+
+def _ctxsw() -> tuple[int, int]:
+    f = dict(x.split(":", 1) for x in open(f"/proc/{os.getpid()}/status").read().splitlines() if ":" in x)
+    return int(f["voluntary_ctxt_switches"]), int(f["nonvoluntary_ctxt_switches"])
 
 
 def test_sources_unavailable_reasons(tmp_path):
