@@ -378,7 +378,13 @@ def test_perf_counters_on_every_run(cli, tmp_path):
         pmu_notes = [t for t in ds.notes.get("notices", []) if "backend-stall" in t]
         assert len(pmu_notes) == 1
     # the user's event, with its status
-    assert "instr" in ds.columns and ds.columns["instr"].status in ("ok", "not supported", "denied")
+    instr = ds.columns["instr"]
+    assert instr.status in ("ok", "not supported", "denied")
+    if instr.status == "ok":
+        assert np.all(ds.metrics["instr"] > 0)
+    else:                                                    # never 0 for what was not counted, and said
+        assert np.all(np.isnan(ds.metrics["instr"]))
+        assert [t for t in ds.notes.get("notices", []) if t.startswith(f"perf event instr: {instr.status}: ")]
     details = runs(out)[0]["details"]["counters"]
     assert details["task_clock_ns"]["status"] == "ok" and details["task_clock_ns"]["enabled_ns"] > 0
 
