@@ -2,6 +2,8 @@
 and the native loop equal to the Python one."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,3 +213,61 @@ def test_ipc_sampling_estimates_and_its_phase_error():
     late = [s for t, s in seen if t > 12.0]
     assert np.median(early) == pytest.approx(3.0, rel=1e-6)
     assert np.median(late) == pytest.approx(1.5, rel=1e-6)
+
+
+_MINE = ("from corecast.sched import Policy, ranked\n"
+         "class Mine(Policy):\n"
+         "    name = {name!r}\n"
+         "    period = None\n"
+         "    def decide(self, v):\n"
+         "        return ranked(v, v.runnable)\n")
+
+
+def test_a_users_policy_file_runs_its_own_source_never_a_bytecode_cache(tmp_path):
+    """Python's import machinery read `__pycache__/mine.cpython-*.pyc` beside the policy file
+    when its recorded time and size matched the source: another user who may write that folder
+    (the policy in /tmp) had root run their code instead of the file root read. The source is
+    compiled itself, and no cache is written."""
+    import importlib.util
+    import marshal
+    pol = tmp_path / "mine.py"
+    pol.write_text(_MINE.format(name="mine"))
+    st = pol.stat()
+    cache = Path(importlib.util.cache_from_source(str(pol)))
+    cache.parent.mkdir()
+    evil = compile(_MINE.format(name="planted"), str(pol), "exec")
+    cache.write_bytes(importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+                      + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                      + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little") + marshal.dumps(evil))
+    assert make_policy(f"{pol}:Mine").name == "mine"
+    # the planted cache is what the import machinery itself would have run
+    spec = importlib.util.spec_from_file_location("probe_planted", pol)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.Mine.name == "planted"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "mine.py").write_text(_MINE.format(name="mine"))
+    assert make_policy(f"{fresh / 'mine.py'}:Mine").name == "mine"
+    assert sorted(p.name for p in fresh.iterdir()) == ["mine.py"]          # no __pycache__ made
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's takes root")
+def test_a_policy_file_another_user_owns_or_anyone_may_write_is_not_run(tmp_path):
+    from corecast.errors import UserError
+    pol = tmp_path / "mine.py"
+    pol.write_text(_MINE.format(name="mine") + "open(__file__ + '.ran', 'w').close()\n")
+    os.chown(pol, 65534, 65534)
+    with pytest.raises(UserError, match="owned by uid 65534, not by you or root"):
+        make_policy(f"{pol}:Mine")
+    os.chown(pol, 0, 0)
+    os.chmod(pol, 0o666)
+    with pytest.raises(UserError, match="writable by anyone"):
+        make_policy(f"{pol}:Mine")
+    assert not (tmp_path / "mine.py.ran").exists()                     # neither ran a line of it
+    os.chmod(pol, 0o644)
+    assert make_policy(f"{pol}:Mine").name == "mine"
+    assert (tmp_path / "mine.py.ran").exists()
+    (tmp_path / "d.py").mkdir()
+    with pytest.raises(UserError, match="not a regular file"):
+        make_policy(f"{tmp_path / 'd.py'}:Mine")

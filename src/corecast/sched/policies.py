@@ -24,10 +24,13 @@ Where each rule comes from, and what was chosen here, is in docs/sched.md. In sh
 """
 from __future__ import annotations
 
-import importlib.util
 from abc import abstractmethod
 import math
+import os
 from pathlib import Path
+import stat
+import sys
+import types
 
 import numpy as np
 
@@ -444,17 +447,63 @@ def _make(spec: str) -> Policy:
     raise UserError(f"unknown policy '{spec}': choose {', '.join([*POLICIES, *VARIANTS])} or give FILE.py:ClassName")
 
 
+#: The largest policy file read (a policy is a class; a larger file is a mistake).
+MAX_POLICY_BYTES = 4 << 20
+
+
+def _policy_source(path: str) -> str:
+    """The text of a user's policy file, read from the file whose owner and mode were checked
+    (one open: no name swapped in between). It is code corecast runs as the user running it --
+    root, for `sched run` -- so it must be that user's or root's and writable by no one else:
+    another user's file, or one anyone may write, in /tmp say, would be that user's code run as
+    root. No bytecode cache is read or written beside it (Python's import machinery would read a
+    `__pycache__/NAME.cpython-*.pyc` another user planted there, matching the source's time and
+    size, instead of the source checked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such policy file") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot read the policy file ({err.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{path}: not a regular file (a policy is a Python file)")
+        if st.st_uid not in (os.geteuid(), 0):
+            raise UserError(f"{path}: owned by uid {st.st_uid}, not by you or root: its code is not run "
+                            "(a policy file is code corecast runs as you)")
+        if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid not in (os.getegid(), 0)):
+            raise UserError(f"{path}: writable by {'anyone' if st.st_mode & stat.S_IWOTH else f'group {st.st_gid}'}: "
+                            "its code is not run (chmod go-w it)")
+        if st.st_size > MAX_POLICY_BYTES:
+            raise UserError(f"{path}: {st.st_size:,} bytes, more than a policy file's {MAX_POLICY_BYTES >> 20} MiB")
+        data = b""
+        while len(data) <= MAX_POLICY_BYTES:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > MAX_POLICY_BYTES:
+            raise UserError(f"{path}: more than a policy file's {MAX_POLICY_BYTES >> 20} MiB")
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text (a policy is a Python file)") from None
+
+
 def _user_policy(spec: str) -> Policy:
     path, cls = spec.rsplit(":", 1)
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{path}: no such policy file")
-    mod_spec = importlib.util.spec_from_file_location(f"corecast_user_policy_{p.stem}", p)
-    if mod_spec is None or mod_spec.loader is None:
-        raise UserError(f"{path}: cannot load it as Python")
-    mod = importlib.util.module_from_spec(mod_spec)
+    source = _policy_source(path)
+    name = f"corecast_user_policy_{p.stem}"
+    mod = types.ModuleType(name)
+    mod.__file__ = str(p)
     try:
-        mod_spec.loader.exec_module(mod)
+        code = compile(source, str(p), "exec", dont_inherit=True)
+        sys.modules[name] = mod          # what a class's module is looked up as (dataclasses, pickle)
+        exec(code, mod.__dict__)
     except Exception as err:  # a user's file: any failure is their mistake
         raise UserError(f"{path}: {type(err).__name__}: {err}") from None
     except SystemExit as err:  # sys.exit() in it ended corecast with that status, saying nothing
