@@ -8,6 +8,7 @@ folder is private, so other tests running at the same time are never counted.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -394,68 +395,57 @@ def test_a_lackey_capture_ended_early_leaves_no_valgrind_fifo(sig, tmp_path):
 
 
 # ---------------------------------------------------------------- corecast-launch killed on its own
-def test_a_supervisor_killed_on_its_own_leaves_no_program_of_measure(tmp_path):
-    """corecast-launch kills the program's tree as it ends; SIGKILLed by itself (not through
-    corecast) it could not: the program's first process went (its parent-death signal), its
-    children ran on under init after `measure` had ended with its one-line error."""
+@contextlib.contextmanager
+def _supervisor_killed(args: list[str], ready, what: str, env: dict[str, str] | None = None):
+    """Run corecast `args` (its processes marked), wait until `ready({pid: comm})`, SIGKILL its
+    corecast-launch alone; yield (returncode, stderr, token), then kill whatever is left."""
     token = f"{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ, **{L.MARK: token})
-    p = subprocess.Popen([sys.executable, "-m", "corecast", "measure", "-q", "--no-shim", "--cores", "1", "--reps", "1",
-                          "--warmup", "0", "-o", str(tmp_path / "c.db"), "--", "sh", "-c", "sleep 60 & sleep 60; wait"],
-                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "corecast", *args], env=dict(env or os.environ, **{L.MARK: token}),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             found = {q: _comm(q) for q in L.marked(token)}
-            if list(found.values()).count("sleep") == 2:
+            if ready(found):
                 break
             assert p.poll() is None, p.stderr.read()
             time.sleep(0.05)
         else:
-            pytest.fail(f"the program's two sleeps never ran: {found}")
+            pytest.fail(f"{what} never ran: {found}")
         [launch] = [q for q, name in found.items() if name == "corecast-launch"]
         os.kill(launch, signal.SIGKILL)
         _, err = p.communicate(timeout=60)
-        assert p.returncode == 2 and "ended without reporting" in err, err
-        deadline = time.monotonic() + 10
-        while L.marked(token) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [f"{q} {L._cmdline(q)}" for q in L.marked(token)] == []
+        yield p.returncode, err, token
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
         for q in L.marked(token):
             os.kill(q, signal.SIGKILL)
+
+
+def test_a_supervisor_killed_on_its_own_leaves_no_program_of_measure(tmp_path):
+    """corecast-launch kills the program's tree as it ends; SIGKILLed by itself (not through
+    corecast) it could not: the program's first process went (its parent-death signal), its
+    children ran on under init after `measure` had ended with its one-line error."""
+    with _supervisor_killed(
+            ["measure", "-q", "--no-shim", "--cores", "1", "--reps", "1", "--warmup", "0", "-o", str(tmp_path / "c.db"),
+             "--", "sh", "-c", "sleep 60 & sleep 60; wait"],
+            lambda found: list(found.values()).count("sleep") == 2, "the program's two sleeps") as (rc, err, token):
+        assert rc == 2 and "ended without reporting" in err, err
+        deadline = time.monotonic() + 10
+        while L.marked(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [f"{q} {L._cmdline(q)}" for q in L.marked(token)] == []
 
 
 def test_stat_whose_supervisor_is_killed_on_its_own_ends_in_one_line(tmp_path):
     """`stat -- PROG` whose corecast-launch was SIGKILLed on its own ran on for ever, at full CPU
     (its command's status never came, which read as "still running"); it ends with one line."""
-    token = f"{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ, CORECAST_FRONT="python", **{L.MARK: token})
-    p = subprocess.Popen([sys.executable, "-m", "corecast", "stat", "-c", "task_clock", "--", "sleep", "60"],
-                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = {q: _comm(q) for q in L.marked(token)}
-            if "sleep" in found.values():
-                break
-            assert p.poll() is None, p.stderr.read()
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"the program never ran: {found}")
-        [launch] = [q for q, name in found.items() if name == "corecast-launch"]
-        os.kill(launch, signal.SIGKILL)
-        _, err = p.communicate(timeout=60)
-        assert p.returncode == 2 and "ended without reporting" in err and "Traceback" not in err, err
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        for q in L.marked(token):
-            os.kill(q, signal.SIGKILL)
+    with _supervisor_killed(["stat", "-c", "task_clock", "--", "sleep", "60"],
+                            lambda found: "sleep" in found.values(), "the program",
+                            env=dict(os.environ, CORECAST_FRONT="python")) as (rc, err, _):
+        assert rc == 2 and "ended without reporting" in err and "Traceback" not in err, err
 
 
 @pytest.mark.slow
@@ -463,30 +453,9 @@ def test_stat_whose_supervisor_is_killed_on_its_own_ends_in_one_line(tmp_path):
 def test_a_qemu_capture_whose_supervisor_is_killed_on_its_own_ends_in_one_line(tmp_path):
     """`sim capture` (QEMU) whose corecast-launch was SIGKILLed on its own waited for ever on
     its ring: QEMU died with the supervisor, and the ring is never marked done."""
-    token = f"{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ, **{L.MARK: token})
-    p = subprocess.Popen([sys.executable, "-m", "corecast", "sim", "capture", "--backend", "qemu", "--no-annotate",
-                          "-o", str(tmp_path / "t.cctrace"), "--", "sh", "-c",
-                          "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"],
-                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = {q: _comm(q) for q in L.marked(token)}
-            if any(n.startswith("qemu") and _cpu_seconds(q) >= 0.3 for q, n in found.items()):
-                break
-            assert p.poll() is None, p.stderr.read()
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"QEMU never ran: {found}")
-        [launch] = [q for q, name in found.items() if name == "corecast-launch"]
-        os.kill(launch, signal.SIGKILL)
-        _, err = p.communicate(timeout=60)
-        assert p.returncode == 2 and "ended without reporting" in err and "Traceback" not in err, err
+    with _supervisor_killed(
+            ["sim", "capture", "--backend", "qemu", "--no-annotate", "-o", str(tmp_path / "t.cctrace"), "--",
+             "sh", "-c", "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"],
+            lambda found: any(n.startswith("qemu") and _cpu_seconds(q) >= 0.3 for q, n in found.items()), "QEMU") as (rc, err, _):
+        assert rc == 2 and "ended without reporting" in err and "Traceback" not in err, err
         assert sorted(x.name for x in tmp_path.iterdir()) == []
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        for q in L.marked(token):
-            os.kill(q, signal.SIGKILL)
