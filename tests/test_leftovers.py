@@ -350,6 +350,15 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")     # utime + stime
 
 
+def _kill_left(p: subprocess.Popen, token: str) -> None:
+    """A test's end, however it ends: corecast and every process it marked killed."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    for q in L.marked(token):
+        os.kill(q, signal.SIGKILL)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (setup/debian-packages.txt)")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
@@ -387,11 +396,7 @@ def test_a_lackey_capture_ended_early_leaves_no_valgrind_fifo(sig, tmp_path):
         assert L.marked(token) == []
         assert sorted(x.name for x in tmp.iterdir()) == []
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        for q in L.marked(token):
-            os.kill(q, signal.SIGKILL)
+        _kill_left(p, token)
 
 
 # ---------------------------------------------------------------- corecast-launch killed on its own
@@ -417,11 +422,7 @@ def _supervisor_killed(args: list[str], ready, what: str, env: dict[str, str] | 
         _, err = p.communicate(timeout=60)
         yield p.returncode, err, token
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        for q in L.marked(token):
-            os.kill(q, signal.SIGKILL)
+        _kill_left(p, token)
 
 
 def test_a_supervisor_killed_on_its_own_leaves_no_program_of_measure(tmp_path):
