@@ -35,7 +35,7 @@ import shlex
 import sqlite3
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -890,6 +890,9 @@ def read_campaign(path: str | Path) -> Dataset:
                      for t in rows if t["slot"] in by_slot]
               for name, rows in side.items()}
     tables = _side_tables(tables, p)
+    lock_table = _lock_table_losses(runs)
+    if lock_table:
+        notes["lock_table"] = lock_table
     _campaign_notes(notes, f"{p}: damaged campaign file")
     ds = Dataset(cores=[r["cores"] for r in runs], metrics=metrics,
                  repetition=[r["repetition"] for r in runs], columns=columns,
@@ -898,6 +901,29 @@ def read_campaign(path: str | Path) -> Dataset:
                  corecast_version=meta.get("corecast_version"), notes=notes, path=str(p),
                  tables={k: v for k, v in tables.items() if v})
     return ds
+
+
+def _lock_table_losses(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """The successful runs whose per-lock table (`runs.details` "locks", docs/measure.md) missed
+    acquisitions: those that found no room in their thread's table (`overflow`) or were in the
+    rows past the busiest a run keeps (`left_out_acquisitions`), and the threads
+    past the shim's table limit (`untracked_threads`), each with its core count and repetition,
+    so that `corecast locks` and `predict` can say their rows undercount (a campaign's details
+    are not otherwise in its Dataset)."""
+    out = []
+    for r in runs:
+        summary = (r.get("details") or {}).get("locks") if r.get("status") == store.OK else None
+        if not isinstance(summary, Mapping):
+            continue
+        over, untracked = summary.get("overflow"), summary.get("untracked_threads")
+        left = summary.get("left_out_acquisitions")
+        over = float(over) if _finite_number(over) and over > 0 else 0.0
+        over += float(left) if _finite_number(left) and left > 0 else 0.0
+        untracked = float(untracked) if _finite_number(untracked) and untracked > 0 else 0.0
+        if over or untracked:
+            out.append({"cores": float(r["cores"]), "repetition": float(r["repetition"]),
+                        "overflow": over, "untracked_threads": untracked})
+    return out
 
 
 def sidecar_path(path: str | Path) -> Path:

@@ -270,7 +270,9 @@ def lock_rows(reports: Iterable[str], ticks_per_s: float | None) -> LockTable | 
 
     rows.sort(key=weight, reverse=True)
     notes = []
+    left_out = 0
     if len(rows) > MAX_ROWS:
+        left_out = sum(int(r["acquisitions"]) for r in rows[MAX_ROWS:])
         notes.append(f"lock table: {len(rows) - MAX_ROWS} (lock, call site) rows past the busiest {MAX_ROWS} "
                      "left out")
         rows = rows[:MAX_ROWS]
@@ -283,6 +285,7 @@ def lock_rows(reports: Iterable[str], ticks_per_s: float | None) -> LockTable | 
         notes.append(f"lock table: {untracked} threads past the shim's table limit are counted in the totals only")
     if rate is None:
         notes.append("lock table: the shim's clock rate is unknown, so its waits and holds have no time")
-    summary = {"rows": len(rows), "overflow": overflow, "untracked_threads": untracked,
+    summary = {"rows": len(rows), "overflow": overflow, "left_out_acquisitions": left_out,
+               "untracked_threads": untracked,
                "processes": len(procs)}
     return LockTable(rows=rows, notes=notes, summary=summary)

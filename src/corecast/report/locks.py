@@ -46,8 +46,13 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
     if not rows:
         why = ("a campaign recorded without the sync shim (--no-shim), or by a corecast before per-lock tables"
                if ds.path and not str(ds.path).endswith((".csv", ".json")) else "a plain Dataset has none")
-        if "lock_acquisitions" in ds.metrics and np.isfinite(ds.metrics["lock_acquisitions"]).any():
+        acq = ds.metrics.get("lock_acquisitions")
+        if acq is not None and np.isfinite(acq).any():
             why = "the shim saw no mutex, spin lock or rwlock acquired through pthreads"
+        elif (acq is not None and (ds.notes.get("campaign") or {}).get("shim")
+              and (ds.notes["campaign"].get("successful") or 0) > 0):
+            why = ("the sync shim wrote no report for any successful run: it cannot see a static or "
+                   "setuid program (the loader ignores LD_PRELOAD), so its locks are unknown, not absent")
         raise UserError(f"{ds.label}: no per-lock table ({why})")
     times = _run_times(ds)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -99,7 +104,7 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
     out.sort(key=rank_key)
     for i, g in enumerate(out):
         g["rank"] = i + 1
-    notes = _too_many_threads(out, cores, ds)
+    notes = _too_many_threads(out, cores, ds) + table_losses(ds)
     if top:
         out = out[:top]
     return {"file": ds.label, "cores": [_int(c) for c in cores],
@@ -132,6 +137,47 @@ def _share_notes(shares: dict[str, dict[float, float]], ds: Dataset) -> list[str
             notes.append(f"at {_int(c)} cores {lock} was waited for and held {100 * most:.0f}% of the thread time "
                          f"of {_threads(ds, c):g} threads ({{threads}} = cores × --threads-per-core): the program "
                          "ran more threads than that, and its shares of thread time are too large")
+    return notes
+
+
+def table_losses(ds: Dataset) -> list[str]:
+    """Notes where the shim's per-thread tables missed acquisitions (`lock_table` in the
+    Dataset's notes, from the runs' details): acquisitions that found no room in their thread's
+    table (256 (lock, call site) entries) or in the busiest 200 rows a run keeps, and threads
+    past its table limit, are in the run's
+    totals but in no row, so the rows undercount -- said per core count, with the share of the
+    run's acquisitions missed (median over the runs that missed some)."""
+    losses = ds.notes.get("lock_table")
+    if not isinstance(losses, list):
+        return []
+    in_rows: dict[tuple[float, float | None], float] = {}
+    for r in ds.tables.get(TABLE, []):
+        key = (float(r["cores"]), None if r.get("repetition") is None else float(r["repetition"]))
+        in_rows[key] = in_rows.get(key, 0.0) + float(r.get("acquisitions") or 0)
+    over: dict[float, list[tuple[float, float]]] = {}
+    untracked: dict[float, list[float]] = {}
+    for x in losses:
+        if not isinstance(x, dict) or not isinstance(x.get("cores"), (int, float)):
+            continue
+        c, rep = float(x["cores"]), x.get("repetition")
+        n = x.get("overflow")
+        if isinstance(n, (int, float)) and n > 0:
+            seen = in_rows.get((c, None if not isinstance(rep, (int, float)) else float(rep)), 0.0)
+            over.setdefault(c, []).append((float(n), float(n) / (float(n) + seen)))
+        u = x.get("untracked_threads")
+        if isinstance(u, (int, float)) and u > 0:
+            untracked.setdefault(c, []).append(float(u))
+    notes = []
+    for c in sorted(over):
+        n = float(np.median([v[0] for v in over[c]]))
+        share = float(np.median([v[1] for v in over[c]]))
+        notes.append(f"at {_int(c)} cores {len(over[c])} run(s) had more (lock, call site) pairs than the "
+                     "shim's per-thread table (256) or a run's rows (the busiest 200) hold: "
+                     f"{n:,.0f} acquisitions a run ({100 * share:.0f}% of them) are in the run's totals but in "
+                     "no row here, so these rows undercount the locks' acquisitions, waits and holds")
+    for c in sorted(untracked):
+        notes.append(f"at {_int(c)} cores {float(np.median(untracked[c])):,.0f} threads a run were past the shim's "
+                     "table limit (16,384 tables): their locks are in no row here")
     return notes
 
 
@@ -217,7 +263,8 @@ def predicted_locks(ds: Dataset, cores: Sequence[float], outlook: tuple[Any, lis
                     "lock_file": o["lock_file"], "hold_s": o["hold_s"], "instances": o["instances"],
                     "measured": m.get("shares", []),
                     "predicted": [{"cores": _int(c), "share": s} for c, s in zip(cores, o["share"])]})
-    notes = _share_notes({k: {p["cores"]: p["share"] for p in g.get("shares", [])} for k, g in measured.items()}, ds)
+    notes = _share_notes({k: {p["cores"]: p["share"] for p in g.get("shares", [])} for k, g in measured.items()},
+                         ds) + table_losses(ds)
     return {"locks": out, "source": f"demands of the {dem.runs} run(s) at {dem.cores:g} cores: "
                                     "the mva closed network (CPU cores, one server per hot lock, off-CPU delay)",
             "share": "of thread time, waiting for the lock or holding it", "notes": notes}
