@@ -454,6 +454,17 @@ def test_locks_of_a_static_program_are_said_unseen_not_absent(cli, tmp_path):
     assert "static" in r.err and "unknown, not absent" in r.err and "--no-shim" not in r.err
 
 
+
+def test_locks_of_a_campaign_whose_runs_all_failed_says_so(cli, tmp_path):
+    """Every run failed (a program that exits 3): `locks` said the campaign was recorded without
+    the shim; it was recorded with it, and nothing was measured."""
+    db = tmp_path / "f.db"
+    r = cli("measure", "-q", "--cores", "1", "--reps", "1", "--warmup", "0", "-o", str(db), "--", "sh", "-c", "exit 3")
+    assert r.code == 1, r.err
+    r = cli("locks", str(db))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "none of its 1 run(s) succeeded" in r.err and "--no-shim" not in r.err
+
 # ============================================================================ mva on lockbench
 @pytest.mark.slow
 def test_mva_on_lockbench_reaches_the_locks_asymptote(cli, tmp_path, cs_timer):

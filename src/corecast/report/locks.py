@@ -47,7 +47,11 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
         why = ("a campaign recorded without the sync shim (--no-shim), or by a corecast before per-lock tables"
                if ds.path and not str(ds.path).endswith((".csv", ".json")) else "a plain Dataset has none")
         acq = ds.metrics.get("lock_acquisitions")
-        if acq is not None and np.isfinite(acq).any():
+        camp = ds.notes.get("campaign") or {}
+        if camp.get("runs") and not camp.get("successful"):
+            why = (f"none of its {camp['runs']} run(s) succeeded, so nothing was measured: "
+                   "`corecast export` shows their exit statuses")
+        elif acq is not None and np.isfinite(acq).any():
             why = "the shim saw no mutex, spin lock or rwlock acquired through pthreads"
         elif (acq is not None and (ds.notes.get("campaign") or {}).get("shim")
               and (ds.notes["campaign"].get("successful") or 0) > 0):
