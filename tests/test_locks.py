@@ -151,9 +151,10 @@ def measure(cli, tmp_path, name, *argv, cores=CORES, reps=1, extra=()):
 def test_lockbench_lock_is_named_at_its_call_site_with_its_hold_time(cli, tmp_path, cs_timer):
     """At 1 and 2 cores: `&g_mutex` (a static of lockbench.c), acquired in `worker` (the bundled
     workloads have a symbol table, no line table: their site is the function), acquired once
-    per operation, held (per acquisition) 10% under to 20% over the critical section timed alone --
-    measured before and after the campaign, alternately, on the same busy machine, all at a high
-    priority (a holder preempted by a neighbour's time slice adds milliseconds to a sample). The
+    per operation, held (per acquisition) 10% under to 20% over a fifth of the run's CPU time per
+    operation (the section's share of it), and 10% under to 60% over the critical section timed
+    alone -- measured before and after the campaign, alternately, on the same busy machine, all at
+    a high priority (a holder preempted by a neighbour's time slice adds milliseconds to a sample). The
     section is long (2,000 units, ~3 us): at 2 cores a hold also carries the transfer of the
     lines the other thread touched last, 35 to 190 ns on this VM as the host places its virtual
     CPUs (test_chase_calibrate); with a 0.4 us section beside stress-ng --cpu 2 the mean hold was
@@ -175,9 +176,15 @@ def test_lockbench_lock_is_named_at_its_call_site_with_its_hold_time(cli, tmp_pa
         assert r["call"] == "pthread_mutex_lock(&g_mutex)"
         assert r["acquisitions"] == ops                       # one a operation, whatever the threads
         assert r["hold_samples"] >= ops / 128
-        # a hold carries the lines' transfers (up to 6% here) and the host's moves of the vCPUs
-        # between the timings: more room above than below; a hold twice the section still fails
-        assert 0.90 < r["hold_s"] / hold_ref < 1.20, (r["cores"], r["hold_s"], ref)
+        # the run's own reference: its CPU time per operation, a fifth of which is the section
+        # (--think is 4 sections of the same loop); a host's busy sibling vCPU slows both alike
+        # (a CI run beside another job measured holds 1.32x the section timed beside it, and
+        # CPU time per operation alike). A hold carries the lines' transfers (up to 6% here)
+        one = ds.cores == r["cores"]
+        in_run = float(np.median(ds.metrics["task_clock_ns"][one])) * 1e-9 / ops / 5
+        assert 0.90 < r["hold_s"] / in_run < 1.20, (r["cores"], r["hold_s"], in_run)
+        # and the section timed alone, before and after: a hold of twice the section still fails
+        assert 0.90 < r["hold_s"] / hold_ref < 1.60, (r["cores"], r["hold_s"], ref)
 
 
 # ============================================================================ two locks
