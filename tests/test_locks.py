@@ -472,6 +472,45 @@ def test_locks_of_a_campaign_whose_runs_all_failed_says_so(cli, tmp_path):
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
     assert "none of its 1 run(s) succeeded" in r.err and "--no-shim" not in r.err
 
+
+CXX = r"""#include <mutex>
+#include <thread>
+#include <vector>
+#include <cstdlib>
+static std::mutex m;
+static long counter;
+static void work(int n) {
+    for (int i = 0; i < n; i++) {
+        m.lock();
+        counter++;
+        m.unlock();
+    }
+}
+int main(int argc, char **argv) {
+    int t = argc > 1 ? atoi(argv[1]) : 2;
+    std::vector<std::thread> th;
+    for (int i = 0; i < t; i++) th.emplace_back(work, 20000);
+    for (auto &x : th) x.join();
+    return counter == 20000L * t ? 0 : 1;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (setup/debian-packages.txt)")
+def test_a_cxx_mutex_is_named_as_the_source_names_it_at_the_programs_own_line(cli, tmp_path):
+    """A C++ program's std::mutex: its name was the symbol's, mangled (`&_ZL1m`), and its call
+    site the line of libstdc++'s header that std::mutex::lock() inlines (`gthr-default.h:749`),
+    the same for every std::mutex of every program; now `&m`, at the line of cxx.cc that locks."""
+    (tmp_path / "cxx.cc").write_text(CXX)
+    exe = tmp_path / "cxx"
+    subprocess.run(["g++", "-O2", "-g", "-pthread", "-o", str(exe), str(tmp_path / "cxx.cc")], check=True)
+    ds = measure(cli, tmp_path, "cxx", str(exe), "{threads}", cores="1")
+    [row] = ds.tables["locks"]
+    assert row["lock"] == "&m" and row["acquisitions"] == 20000
+    assert Path(row["site_file"]).name == "cxx.cc" and row["site_line"] == 9, row
+    assert row["site_function"] == "work", row
+
+
 # ============================================================================ mva on lockbench
 @pytest.mark.slow
 def test_mva_on_lockbench_reaches_the_locks_asymptote(cli, tmp_path, cs_timer):

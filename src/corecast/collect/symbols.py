@@ -271,30 +271,64 @@ class Site:
     line: int | None = None
 
 
+#: Where a compiler's and the C/C++ library's headers live: an inlined frame in one of them (a
+#: `std::mutex::lock()` expanded into `pthread_mutex_lock`) is not where the program takes a lock.
+SYSTEM_HEADERS = ("/usr/include/", "/usr/local/include/", "/usr/lib/gcc/", "/usr/lib/llvm")
+
+
 def addr2line(path: str, vaddrs: Sequence[int]) -> dict[int, tuple[str | None, str | None, int | None]]:
     """(function, file, line) of each address in the object at `path`, from its DWARF line table,
-    through binutils' addr2line; empty where it is missing, times out or fails."""
+    through binutils' addr2line; empty where it is missing, times out or fails. Where the address
+    lies in code inlined from a system header (`SYSTEM_HEADERS`), the file and line are those of
+    the first frame it was inlined into that is the program's own: a C++ program's every
+    `std::mutex::lock()` read `gthr-default.h:749`, its own line only in addr2line's inline chain."""
     tool = system_program("addr2line")         # never a user's, nor the current folder's, as root
     todo = sorted(set(vaddrs))[:MAX_ADDR2LINE]
     if not tool or not todo:
         return {}
     try:
-        p = subprocess.run([tool, "-f", "-C", "-e", path, *(hex(a) for a in todo)], capture_output=True,
+        p = subprocess.run([tool, "-a", "-i", "-f", "-C", "-e", path, *(hex(a) for a in todo)], capture_output=True,
                            text=True, timeout=ADDR2LINE_TIMEOUT_S, errors="replace",
                            env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C"})
     except (OSError, subprocess.SubprocessError):
         return {}
-    lines = p.stdout.splitlines()
-    if p.returncode != 0 or len(lines) < 2 * len(todo):
+    if p.returncode != 0:
         return {}
+    # -a: each address's line ("0x000…"), then its frames as (function, file:line) pairs, the
+    # innermost first (-i)
+    blocks: dict[int, list[tuple[str, str]]] = {}
+    frames: list[str] | None = None
+    for raw in p.stdout.splitlines():
+        text = raw.strip()
+        if text.startswith("0x") and len(text) > 2 and all(c in "0123456789abcdef" for c in text[2:]):
+            frames = blocks.setdefault(int(text, 16), [])
+        elif frames is not None:
+            frames.append(text)              # type: ignore[arg-type]
     out = {}
-    for i, a in enumerate(todo):
-        fn, where = lines[2 * i].strip(), lines[2 * i + 1].strip()
-        where = where.split(" (discriminator", 1)[0]
-        file, _, num = where.rpartition(":")
-        line = int(num) if num.isdigit() and int(num) > 0 else None
-        out[a] = (None if fn in ("??", "") else fn, None if file in ("??", "") or line is None else file, line)
+    for a in todo:
+        got = blocks.get(a)
+        if not got or len(got) < 2:
+            continue
+        pairs = [(_where(got[i + 1]), got[i]) for i in range(0, len(got) - 1, 2)]
+        fn = got[0]
+        file, line = pairs[0][0]
+        if file and file.startswith(SYSTEM_HEADERS):
+            # the frame's function is the one whose code holds its file:line
+            own = next(((w, f) for w, f in pairs[1:] if w[0] and not w[0].startswith(SYSTEM_HEADERS)), None)
+            if own is not None:
+                (file, line), fn = own
+        out[a] = (None if fn in ("??", "") else fn, file, line)
+    if len(out) < len(todo):
+        return {}                            # output not as asked: no guess
     return out
+
+
+def _where(text: str) -> tuple[str | None, int | None]:
+    """addr2line's "file:line (discriminator N)" as (file, line); (None, None) where unknown."""
+    where = text.split(" (discriminator", 1)[0]
+    file, _, num = where.rpartition(":")
+    line = int(num) if num.isdigit() and int(num) > 0 else None
+    return (None if file in ("??", "") or line is None else file), line
 
 
 def symbolize_sites(space: AddressSpace, addrs: Iterable[int]) -> dict[int, Site]:
@@ -345,7 +379,27 @@ def symbolize_variable(space: AddressSpace, addr: int) -> Variable:
     sym = elf.variable(loc.vaddr) if elf is not None else None
     if sym is None:
         return Variable(object=loc.path)
-    return Variable(object=loc.path, name=sym.name, offset=loc.vaddr - sym.value, size=sym.size, file=sym.file)
+    return Variable(object=loc.path, name=demangle(sym.name), offset=loc.vaddr - sym.value, size=sym.size,
+                    file=sym.file)
+
+
+@lru_cache(maxsize=4096)
+def demangle(name: str) -> str:
+    """A C++ symbol's name as its source wrote it (`_ZL1m`, a static `std::mutex m`, is `m`;
+    `_ZN5queue4lockE` is `queue::lock`), through binutils' c++filt; the name as it is where it
+    is not mangled or c++filt is missing, fails or times out."""
+    if not name.startswith("_Z") or len(name) > 4096:
+        return name
+    tool = system_program("c++filt")
+    if not tool:
+        return name
+    try:
+        p = subprocess.run([tool, "--", name], capture_output=True, text=True, timeout=ADDR2LINE_TIMEOUT_S,
+                           errors="replace", env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError):
+        return name
+    out = p.stdout.strip()
+    return out if p.returncode == 0 and out and "\n" not in out else name
 
 
 def short(path: str | None) -> str:
