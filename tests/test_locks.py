@@ -511,6 +511,58 @@ def test_a_cxx_mutex_is_named_as_the_source_names_it_at_the_programs_own_line(cl
     assert row["site_function"] == "work", row
 
 
+
+TRY = r"""#include <pthread.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static volatile int tried, released;
+static void *w(void *a) {
+    int fails = 0;
+    while (fails < 1000) {
+        if (pthread_mutex_trylock(&m) == 0) return (void *)1;   /* main holds it: never */
+        fails++;
+        if (fails == 1000) { tried = 1; while (!released) ; }
+    }
+    if (pthread_mutex_trylock(&m) != 0) return (void *)1;
+    pthread_mutex_unlock(&m);
+    return 0;
+}
+int main(void) {
+    pthread_t t; void *r;
+    pthread_mutex_lock(&m);
+    pthread_create(&t, 0, w, 0);
+    while (!tried) ;
+    pthread_mutex_unlock(&m);
+    released = 1;
+    pthread_join(t, &r);
+    return r != 0;
+}
+"""
+
+
+def test_a_trylock_sites_failed_attempts_are_its_contended_share(cli, tmp_path):
+    """A site spinning on pthread_mutex_trylock while the lock is held read 'contended 0.0%'
+    and 'wait 0.0%' (the shim counts its failures, and nothing showed them): its contended share
+    is now the share of its attempts that found the lock taken, marked (try), with a note, and
+    its failures are in --json. Deterministic: the main thread holds the lock while the worker
+    fails exactly 1,000 times at line 7, then takes it once at line 11."""
+    (tmp_path / "try.c").write_text(TRY)
+    exe = tmp_path / "try"
+    subprocess.run(["gcc", "-O1", "-g", "-pthread", "-o", str(exe), str(tmp_path / "try.c")], check=True)
+    db = tmp_path / "try.db"
+    r = cli("measure", "-q", "--cores", "1", "--reps", "1", "--warmup", "0", "-o", str(db), "--", str(exe))
+    assert r.code == 0, r.err
+    r = cli("locks", str(db), "--json")
+    assert r.code == 0, r.err
+    by = {g["site"].split()[0]: g for g in json.loads(r.out)["locks"]}
+    spin, took, main = by["try.c:7"], by["try.c:11"], by["try.c:17"]
+    assert spin["trylock"] and took["trylock"] and not main["trylock"]
+    [p] = spin["per_cores"]
+    assert (p["acquisitions"], p["trylock_failures"], p["contended_pct"]) == (0, 1000, 100.0)
+    [p] = took["per_cores"]
+    assert (p["acquisitions"], p["trylock_failures"], p["contended_pct"]) == (1, 0, 0.0)
+    r = cli("locks", str(db))
+    assert "100.0% (try)" in r.out and "a trylock site's (try) contended share" in r.out, r.out
+
 # ============================================================================ mva on lockbench
 @pytest.mark.slow
 def test_mva_on_lockbench_reaches_the_locks_asymptote(cli, tmp_path, cs_timer):

@@ -65,7 +65,7 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
         g = groups.setdefault(key, {"lock": key[0], "site": key[1], "call": r.get("call"),
                                     "lock_kind": r.get("lock_kind"), "lock_file": r.get("lock_file"),
                                     "site_function": r.get("site_function"), "site_line": r.get("site_line"),
-                                    "instances": 0, "_runs": {}})
+                                    "trylock": bool(r.get("trylock")), "instances": 0, "_runs": {}})
         g["instances"] = max(g["instances"], int(r.get("instances") or 1))
         c = float(r["cores"])
         rep = r.get("repetition")
@@ -77,6 +77,7 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
         acq = float(r.get("acquisitions") or 0)
         g["_runs"].setdefault(c, []).append({
             "acquisitions": acq, "contended": float(r.get("contended") or 0),
+            "trylock_failures": float(r.get("trylock_failures") or 0),
             "wait_s": float(r.get("wait_s") or 0.0), "max_wait_s": r.get("max_wait_s"),
             "hold_s": hold, "wait_share": float(r.get("wait_s") or 0.0) / thread_time,
             "hold_share": (acq * float(hold) / thread_time) if hold is not None else None})
@@ -93,8 +94,14 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
                 v = [x[k] for x in runs if x[k] is not None]
                 return float(np.median(v)) if v else None
             acq = med("acquisitions") or 0.0
-            per.append({"cores": _int(c), "runs": len(runs), "acquisitions": acq,
-                        "contended_pct": 100.0 * (med("contended") or 0.0) / acq if acq else None,
+            fails = med("trylock_failures") or 0.0
+            # a trylock site waits in the program's own retries, which the shim does not time: its
+            # contended share is that of its attempts that found the lock taken (it read 0.0%,
+            # wait 0.0%, for a site spinning on a held lock)
+            tried = acq + fails if g["trylock"] else acq
+            busy = fails if g["trylock"] else (med("contended") or 0.0)
+            per.append({"cores": _int(c), "runs": len(runs), "acquisitions": acq, "trylock_failures": fails,
+                        "contended_pct": 100.0 * busy / tried if tried else None,
                         "wait_s": med("wait_s"), "max_wait_s": max((x["max_wait_s"] or 0.0) for x in runs),
                         "hold_s": med("hold_s"), "wait_share": med("wait_share"), "hold_share": med("hold_share")})
         g.pop("_runs")
@@ -109,6 +116,10 @@ def locks_doc(ds: Dataset, top: int | None = None) -> dict[str, Any]:
     for i, g in enumerate(out):
         g["rank"] = i + 1
     notes = _too_many_threads(out, cores, ds) + table_losses(ds)
+    if any(g["trylock"] for g in out):
+        notes.append("a trylock site's (try) contended share is that of its attempts that found the lock taken "
+                     "(trylock_failures in --json); what it does then, retry or give up, is the program's, not "
+                     "timed by the shim, so its wait share is 0")
     if top:
         out = out[:top]
     return {"file": ds.label, "cores": [_int(c) for c in cores],
@@ -241,7 +252,8 @@ def render_terminal(doc: dict[str, Any], con: Any) -> None:
                     + [_pct(by.get(c, {}).get("wait_share")) for c in cores]
                     + [_pct(lp.get("hold_share"))]
                     + [duration(lp.get("hold_s")), _count(lp.get("acquisitions")),
-                       "-" if lp.get("contended_pct") is None else f"{lp['contended_pct']:.1f}%",
+                       "-" if lp.get("contended_pct") is None else
+                       f"{lp['contended_pct']:.1f}%" + (" (try)" if g.get("trylock") else ""),
                        duration(lp.get("max_wait_s"))])
     con.print(T.make_table("Locks by wait share (time waited / thread time)", headers, rows,
                            justify=["right", "left", "left"] + ["right"] * (len(headers) - 3)))
