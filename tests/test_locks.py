@@ -146,6 +146,23 @@ def measure(cli, tmp_path, name, *argv, cores=CORES, reps=1, extra=()):
     return dataset.load(db)
 
 
+
+def build(tmp_path: Path, name: str, source: str, cc: tuple[str, ...] = ("gcc", "-O1", "-pthread"),
+          suffix: str = ".c") -> Path:
+    """`source` written to NAME.c (or `suffix`) in `tmp_path` and compiled with `cc`: the program."""
+    (tmp_path / f"{name}{suffix}").write_text(source)
+    exe = tmp_path / name
+    subprocess.run([*cc, "-o", str(exe), str(tmp_path / f"{name}{suffix}")], check=True)
+    return exe
+
+
+def campaign_at_one_core(cli, tmp_path: Path, exe: Path, reps: int = 1) -> Path:
+    """`exe` measured at 1 core, `reps` times, no warm-up: the campaign's file."""
+    db = tmp_path / f"{exe.name}.db"
+    r = cli("measure", "-q", "--cores", "1", "--reps", str(reps), "--warmup", "0", "-o", str(db), "--", str(exe))
+    assert r.code == 0, r.err
+    return db
+
 # ============================================================================ lockbench
 @pytest.mark.slow
 def test_lockbench_lock_is_named_at_its_call_site_with_its_hold_time(cli, tmp_path, cs_timer):
@@ -354,9 +371,7 @@ int main(void) {
 def test_the_table_is_bounded_and_counts_what_it_had_no_room_for(tmp_path):
     """300 locks from one site in one thread: the thread's table keeps at most 256 (lock, call
     site) entries and counts the acquisitions of the others as overflow; together they are all."""
-    (tmp_path / "many.c").write_text(OVERFLOW)
-    exe = tmp_path / "many"
-    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(tmp_path / "many.c")], check=True)
+    exe = build(tmp_path, "many", OVERFLOW)
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.update(shim.shim_env(tmp_path, env))
@@ -382,12 +397,7 @@ def test_a_campaigns_side_table_is_bounded_and_checked(cli, tmp_path, monkeypatc
 
     from corecast.errors import UserError
 
-    (tmp_path / "many.c").write_text(OVERFLOW)
-    exe = tmp_path / "many"
-    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(tmp_path / "many.c")], check=True)
-    db = tmp_path / "many.db"
-    r = cli("measure", "-q", "--cores", "1", "--reps", "2", "--warmup", "0", "-o", str(db), "--", str(exe))
-    assert r.code == 0, r.err
+    db = campaign_at_one_core(cli, tmp_path, build(tmp_path, "many", OVERFLOW), reps=2)
     n = len(dataset.load(db).tables["locks"])
     assert n > 100
     monkeypatch.setattr(dataset, "MAX_ROWS", n)
@@ -411,12 +421,7 @@ def test_locks_says_when_the_threads_tables_had_no_room(cli, tmp_path):
     the table said nothing); predict's lock block carries the same note."""
     from corecast.report import locks as report_locks
 
-    (tmp_path / "many.c").write_text(OVERFLOW)
-    exe = tmp_path / "many"
-    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(tmp_path / "many.c")], check=True)
-    db = tmp_path / "many.db"
-    r = cli("measure", "-q", "--cores", "1", "--reps", "1", "--warmup", "0", "-o", str(db), "--", str(exe))
-    assert r.code == 0, r.err
+    db = campaign_at_one_core(cli, tmp_path, build(tmp_path, "many", OVERFLOW))
     ds = dataset.load(db)
     in_rows = sum(int(x["acquisitions"]) for x in ds.tables["locks"])
     assert in_rows < 900
@@ -501,9 +506,7 @@ def test_a_cxx_mutex_is_named_as_the_source_names_it_at_the_programs_own_line(cl
     """A C++ program's std::mutex: its name was the symbol's, mangled (`&_ZL1m`), and its call
     site the line of libstdc++'s header that std::mutex::lock() inlines (`gthr-default.h:749`),
     the same for every std::mutex of every program; now `&m`, at the line of cxx.cc that locks."""
-    (tmp_path / "cxx.cc").write_text(CXX)
-    exe = tmp_path / "cxx"
-    subprocess.run(["g++", "-O2", "-g", "-pthread", "-o", str(exe), str(tmp_path / "cxx.cc")], check=True)
+    exe = build(tmp_path, "cxx", CXX, ("g++", "-O2", "-g", "-pthread"), ".cc")
     ds = measure(cli, tmp_path, "cxx", str(exe), "{threads}", cores="1")
     [row] = ds.tables["locks"]
     assert row["lock"] == "&m" and row["acquisitions"] == 20000
@@ -545,12 +548,7 @@ def test_a_trylock_sites_failed_attempts_are_its_contended_share(cli, tmp_path):
     is now the share of its attempts that found the lock taken, marked (try), with a note, and
     its failures are in --json. Deterministic: the main thread holds the lock while the worker
     fails exactly 1,000 times at line 7, then takes it once at line 11."""
-    (tmp_path / "try.c").write_text(TRY)
-    exe = tmp_path / "try"
-    subprocess.run(["gcc", "-O1", "-g", "-pthread", "-o", str(exe), str(tmp_path / "try.c")], check=True)
-    db = tmp_path / "try.db"
-    r = cli("measure", "-q", "--cores", "1", "--reps", "1", "--warmup", "0", "-o", str(db), "--", str(exe))
-    assert r.code == 0, r.err
+    db = campaign_at_one_core(cli, tmp_path, build(tmp_path, "try", TRY, ("gcc", "-O1", "-g", "-pthread")))
     r = cli("locks", str(db), "--json")
     assert r.code == 0, r.err
     by = {g["site"].split()[0]: g for g in json.loads(r.out)["locks"]}
