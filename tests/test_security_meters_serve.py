@@ -724,3 +724,19 @@ def test_refused_requests_are_not_a_log_line_each():
     assert 1 <= len(refusals) <= 2 + elapsed / REFUSALS_EVERY_S, log
     assert max(map(len, log.splitlines())) < 1000
     assert "(4010 characters)" in refusals[0]
+
+
+def test_a_throttled_flood_is_one_line_a_window_with_the_count_held_back(monkeypatch):
+    """messages.Throttle, which serve's refusals and the meters daemon's refused subscribers
+    share: the first line of a kind goes, the rest of its window are counted and said with the
+    next line; another kind has its own window."""
+    from corecast import messages
+    now = [1000.0]
+    monkeypatch.setattr(messages.time, "monotonic", lambda: now[0])
+    t = messages.Throttle(10.0)
+    assert t.line("owner", "refused a") == "refused a"
+    assert [t.line("owner", f"refused {i}") for i in range(5)] == [None] * 5
+    assert t.line("host", "refused h") == "refused h"
+    now[0] += 12.0
+    assert t.line("owner", "refused b") == "refused b (5 more refused like it in the last 12 s)"
+    assert t.line("owner", "refused c") is None

@@ -56,6 +56,25 @@ def visible(text: str, one_line: bool = False) -> str:
     return text.translate(_CONTROL_ALL if one_line else _CONTROL)
 
 
+
+class Throttle:
+    """Lines of a kind at most one every `every` seconds: a flood another user can send (refused
+    requests to a server, refused subscribers of a board) is one line, not one each. `line`
+    gives the text to log, with the count of those held back since the last, or None."""
+
+    def __init__(self, every: float):
+        self.every = every
+        self._seen: dict[str, tuple[float, int]] = {}     # kind: (when logged, held back since)
+
+    def line(self, kind: str, text: str) -> str | None:
+        now = time.monotonic()
+        last, since = self._seen.get(kind, (-self.every, 0))
+        if now - last < self.every:
+            self._seen[kind] = (last, since + 1)
+            return None
+        self._seen[kind] = (now, 0)
+        return text + (f" ({since} more refused like it in the last {now - last:.0f} s)" if since else "")
+
 def _print(text: str) -> None:
     text = visible(text)
     err = sys.stderr

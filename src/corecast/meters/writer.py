@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UserError
+from ..messages import Throttle
 from . import layout as L
 from .board import SHM, Board, board_path, check_name, peer_credentials, planted, socket_address
 
@@ -78,7 +79,7 @@ class Writer:
         self._sub_uid: dict[socket.socket, int] = {}  # each subscriber's uid (for MAX_SUBSCRIBERS_PER_USER)
         self._subs_lock = threading.Lock()
         self._closing = False
-        self._warned: dict[str, tuple[float, int]] = {}    # kind of refusal: (when logged, refused since)
+        self._warnings = Throttle(WARN_EVERY_S)             # refusals: one line per kind per WARN_EVERY_S
         self._spare = _spare_fd()                     # given up to accept (and refuse) at EMFILE
         self._accept = threading.Thread(target=self._accepting, name="meters-subscribers", daemon=True)
         self._accept.start()
@@ -241,16 +242,12 @@ class Writer:
         time.sleep(0.1)
 
     def _warn(self, kind: str, text: str) -> None:
-        """Log `text` unless a refusal of this kind was logged less than WARN_EVERY_S ago (then
-        it is counted, and the count goes with the next line)."""
-        now = time.monotonic()
-        last, since = self._warned.get(kind, (-WARN_EVERY_S, 0))
-        if now - last < WARN_EVERY_S:
-            self._warned[kind] = (last, since + 1)
+        """Log `text`, at most one refusal of a kind every WARN_EVERY_S (`messages.Throttle`)."""
+        line = self._warnings.line(kind, text)
+        if line is None:
             return
-        self._warned[kind] = (now, 0)
         try:
-            self.say(text + (f" ({since} more refused like it in the last {now - last:.0f} s)" if since else ""))
+            self.say(line)
         except Exception:                   # noqa: BLE001 - a log that fails never ends the thread
             pass
 

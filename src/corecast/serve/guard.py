@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
 from typing import Any, Callable
 
 from aiohttp import web
+
+from ..messages import Throttle
 
 log = logging.getLogger("corecast.serve")
 QUERY = "token"          # ?token=SECRET
@@ -99,20 +100,14 @@ class Guard:
         self.secret = secrets.token_urlsafe(32)     # the owner's: printed on the terminal only
         self.token = secrets.token_urlsafe(24)      # the page's, for its POSTs (never the secret)
         self.doorman = Doorman()
-        self._refused: dict[str, tuple[float, int]] = {}    # kind: (when logged, refused since)
+        self._refusals = Throttle(REFUSALS_EVERY_S)
 
     def refused(self, kind: str, text: str, *args: Any) -> None:
-        """Log a refusal unless one of its kind was logged less than REFUSALS_EVERY_S ago (then
-        it is counted, and the count goes with the next line): anyone who can reach the port
-        can send refused requests, and must not fill the owner's log."""
-        now = time.monotonic()
-        last, since = self._refused.get(kind, (-REFUSALS_EVERY_S, 0))
-        if now - last < REFUSALS_EVERY_S:
-            self._refused[kind] = (last, since + 1)
-            return
-        self._refused[kind] = (now, 0)
-        log.warning(text + (f" ({since} more refused like it in the last {now - last:.0f} s)" if since else ""),
-                    *(_short(a) for a in args))
+        """Log a refusal, at most one of a kind every REFUSALS_EVERY_S (`messages.Throttle`):
+        anyone who can reach the port can send refused requests, and must not fill the owner's log."""
+        line = self._refusals.line(kind, text % tuple(_short(a) for a in args))
+        if line is not None:
+            log.warning("%s", line)
 
     @property
     def cookie_name(self) -> str:
