@@ -725,6 +725,9 @@ def test_locks_table_times_in_a_unit_that_fits(cli, tmp_path):
 
     assert [L.duration(v) for v in (None, 0.0, 74e-9, 19880e-9, 1088321e-9, 11206.3e-6, 999.6e-6, 1.5)] == \
         ["-", "0 ns", "74 ns", "19.9 µs", "1.09 ms", "11.2 ms", "1 ms", "1.5 s"]
+    # the same formatter at throughput's four figures and its dash (report.terminal.duration)
+    assert [L.duration(v, 4, "—") for v in (float("nan"), 0.0012345, 0.99996e-3, 2.5e-9)] == \
+        ["—", "1.234 ms", "1 ms", "2.5 ns"]
     ds = fakes.lock_demands(cores=(1, 2))
     for r in ds.tables["locks"]:
         r["hold_s"], r["max_wait_s"] = 1088321e-9, 11206.3e-6

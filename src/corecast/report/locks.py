@@ -17,6 +17,7 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..errors import UserError
+from .terminal import duration
 
 TABLE = "locks"
 
@@ -212,20 +213,6 @@ def locks_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
-
-
-def duration(v: float | None) -> str:
-    """A time in seconds to three significant figures in the unit that keeps it under 1,000 (74
-    ns, 470 µs, 28 ms; a sort's hold was '1088321 ns' and memcached's longest wait '11206.3 µs')."""
-    if v is None:
-        return "-"
-    r = float(f"{abs(v):.3g}")
-    if r >= 1000:
-        return f"{v:,.0f} s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if r >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v * 1e9:.3g} ns"
 
 
 def _count(v: float | None) -> str:

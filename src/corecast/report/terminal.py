@@ -274,6 +274,21 @@ def _fitting_console() -> type:
     return FittingConsole
 
 
+
+def duration(v: float | None, sig: int = 3, missing: str = "-") -> str:
+    """A time in seconds to `sig` significant figures in the unit that keeps it under 1,000
+    (74 ns, 470 µs, 28 ms; a sort's lock hold was '1088321 ns', memcached's longest wait
+    '11206.3 µs'); `missing` for None or a time that is not finite."""
+    if v is None or not math.isfinite(v):
+        return missing
+    r = float(f"{abs(v):.{sig}g}")
+    if r >= 1000:
+        return f"{v:,.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if r >= scale:
+            return f"{v / scale:.{sig}g} {unit}"
+    return f"{v * 1e9:.{sig}g} ns"
+
 def fmt(v: Any, sig: int = 4) -> str:
     """Numbers with `sig` significant digits; integers as integers; None/NaN as '-'."""
     if v is None:

@@ -9,21 +9,18 @@ import math
 from typing import Any
 
 from ..sim.mrc import fmt_bytes
+from .terminal import duration
+
+
+def _time(t: float | None) -> str:
+    """A time to four figures in a unit that fits (`terminal.duration`); — where there is none."""
+    return duration(t, 4, "—")
 
 
 def _fmt_num(v: float | None, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
     return f"{v:,.{digits}g}" if abs(v) < 1e5 else f"{v:,.0f}"
-
-
-def _fmt_time(t: float | None) -> str:
-    if t is None or not math.isfinite(t):
-        return "—"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if t >= scale:
-            return f"{t / scale:.4g} {unit}"
-    return f"{t / 1e-9:.4g} ns"
 
 
 def _rps(v: float | None) -> str:
@@ -67,7 +64,7 @@ def render(out: dict[str, Any]) -> None:
     tgt = out["target"]
     title = (f"Throughput: {out['instructions']:,.0f} instructions per transaction, lock fraction "
              f"{out['lock_fraction']:g} ({out['lock_model']}), target {tgt['statistic']} response "
-             f"<= {_fmt_time(tgt['seconds'])}")
+             f"<= {_time(tgt['seconds'])}")
     console.print()
     console.print(title, width=min(console.width, 100))
     t = Table()
@@ -90,12 +87,12 @@ def render(out: dict[str, Any]) -> None:
             row += [fmt_bytes(r["llc_share_bytes"]), f"{r['llc_events'].get('dram', 0.0):.3f}",
                     _fmt_num(r["stack_cpi"])]
         row += [f"{100 * r['lock_penalty']:.0f}%", _fmt_num(r["cpi"]),
-               _fmt_time(r["transaction_time_s"]), _rps(r["capacity"]),
+               _time(r["transaction_time_s"]), _rps(r["capacity"]),
                _rps(r["mm1"]["arrival_rate"]) if r["mm1"] else "—",
                _rps(r["mmc"]["arrival_rate"]) if r["mmc"] else "—"]
         if closed:
             c = r["closed"]
-            row += [_rps(c["throughput"]) if c else "—", _fmt_time(c["response_time_s"]) if c else "—"]
+            row += [_rps(c["throughput"]) if c else "—", _time(c["response_time_s"]) if c else "—"]
         if has_meas:
             row += [_rps(r["measured"]), "—" if r["error"] is None else f"{100 * r['error']:+.1f}%"]
         t.add_row(*row)
@@ -105,7 +102,7 @@ def render(out: dict[str, Any]) -> None:
               "meeting the target")
     if closed:
         legend += (f"; closed: {closed['clients']} closed-loop clients, think time "
-                   f"{_fmt_time(closed['think_time_s']) if closed['think_time_s'] else '0'} "
+                   f"{_time(closed['think_time_s']) if closed['think_time_s'] else '0'} "
                    "(machine-repairman model, exact)")
     if has_meas:
         legend += "; error: (saturation - measured) / measured"
