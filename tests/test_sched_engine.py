@@ -250,6 +250,12 @@ def test_a_users_policy_file_runs_its_own_source_never_a_bytecode_cache(tmp_path
     (fresh / "mine.py").write_text(_MINE.format(name="mine"))
     assert make_policy(f"{fresh / 'mine.py'}:Mine").name == "mine"
     assert sorted(p.name for p in fresh.iterdir()) == ["mine.py"]          # no __pycache__ made
+    from corecast.errors import UserError
+    from corecast.sched.policies import MAX_POLICY_BYTES
+    big = tmp_path / "big.py"
+    big.write_text(_MINE.format(name="big") + "#" * MAX_POLICY_BYTES)
+    with pytest.raises(UserError, match="more than the 4,194,304 corecast reads from a policy file"):
+        make_policy(f"{big}:Mine")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's takes root")

@@ -34,7 +34,7 @@ import types
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, read_fd
 from .policy import Policy, View, fair_shares, ranked, sample_first, spread
 
 
@@ -475,16 +475,7 @@ def _policy_source(path: str) -> str:
         if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid not in (os.getegid(), 0)):
             raise UserError(f"{path}: writable by {'anyone' if st.st_mode & stat.S_IWOTH else f'group {st.st_gid}'}: "
                             "its code is not run (chmod go-w it)")
-        if st.st_size > MAX_POLICY_BYTES:
-            raise UserError(f"{path}: {st.st_size:,} bytes, more than a policy file's {MAX_POLICY_BYTES >> 20} MiB")
-        data = b""
-        while len(data) <= MAX_POLICY_BYTES:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            data += chunk
-        if len(data) > MAX_POLICY_BYTES:
-            raise UserError(f"{path}: more than a policy file's {MAX_POLICY_BYTES >> 20} MiB")
+        data = read_fd(fd, path, "policy file", MAX_POLICY_BYTES, regular=True)
     finally:
         os.close(fd)
     try:
