@@ -428,10 +428,10 @@ def test_locks_says_when_the_threads_tables_had_no_room(cli, tmp_path):
     r = cli("locks", str(db), "--json")
     assert r.code == 0, r.err
     (note,) = [n for n in json.loads(r.out)["notes"] if "no row" in n]
-    assert f"{900 - in_rows:,} acquisitions a run" in note and "at 1 cores 1 run(s)" in note
+    assert f"{900 - in_rows:,} acquisitions a run" in note and "at 1 core 1 run(s)" in note
     assert f"({round(100 * (900 - in_rows) / 900)}% of them)" in note
     r = cli("locks", str(db))
-    assert r.code == 0 and "note: at 1 cores" in r.out and "per-thread table" in r.out
+    assert r.code == 0 and "note: at 1 core " in r.out and "per-thread table" in r.out
     assert report_locks.table_losses(ds) == [note]
     # a Dataset whose notes were edited (a JSON file) is read without a traceback
     ds.notes["lock_table"] = [{"cores": "x"}, 3, {"cores": 1, "overflow": "many"}]

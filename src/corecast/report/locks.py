@@ -150,10 +150,15 @@ def _share_notes(shares: dict[str, dict[float, float]], ds: Dataset) -> list[str
     for c in sorted({c for d in shares.values() for c in d}):
         most, lock = max((d.get(c, 0.0), k) for k, d in shares.items())
         if most > MOST_SHARE:
-            notes.append(f"at {_int(c)} cores {lock} was waited for and held {100 * most:.0f}% of the thread time "
+            notes.append(f"at {_at(c)} {lock} was waited for and held {100 * most:.0f}% of the thread time "
                          f"of {_threads(ds, c):g} threads ({{threads}} = cores × --threads-per-core): the program "
                          "ran more threads than that, and its shares of thread time are too large")
     return notes
+
+
+def _at(c: float) -> str:
+    """'1 core', '2 cores': a count of cores in a note."""
+    return f"{_int(c)} core" + ("" if c == 1 else "s")
 
 
 def table_losses(ds: Dataset) -> list[str]:
@@ -187,12 +192,12 @@ def table_losses(ds: Dataset) -> list[str]:
     for c in sorted(over):
         n = float(np.median([v[0] for v in over[c]]))
         share = float(np.median([v[1] for v in over[c]]))
-        notes.append(f"at {_int(c)} cores {len(over[c])} run(s) had more (lock, call site) pairs than the "
+        notes.append(f"at {_at(c)} {len(over[c])} run(s) had more (lock, call site) pairs than the "
                      "shim's per-thread table (256) or a run's rows (the busiest 200) hold: "
                      f"{n:,.0f} acquisitions a run ({100 * share:.0f}% of them) are in the run's totals but in "
                      "no row here, so these rows undercount the locks' acquisitions, waits and holds")
     for c in sorted(untracked):
-        notes.append(f"at {_int(c)} cores {float(np.median(untracked[c])):,.0f} threads a run were past the shim's "
+        notes.append(f"at {_at(c)} {float(np.median(untracked[c])):,.0f} threads a run were past the shim's "
                      "table limit (16,384 tables): their locks are in no row here")
     return notes
 
